@@ -1,0 +1,88 @@
+"""Configuration values: frozen, so a running turn reads one consistent snapshot."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .providers.base import Provider
+
+__all__ = ["CompactionConfig", "Config", "RetryPolicy", "Timeout"]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter for retryable provider errors.
+
+    ``max_attempts`` counts opens, the first included. A provider's retry-after hint
+    replaces the backoff but is capped by ``max_delay_ms`` like any other delay.
+    """
+
+    max_attempts: int = 4
+    initial_delay_ms: int = 500
+    multiplier: float = 2.0
+    max_delay_ms: int = 30_000
+    jitter: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("RetryPolicy.max_attempts must be at least 1")
+        if self.initial_delay_ms < 0 or self.max_delay_ms < 0:
+            raise ValueError("RetryPolicy delays must not be negative")
+
+    def delay_ms(
+        self,
+        attempt: int,
+        retry_after_ms: int | None = None,
+        rng: random.Random | None = None,
+    ) -> int:
+        """The wait before attempt ``attempt + 1``, where ``attempt`` (1-based) failed."""
+        if retry_after_ms is not None:
+            return max(0, min(retry_after_ms, self.max_delay_ms))
+        ceiling = min(
+            self.initial_delay_ms * self.multiplier ** (attempt - 1), self.max_delay_ms
+        )
+        if self.jitter:
+            return int((rng or random).uniform(0, ceiling))
+        return int(ceiling)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionConfig:
+    """When and how to summarise an old prefix of the conversation.
+
+    ``keep_verbatim`` is the token budget for the most recent turns kept word for word;
+    ``prompt`` the system prompt of the summary request (None disables compaction);
+    ``provider`` an optional cheaper provider for summaries; with ``context_window`` set,
+    the loop compacts before a request estimated above ``threshold * context_window``.
+    """
+
+    keep_verbatim: int = 20_000
+    prompt: str | None = None
+    provider: Provider | None = None
+    context_window: int | None = None
+    threshold: float = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class Timeout:
+    """HTTP timeouts in seconds (None waits forever)."""
+
+    connect: float | None = 10.0
+    read: float | None = 120.0
+    write: float | None = 30.0
+    pool: float | None = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Loop settings; ``Agent.set_config`` swaps the whole value at a response boundary."""
+
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_iterations: int = 50
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)
+    max_tool_threads: int = 8
+    max_output_tokens: int | None = None
+    temperature: float | None = None

@@ -1,0 +1,244 @@
+"""The conversation model: messages made of immutable blocks, plus token usage.
+
+Blocks and messages are frozen values, so an event or a store may keep them safely.
+``Conversation`` is the one mutable holder: the live list an agent appends to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+__all__ = [
+    "Block",
+    "CompactionSummary",
+    "Conversation",
+    "MediaPart",
+    "Message",
+    "Part",
+    "RedactedThinking",
+    "Role",
+    "System",
+    "Text",
+    "TextPart",
+    "Thinking",
+    "ToolResult",
+    "ToolUse",
+    "Usage",
+    "UserMessage",
+    "WireIdentity",
+]
+
+Role: TypeAlias = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """Plain text written by the user or the model."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Thinking:
+    """Model reasoning; ``signature`` must be sent back unchanged (Anthropic)."""
+
+    text: str
+    signature: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RedactedThinking:
+    """Encrypted reasoning (Anthropic ``redacted_thinking``), kept opaque and sent back."""
+
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUse:
+    """A tool call: ``input`` is the raw JSON text of the arguments as the model sent it."""
+
+    id: str
+    name: str
+    input: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    """Text inside a tool result."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class MediaPart:
+    """An image inside a tool result; ``data`` is base64 text, ``media_type`` e.g. image/png."""
+
+    media_type: str
+    data: str
+
+    def __repr__(self) -> str:
+        return f"MediaPart(media_type={self.media_type!r}, data=<{len(self.data)} b64 chars>)"
+
+
+Part: TypeAlias = TextPart | MediaPart
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The answer to one ``ToolUse``, paired by ``tool_use_id``."""
+
+    tool_use_id: str
+    parts: tuple[Part, ...]
+    is_error: bool = False
+
+    @property
+    def text(self) -> str:
+        """The text parts joined by newlines (media parts are skipped)."""
+        return "\n".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+@dataclass(frozen=True, slots=True)
+class System:
+    """A system prompt; ``mode`` "append" adds to earlier ones, "replace" discards them."""
+
+    text: str
+    mode: Literal["append", "replace"] = "append"
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionSummary:
+    """The summary that stands in for a compacted prefix of the conversation."""
+
+    text: str
+
+
+Block: TypeAlias = (
+    Text | Thinking | RedactedThinking | ToolUse | ToolResult | System | CompactionSummary
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts of one response.
+
+    ``input`` excludes both cache buckets, so the prompt total is
+    ``input + cache_read + cache_write``; ``reasoning`` is a part of ``output``.
+    """
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning: int = 0
+
+    @property
+    def prompt_total(self) -> int:
+        """Every token the prompt cost, cached or not."""
+        return self.input + self.cache_read + self.cache_write
+
+    @property
+    def total(self) -> int:
+        """Prompt plus output tokens."""
+        return self.prompt_total + self.output
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+            self.reasoning + other.reasoning,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WireIdentity:
+    """Which API produced or will receive a message; never holds a key."""
+
+    api_style: str
+    base_url: str
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One conversation message.
+
+    ``stop_reason`` (assistant only) is normalised: "end_turn", "tool_use",
+    "max_tokens", "refusal", or the provider's own word for anything else.
+    ``wire`` records the API identity the message was produced for or by.
+    """
+
+    role: Role
+    content: tuple[Block, ...]
+    usage: Usage | None = None
+    stop_reason: str | None = None
+    wire: WireIdentity | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.content, tuple):
+            object.__setattr__(self, "content", tuple(self.content))
+
+    @property
+    def text(self) -> str:
+        """The concatenated ``Text`` blocks."""
+        return "".join(b.text for b in self.content if isinstance(b, Text))
+
+    @property
+    def tool_uses(self) -> tuple[ToolUse, ...]:
+        """The tool calls of an assistant message, in the model's order."""
+        return tuple(b for b in self.content if isinstance(b, ToolUse))
+
+    @property
+    def tool_results(self) -> tuple[ToolResult, ...]:
+        """The tool results carried by a user message."""
+        return tuple(b for b in self.content if isinstance(b, ToolResult))
+
+    def with_usage(self, usage: Usage | None) -> Message:
+        """A copy with other usage (compaction restates it)."""
+        return Message(self.role, self.content, usage, self.stop_reason, self.wire)
+
+    def with_wire(self, wire: WireIdentity | None) -> Message:
+        """A copy stamped with a wire identity."""
+        return Message(self.role, self.content, self.usage, self.stop_reason, wire)
+
+
+def UserMessage(content: str | Iterable[Block]) -> Message:  # noqa: N802 - public name
+    """Build a user message from text or from blocks."""
+    if isinstance(content, str):
+        return Message("user", (Text(content),))
+    return Message("user", tuple(content))
+
+
+@dataclass(slots=True)
+class Conversation:
+    """The live, ordered list of messages of one session."""
+
+    messages: list[Message] = field(default_factory=list)
+    session_id: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def system_prompt(self) -> str | None:
+        """The effective system prompt: appended texts, reset by a "replace"."""
+        parts: list[str] = []
+        for m in self.messages:
+            for b in m.content:
+                if isinstance(b, System):
+                    if b.mode == "replace":
+                        parts = []
+                    parts.append(b.text)
+        return "\n\n".join(parts) if parts else None
+
+    def dialogue(self) -> list[Message]:
+        """The messages a provider sees as turns (system messages excluded)."""
+        return [m for m in self.messages if m.role != "system"]
+
+    def extend(self, messages: Sequence[Message]) -> None:
+        """Append messages in order."""
+        self.messages.extend(messages)

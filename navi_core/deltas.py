@@ -1,0 +1,70 @@
+"""Delta kinds: the compact values the core's stream parsers return.
+
+A delta is a tuple whose first item is one of the int kinds below. Both core
+implementations (``csrc/_core.pyx`` and ``_core_py.py``) produce exactly these shapes;
+``providers.assembler`` turns them into events and the finished ``Message``.
+
+==================  ===================================================================
+kind                tuple
+==================  ===================================================================
+TEXT                (TEXT, text)
+THINKING            (THINKING, text)
+SIGNATURE           (SIGNATURE, signature)   closes the current thinking block
+REDACTED_THINKING   (REDACTED_THINKING, data)
+TOOL_START          (TOOL_START, index, id, name)   index: ordinal of the call in the
+                    response (OpenAI ``tool_calls[].index``; Anthropic: tool_use blocks
+                    seen before this one)
+TOOL_ARGS           (TOOL_ARGS, index, fragment)    a non-empty JSON text fragment
+FINISH              (FINISH, reason)        raw ``finish_reason`` / ``stop_reason``
+USAGE               (USAGE, input, output, cache_read, cache_write, reasoning)
+                    normalised totals known so far; the latest one wins
+MODEL               (MODEL, name)           when first seen and whenever it changes
+ERROR               (ERROR, type, message)  an error object sent inside the stream
+DONE                (DONE,)                 ``data: [DONE]`` or ``message_stop``
+==================  ===================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "DONE",
+    "ERROR",
+    "FINISH",
+    "KIND_NAMES",
+    "MODEL",
+    "REDACTED_THINKING",
+    "SIGNATURE",
+    "TEXT",
+    "THINKING",
+    "TOOL_ARGS",
+    "TOOL_START",
+    "USAGE",
+]
+
+TEXT: Final = 0
+THINKING: Final = 1
+SIGNATURE: Final = 2
+REDACTED_THINKING: Final = 3
+TOOL_START: Final = 4
+TOOL_ARGS: Final = 5
+FINISH: Final = 6
+USAGE: Final = 7
+MODEL: Final = 8
+ERROR: Final = 9
+DONE: Final = 10
+
+KIND_NAMES: Final = (
+    "TEXT",
+    "THINKING",
+    "SIGNATURE",
+    "REDACTED_THINKING",
+    "TOOL_START",
+    "TOOL_ARGS",
+    "FINISH",
+    "USAGE",
+    "MODEL",
+    "ERROR",
+    "DONE",
+)

@@ -1,0 +1,187 @@
+"""The navi_core exception tree, grouped by what the caller can do about it.
+
+NaviError
+├── ProviderError(message, status_code, retry_after_ms)     retryable: ClassVar[bool]
+│   ├── RateLimited · Overloaded · ServerError · TransportError · MalformedStream  (True)
+│   └── AuthFailed · BadRequest · ContextOverflow                                 (False)
+├── StreamPoisoned          a Stream failed earlier; ``__cause__`` is that failure
+├── EmptyAssistantResponse  the model answered with nothing at all
+├── NoCompactionPrompt      compaction was needed but no summary prompt is configured
+├── Cancelled               the host cancelled the turn
+├── SessionError            persistence: SessionNotFound, AmbiguousSession, SessionBusy
+└── ToolRegistrationError   a duplicate or invalid tool
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "AmbiguousSession",
+    "AuthFailed",
+    "BadRequest",
+    "Cancelled",
+    "ContextOverflow",
+    "EmptyAssistantResponse",
+    "MalformedStream",
+    "NaviError",
+    "NoCompactionPrompt",
+    "Overloaded",
+    "ProviderError",
+    "RateLimited",
+    "ServerError",
+    "SessionBusy",
+    "SessionError",
+    "SessionNotFound",
+    "StreamPoisoned",
+    "ToolRegistrationError",
+    "TransportError",
+]
+
+
+class NaviError(Exception):
+    """Base class of every error navi_core raises on purpose."""
+
+
+class ProviderError(NaviError):
+    """A model provider failed to give a complete response.
+
+    ``retryable`` is a class attribute: the retry loop asks it instead of keeping a
+    list of types. The message is the provider's own text, never headers or keys.
+    """
+
+    retryable: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        retry_after_ms: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.retry_after_ms = retry_after_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.message!r}, status_code={self.status_code!r}, "
+            f"retry_after_ms={self.retry_after_ms!r})"
+        )
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (
+            _rebuild_provider_error,
+            (type(self), self.message, self.status_code, self.retry_after_ms),
+        )
+
+
+def _rebuild_provider_error(
+    cls: type[ProviderError],
+    message: str,
+    status_code: int | None,
+    retry_after_ms: int | None,
+) -> ProviderError:
+    return cls(message, status_code=status_code, retry_after_ms=retry_after_ms)
+
+
+class RateLimited(ProviderError):
+    """HTTP 429: too many requests; retried after the provider's retry-after."""
+
+    retryable = True
+
+
+class Overloaded(ProviderError):
+    """HTTP 529 or an ``overloaded_error`` event: the provider is busy."""
+
+    retryable = True
+
+
+class ServerError(ProviderError):
+    """HTTP 5xx: the provider failed on its side."""
+
+    retryable = True
+
+
+class TransportError(ProviderError):
+    """Connect/read/write failure or timeout: the bytes did not arrive."""
+
+    retryable = True
+
+
+class MalformedStream(ProviderError):
+    """The response body broke the SSE or JSON rules, or ended before its terminator.
+
+    ``offset`` is the byte offset in the response body where the problem was found.
+    """
+
+    retryable = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        offset: int | None = None,
+        status_code: int | None = None,
+        retry_after_ms: int | None = None,
+    ) -> None:
+        super().__init__(message, status_code=status_code, retry_after_ms=retry_after_ms)
+        self.offset = offset
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (_rebuild_malformed, (self.message, self.offset, self.status_code))
+
+
+def _rebuild_malformed(
+    message: str, offset: int | None, status_code: int | None
+) -> MalformedStream:
+    return MalformedStream(message, offset=offset, status_code=status_code)
+
+
+class AuthFailed(ProviderError):
+    """HTTP 401/403: the key is missing, wrong or lacks permission."""
+
+
+class BadRequest(ProviderError):
+    """Another 4xx: the request itself is wrong; retrying cannot help."""
+
+
+class ContextOverflow(ProviderError):
+    """The prompt does not fit the model's context window; compaction may help once."""
+
+
+class StreamPoisoned(NaviError):
+    """Raised by every ``Stream.next()`` after the turn failed; ``__cause__`` is why."""
+
+
+class EmptyAssistantResponse(NaviError):
+    """The model completed a response with no text, thinking or tool call."""
+
+
+class NoCompactionPrompt(NaviError):
+    """Compaction was required but ``CompactionConfig.prompt`` is not set."""
+
+
+class Cancelled(NaviError):
+    """The turn was cancelled by the host (``Stream.cancel()`` or a tool)."""
+
+
+class SessionError(NaviError):
+    """A session store could not do what was asked."""
+
+
+class SessionNotFound(SessionError, LookupError):
+    """No session has that id or id prefix."""
+
+
+class AmbiguousSession(SessionError, LookupError):
+    """The id prefix matches more than one session."""
+
+
+class SessionBusy(SessionError):
+    """Another driver (thread, process or host) holds this session."""
+
+
+class ToolRegistrationError(NaviError, ValueError):
+    """A tool name is taken already, or a tool cannot be described as a JSON schema."""

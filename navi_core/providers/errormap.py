@@ -1,0 +1,88 @@
+"""Provider failures mapped to the navi_core error tree (HTTP status, in-stream errors)."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import (
+    AuthFailed,
+    BadRequest,
+    ContextOverflow,
+    Overloaded,
+    ProviderError,
+    RateLimited,
+    ServerError,
+)
+
+__all__ = ["error_for_status", "error_for_stream", "is_context_overflow"]
+
+
+_OVERFLOW = re.compile(
+    r"context[_ ]length[_ ]exceeded"
+    r"|maximum context length"
+    r"|prompt is too long"
+    r"|context window"
+    r"|exceeds? (?:the )?(?:available )?context"
+    r"|too many tokens"
+    r"|input is too long"
+    r"|requested \d+ tokens"
+    r"|exceed_context_size"
+    r"|context size",
+    re.IGNORECASE,
+)
+
+
+def is_context_overflow(text: str) -> bool:
+    """True when a provider's error text says the prompt outgrew the context window.
+
+    Covers OpenAI (``context_length_exceeded``), Anthropic ("prompt is too long"),
+    vLLM ("maximum context length"), llama.cpp ("exceeds the available context size",
+    ``exceed_context_size_error``) and Ollama ("context window"/"input is too long").
+    """
+    return _OVERFLOW.search(text) is not None
+
+
+def error_for_status(
+    status: int, message: str, *, retry_after_ms: int | None = None
+) -> ProviderError:
+    """Map an HTTP error status and the provider's message to an error instance."""
+    cls: type[ProviderError]
+    if status == 429:
+        cls = RateLimited
+    elif status == 529:
+        cls = Overloaded
+    elif status >= 500:
+        cls = ServerError
+    elif status in (401, 403):
+        cls = AuthFailed
+    elif status in (400, 413, 422) and is_context_overflow(message):
+        cls = ContextOverflow
+    else:
+        cls = BadRequest
+    return cls(message, status_code=status, retry_after_ms=retry_after_ms)
+
+
+_STREAM_ERRORS: dict[str, type[ProviderError]] = {
+    "overloaded_error": Overloaded,
+    "rate_limit_error": RateLimited,
+    "rate_limit_exceeded": RateLimited,
+    "api_error": ServerError,
+    "server_error": ServerError,
+    "internal_server_error": ServerError,
+    "timeout_error": ServerError,
+    "authentication_error": AuthFailed,
+    "permission_error": AuthFailed,
+    "invalid_request_error": BadRequest,
+    "context_length_exceeded": ContextOverflow,
+}
+
+
+def error_for_stream(kind: str, message: str) -> ProviderError:
+    """Map an error object sent inside a stream to an error instance.
+
+    Unknown kinds are treated as server errors (retryable): the response broke off.
+    """
+    if is_context_overflow(kind) or is_context_overflow(message):
+        return ContextOverflow(message or kind)
+    cls = _STREAM_ERRORS.get(kind, ServerError)
+    return cls(message or kind)

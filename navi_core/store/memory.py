@@ -1,0 +1,133 @@
+"""``MemoryStore``: sessions in this process's memory, the default; ``NullStore`` keeps none."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..conversation import Conversation, Message
+from ..errors import AmbiguousSession, SessionBusy, SessionNotFound
+from .base import SessionInfo
+
+__all__ = ["MemoryStore", "session_summary"]
+
+
+def session_summary(messages: Sequence[Message]) -> tuple[str | None, str | None]:
+    """The last user prompt text and the last model name found in ``messages``."""
+    last_user: str | None = None
+    model: str | None = None
+    for m in reversed(messages):
+        if last_user is None and m.role == "user" and m.text:
+            last_user = m.text
+        if model is None and m.wire is not None:
+            model = m.wire.model
+        if last_user is not None and model is not None:
+            break
+    return last_user, model
+
+
+@dataclass(slots=True)
+class _Session:
+    id: str
+    created_at: float
+    modified_at: float
+    windows: list[list[Message]] = field(default_factory=lambda: [[]])
+    locked: bool = False
+
+
+class _MemoryLock:
+    __slots__ = ("_session", "_store")
+
+    def __init__(self, store: MemoryStore, session: _Session) -> None:
+        self._store: MemoryStore | None = store
+        self._session = session
+
+    def release(self) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            with store._mutex:
+                self._session.locked = False
+
+
+class MemoryStore:
+    """Sessions kept in a dict, lost when the process ends; thread-safe."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._sessions: dict[str, _Session] = {}
+
+    def create(self) -> SessionInfo:
+        now = time.time()
+        s = _Session(uuid.uuid4().hex, now, now)
+        with self._mutex:
+            self._sessions[s.id] = s
+        return self._info(s)
+
+    def _info(self, s: _Session) -> SessionInfo:
+        msgs = s.windows[-1]
+        last_user, model = session_summary(msgs)
+        count = sum(len(w) for w in s.windows)
+        return SessionInfo(s.id, s.created_at, s.modified_at, count, last_user, model)
+
+    def list(self) -> list[SessionInfo]:
+        with self._mutex:
+            sessions = sorted(
+                self._sessions.values(), key=lambda s: (s.modified_at, s.id), reverse=True
+            )
+            return [self._info(s) for s in sessions]
+
+    def _find(self, id_or_prefix: str) -> _Session:
+        s = self._sessions.get(id_or_prefix)
+        if s is not None:
+            return s
+        matches = [v for k, v in self._sessions.items() if k.startswith(id_or_prefix)]
+        if not matches or not id_or_prefix:
+            raise SessionNotFound(f"no session matches {id_or_prefix!r}")
+        if len(matches) > 1:
+            raise AmbiguousSession(
+                f"{id_or_prefix!r} matches {len(matches)} sessions; give more characters"
+            )
+        return matches[0]
+
+    def get(self, id_or_prefix: str) -> SessionInfo:
+        with self._mutex:
+            return self._info(self._find(id_or_prefix))
+
+    def latest(self) -> SessionInfo | None:
+        listing = self.list()
+        return listing[0] if listing else None
+
+    def load(self, session_id: str) -> Conversation:
+        with self._mutex:
+            s = self._find(session_id)
+            return Conversation(list(s.windows[-1]), s.id)
+
+    def history(self, session_id: str) -> list[list[Message]]:
+        with self._mutex:
+            return [list(w) for w in self._find(session_id).windows]
+
+    def append(self, session_id: str, messages: Sequence[Message]) -> None:
+        with self._mutex:
+            s = self._find(session_id)
+            s.windows[-1].extend(messages)
+            s.modified_at = max(time.time(), s.modified_at)
+
+    def new_window(self, session_id: str, messages: Sequence[Message]) -> None:
+        with self._mutex:
+            s = self._find(session_id)
+            s.windows.append(list(messages))
+            s.modified_at = max(time.time(), s.modified_at)
+
+    def lock(self, session_id: str) -> _MemoryLock:
+        with self._mutex:
+            s = self._find(session_id)
+            if s.locked:
+                raise SessionBusy(f"session {s.id} is driven by another agent")
+            s.locked = True
+            return _MemoryLock(self, s)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,55 @@
+"""Builds the optional Cython core ``navi_core._core`` from ``csrc/_core.pyx``.
+
+NAVI_CORE_PURE=1 skips the extension (the pure-Python twin is used);
+NAVI_CORE_REQUIRE_EXTENSION=1 makes a failed build fatal instead of optional;
+NAVI_CORE_CYTHON_TRACE=1 compiles with line tracing for coverage.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from setuptools import Extension, setup
+
+TRUTHY = {"1", "true", "yes", "on"}
+
+
+def flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in TRUTHY
+
+
+def extensions() -> list[Extension]:
+    if flag("NAVI_CORE_PURE"):
+        print("navi_core: pure-Python build (NAVI_CORE_PURE set)", file=sys.stderr)
+        return []
+    require = flag("NAVI_CORE_REQUIRE_EXTENSION")
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        if require:
+            raise
+        print("navi_core: Cython missing, pure-Python build", file=sys.stderr)
+        return []
+    trace = flag("NAVI_CORE_CYTHON_TRACE")
+    macros = [("CYTHON_TRACE_NOGIL", "1")] if trace else []
+    ext = Extension(
+        "navi_core._core",
+        ["csrc/_core.pyx"],
+        define_macros=macros,
+        extra_compile_args=["-O3"] if os.name != "nt" else [],
+        optional=not require,
+    )
+    print("navi_core: building the Cython core", file=sys.stderr)
+    return cythonize(
+        [ext],
+        compiler_directives={
+            "language_level": 3,
+            "embedsignature": True,
+            "linetrace": trace,
+        },
+        quiet=True,
+    )
+
+
+setup(ext_modules=extensions())
