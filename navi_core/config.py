@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .providers.base import Provider
 
-__all__ = ["CompactionConfig", "Config", "RetryPolicy", "Timeout"]
+__all__ = ["CompactionConfig", "Config", "ImageLimits", "RetryPolicy", "Timeout"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +77,14 @@ class Timeout:
 
 
 @dataclass(frozen=True, slots=True)
+class ImageLimits:
+    """What an image in a tool result may be before it is downscaled and re-encoded."""
+
+    max_side: int = 1568
+    max_bytes: int = 5 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """Loop settings; ``Agent.set_config`` swaps the whole value at a response boundary."""
 
@@ -84,5 +92,6 @@ class Config:
     max_iterations: int = 50
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
     max_tool_threads: int = 8
+    images: ImageLimits = field(default_factory=ImageLimits)
     max_output_tokens: int | None = None
     temperature: float | None = None
