@@ -1,0 +1,155 @@
+"""``Scripted``: an offline provider replaying scripted responses, for tests and demos.
+
+Each item is one response: a list of blocks, an assistant ``Message`` (to carry usage
+and a stop reason), a plain string (one text block), an exception instance (raised when
+that response is opened) or ``MidStreamFailure`` (streams a part, then fails). Text is
+streamed in small deltas through the same assembler the HTTP providers use.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from .. import deltas as D
+from ..conversation import (
+    Block,
+    Message,
+    RedactedThinking,
+    Text,
+    Thinking,
+    ToolUse,
+    Usage,
+    WireIdentity,
+)
+from ..errors import BadRequest, ProviderError
+from .base import DeltaStream, ProviderRequest
+
+__all__ = ["MidStreamFailure", "Scripted", "ScriptItem"]
+
+
+@dataclass(frozen=True, slots=True)
+class MidStreamFailure:
+    """A response that streams ``after`` deltas of ``blocks`` and then raises ``error``."""
+
+    blocks: Sequence[Block]
+    error: ProviderError
+    after: int = 3
+
+
+ScriptItem: TypeAlias = "Sequence[Block] | Message | str | BaseException | MidStreamFailure"
+
+
+class Scripted:
+    """Replays scripted responses in order; ``calls`` counts opens, ``requests`` keeps
+    the conversations it was sent (one list of messages per open)."""
+
+    def __init__(
+        self,
+        items: Iterable[ScriptItem] = (),
+        *,
+        model: str = "scripted",
+        chunk_chars: int = 4,
+    ) -> None:
+        self._items: list[Any] = list(items)
+        self._lock = threading.Lock()
+        self._wire = WireIdentity("scripted", "scripted://local", model)
+        self.chunk_chars = max(1, chunk_chars)
+        self.calls = 0
+        self.requests: list[list[Message]] = []
+        self.last_request: ProviderRequest | None = None
+
+    def __repr__(self) -> str:
+        return f"Scripted(model={self._wire.model!r}, remaining={len(self._items)})"
+
+    @property
+    def wire(self) -> WireIdentity:
+        return self._wire
+
+    def add(self, *items: ScriptItem) -> None:
+        """Append more responses to the script."""
+        with self._lock:
+            self._items.extend(items)
+
+    @property
+    def remaining(self) -> int:
+        """Responses not yet replayed."""
+        return len(self._items)
+
+    def open(self, request: ProviderRequest) -> DeltaStream:
+        with self._lock:
+            self.calls += 1
+            self.requests.append(list(request.messages))
+            self.last_request = request
+            if not self._items:
+                raise BadRequest("Scripted provider has no response left", status_code=400)
+            item = self._items.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        fail: ProviderError | None = None
+        after = 0
+        if isinstance(item, MidStreamFailure):
+            fail, after, item = item.error, item.after, list(item.blocks)
+        message = _as_message(item)
+        batches = self._batches(message)
+        if fail is not None:
+            batches = _fail_after(batches, after, fail)
+        return DeltaStream(batches, self._wire)
+
+    def _batches(self, message: Message) -> Iterator[list[tuple[Any, ...]]]:
+        n = self.chunk_chars
+        yield [(D.MODEL, self._wire.model)]
+        tool_index = 0
+        for block in message.content:
+            if isinstance(block, Text):
+                for i in range(0, len(block.text), n):
+                    yield [(D.TEXT, block.text[i : i + n])]
+            elif isinstance(block, Thinking):
+                for i in range(0, len(block.text), n):
+                    yield [(D.THINKING, block.text[i : i + n])]
+                if block.signature is not None:
+                    yield [(D.SIGNATURE, block.signature)]
+            elif isinstance(block, RedactedThinking):
+                yield [(D.REDACTED_THINKING, block.data)]
+            elif isinstance(block, ToolUse):
+                yield [(D.TOOL_START, tool_index, block.id, block.name)]
+                step = max(n * 4, 8)
+                for i in range(0, len(block.input), step):
+                    yield [(D.TOOL_ARGS, tool_index, block.input[i : i + step])]
+                tool_index += 1
+        u = message.usage or Usage()
+        stop = message.stop_reason or ("tool_use" if tool_index else "end_turn")
+        yield [
+            (D.FINISH, stop),
+            (D.USAGE, u.input, u.output, u.cache_read, u.cache_write, u.reasoning),
+            (D.DONE,),
+        ]
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Scripted:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _as_message(item: Any) -> Message:
+    if isinstance(item, Message):
+        return item
+    if isinstance(item, str):
+        return Message("assistant", (Text(item),))
+    return Message("assistant", tuple(item))
+
+
+def _fail_after(
+    batches: Iterator[list[tuple[Any, ...]]], after: int, error: ProviderError
+) -> Iterator[list[tuple[Any, ...]]]:
+    for i, batch in enumerate(batches):
+        if i >= after:
+            raise error
+        yield batch
+    raise error
