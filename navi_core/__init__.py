@@ -1,9 +1,9 @@
 """navi_core: a synchronous, pull-based LLM agent loop with a compiled streaming core.
 
-    agent = Agent(provider=OpenAIChat(model="qwen2.5", base_url="http://127.0.0.1:11434/v1"))
-    with agent.run("What does README.md say?") as stream:
-        while ev := stream.next():
-            ...
+agent = Agent(provider=OpenAIChat(model="qwen2.5", base_url="http://127.0.0.1:11434/v1"))
+with agent.run("What does README.md say?") as stream:
+    while ev := stream.next():
+        ...
 """
 
 from __future__ import annotations

@@ -75,7 +75,9 @@ class Agent:
         self._lock: SessionLock | None = self.store.lock(info.id)
         try:
             self.conversation: Conversation = (
-                self.store.load(info.id) if info.message_count else Conversation([], info.id)
+                self.store.load(info.id)
+                if info.message_count
+                else Conversation([], info.id)
             )
             self.conversation.session_id = info.id
             if system is not None and system != self.conversation.system_prompt():
@@ -140,7 +142,9 @@ class Agent:
         """
         message = UserMessage(prompt) if isinstance(prompt, str) else prompt
         if message.role != "user":
-            raise ValueError(f"run() takes a user message, not a {message.role} message")
+            raise ValueError(
+                f"run() takes a user message, not a {message.role} message"
+            )
         self._check_idle()
         self._answer_dangling_calls()
         self._commit(message)
@@ -217,8 +221,14 @@ class Agent:
         if self._closed:
             raise RuntimeError("this agent is closed")
         s = self._stream
-        if s is not None and not s._closed and s.phase not in (Phase.DONE, Phase.FAILED):
-            raise RuntimeError("a turn is still running; finish or close its stream first")
+        if (
+            s is not None
+            and not s._closed
+            and s.phase not in (Phase.DONE, Phase.FAILED)
+        ):
+            raise RuntimeError(
+                "a turn is still running; finish or close its stream first"
+            )
 
     def _last_dialogue_message(self) -> Message | None:
         for m in reversed(self.conversation.messages):
@@ -260,9 +270,13 @@ class Agent:
             self._executor = ThreadPoolExecutor(
                 max_workers=config.max_tool_threads, thread_name_prefix="navi-tool"
             )
-        return Dispatch(uses, self._registry, self._executor, config.images, self.provider.wire)
+        return Dispatch(
+            uses, self._registry, self._executor, config.images, self.provider.wire
+        )
 
-    def _auto_compact(self, config: Config, *, reason: str, force: bool = False) -> list[Event]:
+    def _auto_compact(
+        self, config: Config, *, reason: str, force: bool = False
+    ) -> list[Event]:
         from .compaction import auto_compact
 
         return auto_compact(self, config, reason=reason, force=force)

@@ -115,7 +115,13 @@ class CompactionSummary:
 
 
 Block: TypeAlias = (
-    Text | Thinking | RedactedThinking | ToolUse | ToolResult | System | CompactionSummary
+    Text
+    | Thinking
+    | RedactedThinking
+    | ToolUse
+    | ToolResult
+    | System
+    | CompactionSummary
 )
 
 
@@ -207,7 +213,7 @@ class Message:
         return Message(self.role, self.content, self.usage, self.stop_reason, wire)
 
 
-def UserMessage(content: str | Iterable[Block]) -> Message:  # noqa: N802 - public name
+def UserMessage(content: str | Iterable[Block]) -> Message:
     """Build a user message from text or from blocks."""
     if isinstance(content, str):
         return Message("user", (Text(content),))

@@ -137,7 +137,9 @@ class Dispatch:
             outcome = _Outcome((TextPart(text),), True, time.perf_counter() - t0)
         self._inbox.put(("finished", i, outcome))
 
-    def _run_source(self, source: ToolSource, calls: list[tuple[int, ToolCall]]) -> None:
+    def _run_source(
+        self, source: ToolSource, calls: list[tuple[int, ToolCall]]
+    ) -> None:
         for i, _ in calls:
             self._inbox.put(("started", i))
         t0 = time.perf_counter()
@@ -155,7 +157,9 @@ class Dispatch:
             seconds = time.perf_counter() - t0
             for i, call in calls:
                 text = f"Tool {call.name!r} failed: {_describe(exc)}"
-                self._inbox.put(("finished", i, _Outcome((TextPart(text),), True, seconds)))
+                self._inbox.put(
+                    ("finished", i, _Outcome((TextPart(text),), True, seconds))
+                )
             return
         seconds = time.perf_counter() - t0
         for (i, call), value in zip(calls, values, strict=True):
@@ -206,7 +210,9 @@ class Dispatch:
                 outcome: _Outcome = item[2]
                 self._outcomes[i] = outcome
                 self._pending -= 1
-                events.append(ToolFinished(use.id, use.name, outcome.is_error, outcome.seconds))
+                events.append(
+                    ToolFinished(use.id, use.name, outcome.is_error, outcome.seconds)
+                )
         return events
 
     def cancelled_message(self) -> Message:
@@ -215,7 +221,9 @@ class Dispatch:
         for use, outcome in zip(self._uses, self._outcomes, strict=True):
             if outcome is None:
                 results.append(
-                    error_result(use.id, f"Tool {use.name!r} was cancelled before it finished.")
+                    error_result(
+                        use.id, f"Tool {use.name!r} was cancelled before it finished."
+                    )
                 )
             else:
                 results.append(ToolResult(use.id, outcome.parts, outcome.is_error))

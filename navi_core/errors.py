@@ -70,20 +70,18 @@ class ProviderError(NaviError):
             f"retry_after_ms={self.retry_after_ms!r})"
         )
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
-        return (
-            _rebuild_provider_error,
-            (type(self), self.message, self.status_code, self.retry_after_ms),
-        )
+    def __reduce__(self) -> tuple[object, ...]:
+        # keyword-only constructor arguments: rebuild from the instance dict
+        return (_rebuild, (type(self), self.message, dict(vars(self))))
 
 
-def _rebuild_provider_error(
-    cls: type[ProviderError],
-    message: str,
-    status_code: int | None,
-    retry_after_ms: int | None,
+def _rebuild(
+    cls: type[ProviderError], message: str, state: dict[str, object]
 ) -> ProviderError:
-    return cls(message, status_code=status_code, retry_after_ms=retry_after_ms)
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    err.__dict__.update(state)
+    return err
 
 
 class RateLimited(ProviderError):
@@ -126,17 +124,10 @@ class MalformedStream(ProviderError):
         status_code: int | None = None,
         retry_after_ms: int | None = None,
     ) -> None:
-        super().__init__(message, status_code=status_code, retry_after_ms=retry_after_ms)
+        super().__init__(
+            message, status_code=status_code, retry_after_ms=retry_after_ms
+        )
         self.offset = offset
-
-    def __reduce__(self):  # type: ignore[no-untyped-def]
-        return (_rebuild_malformed, (self.message, self.offset, self.status_code))
-
-
-def _rebuild_malformed(
-    message: str, offset: int | None, status_code: int | None
-) -> MalformedStream:
-    return MalformedStream(message, offset=offset, status_code=status_code)
 
 
 class AuthFailed(ProviderError):

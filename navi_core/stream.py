@@ -78,8 +78,13 @@ class Phase(enum.Enum):
 
 
 TRANSITIONS: Final[Mapping[Phase, frozenset[Phase]]] = {
-    Phase.TURN_START: frozenset({Phase.TURN_START, Phase.STREAMING, Phase.DONE, Phase.FAILED}),
-    Phase.STREAMING: frozenset({Phase.AFTER_RESPONSE, Phase.TURN_START, Phase.FAILED}),
+    Phase.TURN_START: frozenset(
+        {Phase.TURN_START, Phase.STREAMING, Phase.DONE, Phase.FAILED}
+    ),
+    # STREAMING -> DONE only through cancel()
+    Phase.STREAMING: frozenset(
+        {Phase.AFTER_RESPONSE, Phase.TURN_START, Phase.DONE, Phase.FAILED}
+    ),
     Phase.AFTER_RESPONSE: frozenset({Phase.TURN_START, Phase.DONE, Phase.FAILED}),
     Phase.DONE: frozenset(),
     Phase.FAILED: frozenset(),
@@ -233,7 +238,9 @@ class Stream:
         self._release_response()
         response = self._last.text if self._last is not None else ""
         self._queue.append(
-            TurnComplete(reason, response, self._iterations, self._tool_calls, self._usage)
+            TurnComplete(
+                reason, response, self._iterations, self._tool_calls, self._usage
+            )
         )
         self._enter(Phase.DONE)
 
@@ -325,7 +332,9 @@ class Stream:
             uses = message.tool_uses
             if not uses:
                 max_tokens = message.stop_reason == "max_tokens"
-                self._finish(StopReason.MAX_TOKENS if max_tokens else StopReason.END_TURN)
+                self._finish(
+                    StopReason.MAX_TOKENS if max_tokens else StopReason.END_TURN
+                )
                 return
             self._queue.append(ToolDispatchStart(len(uses)))
             self._dispatch = self._agent._dispatch(uses, self._config)

@@ -134,8 +134,16 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
         stripped = line.strip()
         header = stripped.rstrip(":").lower()
         if stripped.endswith(":") and header in {
-            "args", "arguments", "parameters", "returns", "raises", "yields", "example",
-            "examples", "note", "notes",
+            "args",
+            "arguments",
+            "parameters",
+            "returns",
+            "raises",
+            "yields",
+            "example",
+            "examples",
+            "note",
+            "notes",
         }:
             section = header
             current = None
@@ -144,8 +152,13 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
             summary.append(line)
         elif section in {"args", "arguments", "parameters"} and stripped:
             m = re.match(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", stripped)
-            if m and line[: len(line) - len(line.lstrip())] != "" and (
-                current is None or len(line) - len(line.lstrip()) <= _indent_of(lines, current)
+            if (
+                m
+                and line[: len(line) - len(line.lstrip())] != ""
+                and (
+                    current is None
+                    or len(line) - len(line.lstrip()) <= _indent_of(lines, current)
+                )
             ):
                 current = m.group(1).lstrip("*")
                 args[current] = m.group(2)
@@ -161,7 +174,9 @@ def _indent_of(lines: list[str], arg: str) -> int:
     return 0
 
 
-def _function_schema(f: Callable[..., Any], arg_docs: Mapping[str, str]) -> dict[str, Any]:
+def _function_schema(
+    f: Callable[..., Any], arg_docs: Mapping[str, str]
+) -> dict[str, Any]:
     sig = inspect.signature(f)
     try:
         hints = typing.get_type_hints(f, include_extras=False)
@@ -180,7 +195,7 @@ def _function_schema(f: Callable[..., Any], arg_docs: Mapping[str, str]) -> dict
                 "tools are called with keyword arguments"
             )
         prop = schema_for(hints.get(pname, Any), where=f"{f.__name__}.{pname}")
-        if pname in arg_docs and arg_docs[pname]:
+        if arg_docs.get(pname):
             prop = {**prop, "description": arg_docs[pname]}
         if param.default is param.empty:
             required.append(pname)
@@ -241,8 +256,12 @@ def schema_for(tp: Any, *, where: str = "value") -> dict[str, Any]:
         if len(args) == 2 and args[1] is Ellipsis:
             return {"type": "array", "items": schema_for(args[0], where=where)}
         items = [schema_for(a, where=where) for a in args]
-        return {"type": "array", "prefixItems": items, "minItems": len(items),
-                "maxItems": len(items)}
+        return {
+            "type": "array",
+            "prefixItems": items,
+            "minItems": len(items),
+            "maxItems": len(items),
+        }
     if tp in (dict, Mapping) or origin in (dict, Mapping):
         out = {"type": "object"}
         if len(args) == 2:
@@ -264,7 +283,8 @@ def _record_schema(tp: type, where: str, *, dataclass_fields: bool) -> dict[str,
         required = [
             f.name
             for f in dataclasses.fields(tp)
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            if f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
         ]
         props = {f.name: props[f.name] for f in dataclasses.fields(tp) if f.init}
     else:
@@ -278,7 +298,9 @@ def _record_schema(tp: type, where: str, *, dataclass_fields: bool) -> dict[str,
     return out
 
 
-def _convert_arguments(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
+def _convert_arguments(
+    fn: Callable[..., Any], arguments: Mapping[str, Any]
+) -> dict[str, Any]:
     """Map JSON values onto the annotated parameter types (dataclasses, enums, tuples)."""
     try:
         hints = typing.get_type_hints(fn)
@@ -304,7 +326,11 @@ def _convert(tp: Any, value: Any) -> Any:
         return value
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return tp(value)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(value, dict):
+    if (
+        isinstance(tp, type)
+        and dataclasses.is_dataclass(tp)
+        and isinstance(value, dict)
+    ):
         hints = typing.get_type_hints(tp)
         return tp(**{k: _convert(hints.get(k, Any), v) for k, v in value.items()})
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
@@ -335,7 +361,9 @@ class ToolRegistry:
 
     def _claim(self, spec: ToolSpec, owner: Tool | ToolSource) -> None:
         if spec.name in self._owners:
-            raise ToolRegistrationError(f"a tool named {spec.name!r} is registered already")
+            raise ToolRegistrationError(
+                f"a tool named {spec.name!r} is registered already"
+            )
         self._owners[spec.name] = owner
         self._specs[spec.name] = spec
 
@@ -421,5 +449,7 @@ def _json_text(value: Any) -> str:
         return str(obj)
 
     return orjson.dumps(
-        value, default=fallback, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+        value,
+        default=fallback,
+        option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY,
     ).decode()

@@ -22,8 +22,14 @@ from ..conversation import (
     WireIdentity,
 )
 from ..errors import MalformedStream
-from ..events import Event, ModelInfo, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallStart
-
+from ..events import (
+    Event,
+    ModelInfo,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallStart,
+)
 from .errormap import error_for_stream
 
 __all__ = ["ResponseAssembler", "normalize_stop_reason"]
@@ -58,7 +64,16 @@ _TEXT, _THINKING, _SEALED_THINKING, _REDACTED, _TOOL = range(5)
 class ResponseAssembler:
     """Accumulates one response; ``feed`` pushes events, ``finish`` builds the message."""
 
-    __slots__ = ("_blocks", "_cur", "_tools", "done", "finish_reason", "model", "usage", "wire")
+    __slots__ = (
+        "_blocks",
+        "_cur",
+        "_tools",
+        "done",
+        "finish_reason",
+        "model",
+        "usage",
+        "wire",
+    )
 
     def __init__(self, wire: WireIdentity) -> None:
         self.wire = wire
@@ -160,4 +175,6 @@ class ResponseAssembler:
                 call_id, name = extra
                 content.append(ToolUse(call_id, name, "".join(parts) or "{}"))
         stop = normalize_stop_reason(self.finish_reason, bool(self._tools))
-        return Message("assistant", tuple(content), self.usage or Usage(), stop, self.wire)
+        return Message(
+            "assistant", tuple(content), self.usage or Usage(), stop, self.wire
+        )

@@ -39,7 +39,9 @@ class MidStreamFailure:
     after: int = 3
 
 
-ScriptItem: TypeAlias = "Sequence[Block] | Message | str | BaseException | MidStreamFailure"
+ScriptItem: TypeAlias = (
+    "Sequence[Block] | Message | str | BaseException | MidStreamFailure"
+)
 
 
 class Scripted:
@@ -84,7 +86,9 @@ class Scripted:
             self.requests.append(list(request.messages))
             self.last_request = request
             if not self._items:
-                raise BadRequest("Scripted provider has no response left", status_code=400)
+                raise BadRequest(
+                    "Scripted provider has no response left", status_code=400
+                )
             item = self._items.pop(0)
         if isinstance(item, BaseException):
             raise item

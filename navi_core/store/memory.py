@@ -75,7 +75,9 @@ class MemoryStore:
     def list(self) -> list[SessionInfo]:
         with self._mutex:
             sessions = sorted(
-                self._sessions.values(), key=lambda s: (s.modified_at, s.id), reverse=True
+                self._sessions.values(),
+                key=lambda s: (s.modified_at, s.id),
+                reverse=True,
             )
             return [self._info(s) for s in sessions]
 

@@ -1,0 +1,301 @@
+"""Tool dispatch rules: grouping, threads, ordering, error results, aborts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import pytest
+
+from navi_core import (
+    Agent,
+    Cancelled,
+    Config,
+    Scripted,
+    StreamPoisoned,
+    Text,
+    ToolCall,
+    ToolDispatchComplete,
+    ToolDispatchStart,
+    ToolFinished,
+    ToolSpec,
+    ToolStarted,
+    ToolUse,
+    tool,
+)
+
+
+def drain(stream) -> list:
+    out = []
+    while (ev := stream.next()) is not None:
+        out.append(ev)
+    return out
+
+
+def run_turn(tools, calls, **kw):
+    p = Scripted([list(calls), [Text("done")]])
+    agent = Agent(p, tools=tools, **kw)
+    events = drain(agent.run("go"))
+    return agent, events, p
+
+
+def test_three_calls_finish_only_when_all_run_at_once_on_three_threads():
+    barrier = threading.Barrier(3, timeout=5)
+    threads: dict[str, str] = {}
+
+    @tool
+    def meet(tag: str) -> str:
+        """Wait for the others."""
+        barrier.wait()
+        threads[tag] = threading.current_thread().name
+        return f"met {tag}"
+
+    calls = [ToolUse(f"c{i}", "meet", f'{{"tag": "{t}"}}') for i, t in enumerate("abc")]
+    agent, _, _ = run_turn([meet], calls)
+    results = agent.conversation.messages[2].tool_results
+    assert [r.tool_use_id for r in results] == ["c0", "c1", "c2"]
+    assert [r.text for r in results] == ["met a", "met b", "met c"]
+    assert len(set(threads.values())) == 3
+    assert threading.current_thread().name not in threads.values()
+
+
+def test_results_keep_model_order_when_calls_finish_in_reverse():
+    @tool
+    def nap(seconds: float, tag: str) -> str:
+        """Sleep, then return the tag."""
+        time.sleep(seconds)
+        return tag
+
+    calls = [
+        ToolUse("slow", "nap", '{"seconds": 0.3, "tag": "first"}'),
+        ToolUse("mid", "nap", '{"seconds": 0.15, "tag": "second"}'),
+        ToolUse("fast", "nap", '{"seconds": 0, "tag": "third"}'),
+    ]
+    agent, events, _ = run_turn([nap], calls)
+    finished = [e.call_id for e in events if isinstance(e, ToolFinished)]
+    assert finished == ["fast", "mid", "slow"]
+    results = agent.conversation.messages[2].tool_results
+    assert [r.text for r in results] == ["first", "second", "third"]
+    complete = next(e for e in events if isinstance(e, ToolDispatchComplete))
+    assert complete.message == agent.conversation.messages[2]
+
+
+class RecordingSource:
+    """A source that records every batch and the thread it ran on."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self._names = names
+        self.batches: list[tuple[str, list[ToolCall]]] = []
+
+    def tools(self) -> list[ToolSpec]:
+        return [ToolSpec(n, f"tool {n}", {"type": "object"}) for n in self._names]
+
+    def call_batch(self, calls: Sequence[ToolCall]) -> list[object]:
+        self.batches.append((threading.current_thread().name, list(calls)))
+        return [f"{c.name}:{c.arguments.get('n')}" for c in calls]
+
+
+def test_a_source_gets_its_calls_in_one_batch_on_one_thread_in_order():
+    src = RecordingSource(["s_a", "s_b"])
+    calls = [
+        ToolUse("1", "s_a", '{"n": 1}'),
+        ToolUse("2", "s_b", '{"n": 2}'),
+        ToolUse("3", "s_a", '{"n": 3}'),
+    ]
+    agent, _, _ = run_turn([src], calls)
+    assert len(src.batches) == 1
+    _, batch = src.batches[0]
+    assert [c.id for c in batch] == ["1", "2", "3"]
+    assert [r.text for r in agent.conversation.messages[2].tool_results] == [
+        "s_a:1",
+        "s_b:2",
+        "s_a:3",
+    ]
+
+
+def test_distinct_sources_run_on_distinct_threads():
+    gate = threading.Barrier(2, timeout=5)
+
+    class Waiting(RecordingSource):
+        def call_batch(self, calls):
+            gate.wait()  # both batches must be in flight at once
+            return super().call_batch(calls)
+
+    one, two = Waiting(["x1"]), Waiting(["x2"])
+    calls = [ToolUse("a", "x1", "{}"), ToolUse("b", "x2", "{}")]
+    run_turn([one, two], calls)
+    assert one.batches[0][0] != two.batches[0][0]
+
+
+def test_invalid_arguments_become_an_error_result_and_the_tool_does_not_run():
+    ran = []
+
+    @tool
+    def record(x: int) -> str:
+        """Record x."""
+        ran.append(x)
+        return "ran"
+
+    calls = [
+        ToolUse("bad", "record", '{"x": 1'),
+        ToolUse("list", "record", "[1]"),
+        ToolUse("good", "record", '{"x": 2}'),
+    ]
+    agent, _, p = run_turn([record], calls)
+    bad, not_obj, good = agent.conversation.messages[2].tool_results
+    assert bad.is_error and "record" in bad.text and "JSON" in bad.text
+    assert not_obj.is_error and "object" in not_obj.text
+    assert not good.is_error and ran == [2]
+    assert p.calls == 2  # the loop went on
+
+
+def test_unknown_tool_and_raising_tool_become_readable_errors():
+    @tool
+    def explode() -> str:
+        """Always fails."""
+        raise ValueError("disk on fire")
+
+    calls = [ToolUse("u", "nope", "{}"), ToolUse("e", "explode", "{}")]
+    agent, events, _ = run_turn([explode], calls)
+    unknown, exploded = agent.conversation.messages[2].tool_results
+    assert unknown.is_error and "nope" in unknown.text and "explode" in unknown.text
+    assert (
+        exploded.is_error
+        and "explode" in exploded.text
+        and "disk on fire" in exploded.text
+    )
+    assert [e.is_error for e in events if isinstance(e, ToolFinished)] == [True, True]
+    assert events[-1].response == "done"
+
+
+def test_wrong_argument_names_are_an_error_result():
+    @tool
+    def needs(a: int) -> int:
+        """Needs a."""
+        return a
+
+    agent, _, _ = run_turn([needs], [ToolUse("w", "needs", '{"b": 1}')])
+    (res,) = agent.conversation.messages[2].tool_results
+    assert res.is_error and "needs" in res.text and "TypeError" in res.text
+
+
+def test_whole_batch_failure_of_a_source_gives_one_error_per_call():
+    class Broken(RecordingSource):
+        def call_batch(self, calls):
+            raise ConnectionError("backend down")
+
+    src = Broken(["b1", "b2"])
+    calls = [ToolUse("1", "b1", "{}"), ToolUse("2", "b2", "{}")]
+    agent, _, _ = run_turn([src], calls)
+    results = agent.conversation.messages[2].tool_results
+    assert [r.tool_use_id for r in results] == ["1", "2"]
+    assert all(r.is_error and "backend down" in r.text for r in results)
+
+
+def test_source_may_return_an_exception_for_one_call():
+    class Partial(RecordingSource):
+        def call_batch(self, calls):
+            return ["fine", KeyError("missing")]
+
+    agent, _, _ = run_turn(
+        [Partial(["p1", "p2"])], [ToolUse("1", "p1", "{}"), ToolUse("2", "p2", "{}")]
+    )
+    ok, err = agent.conversation.messages[2].tool_results
+    assert ok.text == "fine" and not ok.is_error
+    assert err.is_error and "KeyError" in err.text
+
+
+@pytest.mark.parametrize("exc", [Cancelled("stop"), KeyboardInterrupt(), MemoryError()])
+def test_aborting_exceptions_abort_the_turn_with_no_result_appended(exc):
+    @tool
+    def abort() -> str:
+        """Raise the aborting exception."""
+        raise exc
+
+    p = Scripted([[ToolUse("a", "abort", "{}")], [Text("never")]])
+    agent = Agent(p, tools=[abort])
+    stream = agent.run("x")
+    with pytest.raises(type(exc)):
+        drain(stream)
+    assert [m.role for m in agent.conversation.messages] == ["user", "assistant"]
+    with pytest.raises(StreamPoisoned):
+        stream.next()
+    # the next turn answers the dangling call first, so the conversation stays valid
+    p.add([Text("recovered")])
+    drain(agent.run("again"))
+    roles = [m.role for m in agent.conversation.messages]
+    assert roles == ["user", "assistant", "user", "user", "assistant"]
+    assert agent.conversation.messages[2].tool_results[0].is_error
+
+
+def test_dispatch_events_order():
+    @tool
+    def one() -> str:
+        """One."""
+        return "1"
+
+    _, events, _ = run_turn(
+        [one], [ToolUse("a", "one", "{}"), ToolUse("b", "one", "{}")]
+    )
+    names = [type(e).__name__ for e in events]
+    start = names.index("ToolDispatchStart")
+    end = names.index("ToolDispatchComplete")
+    middle = events[start + 1 : end]
+    assert events[start] == ToolDispatchStart(2)
+    assert (
+        sorted(type(e).__name__ for e in middle)
+        == ["ToolFinished"] * 2 + ["ToolStarted"] * 2
+    )
+    for call in ("a", "b"):
+        s = next(
+            i
+            for i, e in enumerate(middle)
+            if isinstance(e, ToolStarted) and e.call_id == call
+        )
+        f = next(
+            i
+            for i, e in enumerate(middle)
+            if isinstance(e, ToolFinished) and e.call_id == call
+        )
+        assert s < f
+
+
+def test_json_and_none_results_are_text():
+    @tool
+    def data() -> dict:
+        """Data."""
+        return {"a": [1, 2], "b": None}
+
+    @tool
+    def nothing() -> None:
+        """Nothing."""
+
+    agent, _, _ = run_turn(
+        [data, nothing], [ToolUse("d", "data", "{}"), ToolUse("n", "nothing", "{}")]
+    )
+    d, n = agent.conversation.messages[2].tool_results
+    assert d.text == '{"a":[1,2],"b":null}'
+    assert n.text == "(no output)"
+
+
+def test_thread_limit_from_config():
+    active = 0
+    peak = 0
+    lock = threading.Lock()
+
+    @tool
+    def busy() -> str:
+        """Busy."""
+        nonlocal active, peak
+        with lock:
+            active += 1
+            peak = max(peak, active)
+        time.sleep(0.05)
+        with lock:
+            active -= 1
+        return "ok"
+
+    calls = [ToolUse(f"c{i}", "busy", "{}") for i in range(6)]
+    run_turn([busy], calls, config=Config(max_tool_threads=2))
+    assert peak == 2

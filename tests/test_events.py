@@ -1,0 +1,65 @@
+"""Events are immutable values, pattern-matchable, and the union names them all."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+import pytest
+
+import navi_core.events as events_mod
+from navi_core import (
+    Message,
+    StopReason,
+    Text,
+    TextDelta,
+    ToolCallStart,
+    TurnComplete,
+    Usage,
+)
+from navi_core.events import AnyEvent, Event
+
+
+def all_event_classes():
+    return {
+        obj
+        for obj in vars(events_mod).values()
+        if isinstance(obj, type) and issubclass(obj, Event) and obj is not Event
+    }
+
+
+def test_any_event_names_every_event_class():
+    assert set(typing.get_args(AnyEvent)) == all_event_classes()
+
+
+@pytest.mark.parametrize("cls", sorted(all_event_classes(), key=lambda c: c.__name__))
+def test_every_event_is_frozen_and_slotted(cls):
+    assert dataclasses.is_dataclass(cls)
+    assert cls.__dataclass_params__.frozen
+    assert ("__slots__" in vars(cls) and not hasattr(cls, "__dict__")) or cls.__slots__
+
+
+def test_events_cannot_be_changed():
+    ev = TextDelta("a")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ev.text = "b"  # type: ignore[misc]
+
+
+def test_positional_and_keyword_patterns_match():
+    ev = ToolCallStart(2, "id", "name")
+    match ev:
+        case ToolCallStart(i, call_id, name=n):
+            assert (i, call_id, n) == (2, "id", "name")
+        case _:
+            pytest.fail("no match")
+    match TextDelta("hi"):
+        case TextDelta(text=t):
+            assert t == "hi"
+
+
+def test_turn_complete_holds_values():
+    msg = Message("assistant", [Text("x")])
+    assert isinstance(msg.content, tuple)
+    done = TurnComplete(StopReason.END_TURN, "x", 1, 0, Usage(1, 2))
+    assert str(done.stop_reason) == "end_turn" and done.stop_reason == "end_turn"
+    assert hash(done) == hash(TurnComplete(StopReason.END_TURN, "x", 1, 0, Usage(1, 2)))
