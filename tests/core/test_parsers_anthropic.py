@@ -1,0 +1,298 @@
+"""AnthropicParser: recorded Messages streams and each event rule, both twins."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from navi_core.deltas import (
+    DONE,
+    ERROR,
+    FINISH,
+    MODEL,
+    REDACTED_THINKING,
+    SIGNATURE,
+    TEXT,
+    THINKING,
+    TOOL_ARGS,
+    TOOL_START,
+    USAGE,
+)
+from navi_core.errors import MalformedStream
+
+DATA = Path(__file__).parent.parent / "data" / "sse"
+
+
+def chunkings(raw: bytes) -> list[list[bytes]]:
+    """The input whole, one byte at a time, then at seeded random split points."""
+    out = [[raw], [raw[i : i + 1] for i in range(len(raw))]]
+    for seed in range(3):
+        rng = random.Random(seed)
+        cuts = sorted(rng.sample(range(1, len(raw)), min(len(raw) - 1, 8)))
+        out.append(
+            [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+        )
+    return out
+
+
+def run(parser: Any, chunks: list[bytes]) -> list[Any]:
+    deltas: list[Any] = []
+    for chunk in chunks:
+        deltas += parser.feed(chunk)
+    return deltas + parser.close()
+
+
+def parse(core: ModuleType, raw: bytes) -> list[tuple[Any, ...]]:
+    """Parse under every chunking; all must agree."""
+    results = [run(core.AnthropicParser(), c) for c in chunkings(raw)]
+    assert all(r == results[0] for r in results)
+    return results[0]
+
+
+def sse(*payloads: dict[str, Any]) -> bytes:
+    """Frame payloads as the API does: ``event: <type>`` then ``data: <json>``."""
+    return b"".join(
+        f"event: {p['type']}\ndata: {json.dumps(p)}\n\n".encode() for p in payloads
+    )
+
+
+def start(model: str = "claude-x", **usage: Any) -> dict[str, Any]:
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": model}
+    return {"type": "message_start", "message": {**message, "usage": usage}}
+
+
+def block(index: int, content: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_start", "index": index, "content_block": content}
+
+
+def delta(index: int, content: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": index, "delta": content}
+
+
+def fixture(name: str) -> bytes:
+    return (DATA / name).read_bytes()
+
+
+def test_text_basic(core: ModuleType) -> None:
+    raw = fixture("anthropic/text_basic.sse")
+    assert not raw.endswith(b"\n")  # message_stop is unterminated
+    assert parse(core, raw) == [
+        (MODEL, "claude-3-opus-latest"),
+        (USAGE, 11, 1, 0, 0, 0),
+        (TEXT, "Hello"),
+        (TEXT, " there"),
+        (TEXT, "!"),
+        (FINISH, "end_turn"),
+        (USAGE, 11, 6, 0, 0, 0),
+        (DONE,),
+    ]
+
+
+def test_tool_use(core: ModuleType) -> None:
+    deltas = parse(core, fixture("anthropic/tool_use.sse"))
+    assert deltas[:4] == [
+        (MODEL, "claude-sonnet-4-20250514"),
+        (USAGE, 377, 1, 0, 0, 0),
+        (TEXT, "I"),
+        (TEXT, "'ll check the current weather in Paris for you."),
+    ]
+    assert deltas[4] == (TOOL_START, 0, "toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather")
+    args = [d for d in deltas if d[0] == TOOL_ARGS]
+    assert all(d[1] == 0 and d[2] for d in args)  # the empty first fragment is dropped
+    assert json.loads("".join(d[2] for d in args)) == {"location": "Paris"}
+    assert deltas[-3:] == [(FINISH, "tool_use"), (USAGE, 377, 65, 0, 0, 0), (DONE,)]
+
+
+def test_padded_lines_and_cut_off_tool_input(core: ModuleType) -> None:
+    deltas = parse(core, fixture("anthropic/tool_use_padded_max_tokens.sse"))
+    assert deltas[0] == (MODEL, "claude-3-7-sonnet-20250219")
+    assert (
+        deltas.count((TOOL_START, 0, "toolu_01EKqbqmZrGRXy18eN7m9kvY", "make_file"))
+        == 1
+    )
+    text = "".join(d[1] for d in deltas if d[0] == TEXT)
+    assert text.startswith("I'll create a comprehensive tax guide for someone")
+    args = "".join(d[2] for d in deltas if d[0] == TOOL_ARGS)
+    assert args.startswith('{"filename": "taxes.txt", "lines_of_text": [\n"# COMPRE')
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(args)  # max_tokens cut the input off: passed on as received
+    assert deltas[-3:] == [(FINISH, "max_tokens"), (USAGE, 450, 124, 0, 0, 0), (DONE,)]
+
+
+def test_refusal(core: ModuleType) -> None:
+    assert parse(core, fixture("anthropic/refusal.sse")) == [
+        (MODEL, "claude-opus-4-7"),
+        (USAGE, 20, 1, 0, 0, 0),
+        (FINISH, "refusal"),
+        (USAGE, 20, 0, 0, 0, 0),
+        (DONE,),
+    ]
+
+
+def test_midstream_overloaded_error(core: ModuleType) -> None:
+    raw = fixture("synthetic/anthropic_midstream_overloaded_error.sse")
+    assert parse(core, raw)[-2:] == [
+        (TEXT, "Partial ans"),
+        (ERROR, "overloaded_error", "Overloaded"),
+    ]
+
+
+def test_tool_without_arguments(core: ModuleType) -> None:
+    lines = fixture("vercel-ai-jsonl/anthropic_tool_no_args.jsonl").splitlines()
+    raw = b"".join(b"data: " + line + b"\n\n" for line in lines if line)
+    assert parse(core, raw) == [
+        (MODEL, "claude-sonnet-4-5-20250929"),
+        (USAGE, 565, 7, 0, 0, 0),
+        (TEXT, "I'll update the issue list for"),
+        (TEXT, " you."),
+        (TOOL_START, 0, "toolu_01QE1WLsSVp5hy5Q3GmGTmjP", "updateIssueList"),
+        (FINISH, "tool_use"),
+        (USAGE, 565, 48, 0, 0, 0),
+        (DONE,),
+    ]
+
+
+def test_thinking_signature_and_redacted(core: ModuleType) -> None:
+    raw = sse(
+        start(),
+        block(0, {"type": "thinking", "thinking": ""}),
+        delta(0, {"type": "thinking_delta", "thinking": "Let me "}),
+        delta(0, {"type": "thinking_delta", "thinking": "think."}),
+        delta(0, {"type": "signature_delta", "signature": "c2ln"}),
+        block(1, {"type": "redacted_thinking", "data": "EmwKAhgB"}),
+        block(2, {"type": "thinking", "thinking": "whole", "signature": "sig2"}),
+        block(3, {"type": "text", "text": "Hi"}),
+        delta(3, {"type": "text_delta", "text": ""}),
+        delta(3, {"type": "citations_delta", "citation": {}}),
+    )
+    assert parse(core, raw)[2:] == [
+        (THINKING, "Let me "),
+        (THINKING, "think."),
+        (SIGNATURE, "c2ln"),
+        (REDACTED_THINKING, "EmwKAhgB"),
+        (THINKING, "whole"),
+        (SIGNATURE, "sig2"),
+        (TEXT, "Hi"),
+    ]
+
+
+def test_tool_ordinals_follow_tool_blocks_only(core: ModuleType) -> None:
+    raw = sse(
+        start(),
+        block(0, {"type": "text", "text": ""}),
+        block(1, {"type": "tool_use", "id": "a", "name": "f", "input": {}}),
+        block(
+            2, {"type": "server_tool_use", "id": "s", "name": "web_search", "input": {}}
+        ),
+        delta(2, {"type": "input_json_delta", "partial_json": '{"q":1}'}),
+        block(
+            3, {"type": "tool_use", "id": "b", "name": "g", "input": {"x": [1, "é"]}}
+        ),
+        delta(3, {"type": "input_json_delta", "partial_json": ""}),
+        delta(1, {"type": "input_json_delta", "partial_json": '{"k":'}),
+        delta(1, {"type": "input_json_delta", "partial_json": "2}"}),
+    )
+    assert parse(core, raw)[2:] == [
+        (TOOL_START, 0, "a", "f"),
+        (TOOL_START, 1, "b", "g"),
+        (TOOL_ARGS, 1, '{"x":[1,"é"]}'),
+        (TOOL_ARGS, 0, '{"k":'),
+        (TOOL_ARGS, 0, "2}"),
+    ]
+
+
+def test_usage_is_merged_into_running_totals(core: ModuleType) -> None:
+    raw = sse(
+        start(
+            input_tokens=100,
+            output_tokens=1,
+            cache_read_input_tokens=None,
+            cache_creation_input_tokens=30,
+        ),
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": None},
+            "usage": {"output_tokens": 9},
+        },
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {
+                "output_tokens": 20,
+                "cache_read_input_tokens": 5,
+                "input_tokens": None,
+            },
+        },
+        {"type": "message_delta", "delta": {}},
+        {"type": "message_stop"},
+    )
+    assert parse(core, raw) == [
+        (MODEL, "claude-x"),
+        (USAGE, 100, 1, 0, 30, 0),
+        (USAGE, 100, 9, 0, 30, 0),
+        (FINISH, "end_turn"),
+        (USAGE, 100, 20, 5, 30, 0),
+        (DONE,),
+    ]
+
+
+def test_message_start_without_usage_or_model(core: ModuleType) -> None:
+    raw = sse({"type": "message_start", "message": {"model": ""}})
+    assert parse(core, raw) == [(USAGE, 0, 0, 0, 0, 0)]
+
+
+def test_ping_stop_and_unknown_types_are_ignored(core: ModuleType) -> None:
+    raw = sse(
+        {"type": "ping"},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "brand_new_event", "x": 1},
+        block(0, {"type": "image", "source": {}}),
+    )
+    assert parse(core, raw) == []
+
+
+def test_error_event_without_details(core: ModuleType) -> None:
+    raw = sse({"type": "error"}, {"type": "error", "error": {"type": "api_error"}})
+    assert parse(core, raw) == [(ERROR, "error", ""), (ERROR, "api_error", "")]
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (
+            b'{"type": "ping"',
+            'invalid JSON in SSE event at byte 12: \'{"type": "ping"\'',
+        ),
+        (b'"ping"', "SSE event at byte 12 is not a JSON object: '\"ping\"'"),
+        (
+            b'{"type": "content_block_delta", "index": 0}',
+            "unexpected JSON structure in SSE event at byte 12: "
+            '\'{"type": "content_block_delta", "index": 0}\'',
+        ),
+        (
+            b'{"type": "message_start", "message": {"usage": {"input_tokens": "3"}}}',
+            "unexpected JSON structure in SSE event at byte 12: "
+            '\'{"type": "message_start", "message": {"usage": {"input_tokens": "3"}}}\'',
+        ),
+    ],
+)
+def test_malformed_payload(core: ModuleType, payload: bytes, message: str) -> None:
+    raw = b"event: x\r\n\r\ndata: " + payload + b"\r\n\r\n"
+    for chunks in chunkings(raw):
+        with pytest.raises(MalformedStream) as info:
+            run(core.AnthropicParser(), chunks)
+        assert info.value.offset == 12
+        assert str(info.value) == message
+
+
+def test_close_then_feed(core: ModuleType) -> None:
+    parser = core.AnthropicParser()
+    assert parser.feed(b'data: {"type":"message_stop"}') == []
+    assert parser.close() == [(DONE,)]
+    with pytest.raises(ValueError, match="after close"):
+        parser.feed(b"\n\n")

@@ -1,0 +1,402 @@
+"""OpenAIChatParser: recorded chat-completions streams and each chunk rule, both twins."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from navi_core.deltas import (
+    DONE,
+    ERROR,
+    FINISH,
+    MODEL,
+    TEXT,
+    THINKING,
+    TOOL_ARGS,
+    TOOL_START,
+    USAGE,
+)
+from navi_core.errors import MalformedStream
+
+DATA = Path(__file__).parent.parent / "data" / "sse"
+
+
+def chunkings(raw: bytes) -> list[list[bytes]]:
+    """The input whole, one byte at a time, then at seeded random split points."""
+    out = [[raw], [raw[i : i + 1] for i in range(len(raw))]]
+    for seed in range(3):
+        rng = random.Random(seed)
+        cuts = sorted(rng.sample(range(1, len(raw)), min(len(raw) - 1, 8)))
+        out.append(
+            [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+        )
+    return out
+
+
+def run(parser: Any, chunks: list[bytes]) -> list[Any]:
+    deltas: list[Any] = []
+    for chunk in chunks:
+        deltas += parser.feed(chunk)
+    return deltas + parser.close()
+
+
+def parse(core: ModuleType, raw: bytes) -> list[tuple[Any, ...]]:
+    """Parse under every chunking; all must agree."""
+    results = [run(core.OpenAIChatParser(), c) for c in chunkings(raw)]
+    assert all(r == results[0] for r in results)
+    return results[0]
+
+
+def sse(*payloads: Any) -> bytes:
+    return b"".join(
+        b"data: " + (p if isinstance(p, bytes) else json.dumps(p).encode()) + b"\n\n"
+        for p in payloads
+    )
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> Any:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {"id": "c1", "model": "m", "choices": [choice], **extra}
+
+
+def text_of(deltas: list[tuple[Any, ...]], kind: int = TEXT) -> str:
+    return "".join(d[1] for d in deltas if d[0] == kind)
+
+
+def fixture(name: str) -> bytes:
+    return (DATA / name).read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "finish", "usage"),
+    [
+        (
+            "openai/text_with_usage.sse",
+            "I'm unable to provide real-time weather updates. To get the current "
+            "weather in San Francisco, I recommend checking a reliable weather "
+            "website or a weather app.",
+            "stop",
+            (USAGE, 14, 30, 0, 0, 0),
+        ),
+        ("openai/finish_length.sse", '{"', "length", (USAGE, 79, 1, 0, 0, 0)),
+        (
+            "openai/refusal.sse",
+            "I'm sorry, I can't assist with that request.",
+            "stop",
+            (USAGE, 79, 11, 0, 0, 0),
+        ),
+        (
+            "openai/n3_multi_choice.sse",
+            '{"city":"San Francisco","temperature":65,"units":"f"}',
+            "stop",
+            (USAGE, 79, 42, 0, 0, 0),
+        ),
+        (
+            "synthetic/openai_crlf_comments.sse",
+            "Hello world",
+            "stop",
+            (USAGE, 5, 2, 0, 0, 0),
+        ),
+    ],
+)
+def test_recorded_text_streams(
+    core: ModuleType, name: str, text: str, finish: str, usage: tuple[int, ...]
+) -> None:
+    deltas = parse(core, fixture(name))
+    assert deltas[0][0] == MODEL
+    assert text_of(deltas) == text
+    assert all(d[1] for d in deltas if d[0] == TEXT)
+    assert deltas[-3:] == [(FINISH, finish), usage, (DONE,)]
+    assert {d[0] for d in deltas} == {MODEL, TEXT, FINISH, USAGE, DONE}
+
+
+def test_model_is_reported_once(core: ModuleType) -> None:
+    deltas = parse(core, fixture("openai/text_with_usage.sse"))
+    assert [d for d in deltas if d[0] == MODEL] == [(MODEL, "gpt-4o-2024-08-06")]
+
+
+def test_single_tool_call(core: ModuleType) -> None:
+    deltas = parse(core, fixture("openai/tool_call_single.sse"))
+    assert deltas[:3] == [
+        (MODEL, "gpt-4o-2024-08-06"),
+        (TOOL_START, 0, "call_4XzlGBLtUe9dy3GVNV4jhq7h", "get_weather"),
+        (TOOL_ARGS, 0, '{"'),
+    ]
+    args = "".join(d[2] for d in deltas if d[0] == TOOL_ARGS)
+    assert json.loads(args) == {"city": "New York City"}
+    assert deltas[-3:] == [(FINISH, "tool_calls"), (USAGE, 44, 16, 0, 0, 0), (DONE,)]
+
+
+def test_parallel_tool_calls(core: ModuleType) -> None:
+    deltas = parse(core, fixture("openai/tool_calls_parallel.sse"))
+    starts = [d for d in deltas if d[0] == TOOL_START]
+    assert starts == [
+        (TOOL_START, 0, "call_JMW1whyEaYG438VE1OIflxA2", "GetWeatherArgs"),
+        (TOOL_START, 1, "call_DNYTawLBoN8fj3KN6qU9N1Ou", "get_stock_price"),
+    ]
+    args = [
+        "".join(d[2] for d in deltas if d[0] == TOOL_ARGS and d[1] == i) for i in (0, 1)
+    ]
+    assert json.loads(args[0]) == {"city": "Edinburgh", "country": "GB", "units": "c"}
+    assert json.loads(args[1]) == {"ticker": "AAPL", "exchange": "NASDAQ"}
+    assert deltas.index(starts[1]) > max(
+        i for i, d in enumerate(deltas) if d[0] == TOOL_ARGS and d[1] == 0
+    )
+    assert not [d for d in deltas if d[0] == TEXT]
+
+
+def test_unicode_line_separators_stay_in_text(core: ModuleType) -> None:
+    deltas = parse(core, fixture("synthetic/openai_unicode_line_separators.sse"))
+    assert text_of(deltas) == " culpa \u2028 next \u2029 paraизвестни 😀"  # noqa: RUF001
+    assert deltas[-2:] == [(FINISH, "stop"), (DONE,)]
+
+
+def test_framing_corner_cases(core: ModuleType) -> None:
+    deltas = parse(core, fixture("synthetic/sse_framing_corner_cases.sse"))
+    assert deltas == [(TEXT, "joined"), (TEXT, " no-space"), (FINISH, "stop"), (DONE,)]
+
+
+def test_truncated_stream_keeps_its_last_event(core: ModuleType) -> None:
+    deltas = parse(core, fixture("synthetic/openai_truncated_no_done.sse"))
+    assert deltas == [
+        (MODEL, "synthetic/model"),
+        (TEXT, "This stream is trunc"),
+        (TEXT, "ated"),
+    ]
+
+
+def test_azure_prompt_filter_stream(core: ModuleType) -> None:
+    lines = fixture("vercel-ai-jsonl/azure_openai_prompt_filter_first_chunk.jsonl")
+    raw = sse(*[line for line in lines.splitlines() if line], b"[DONE]")
+    deltas = parse(core, raw)
+    assert deltas == [
+        (MODEL, "gpt-5-nano-2025-08-07"),
+        (TEXT, "Capital"),
+        (TEXT, " of"),
+        (TEXT, " Denmark"),
+        (TEXT, "."),
+        (FINISH, "stop"),
+        (USAGE, 15, 78, 0, 0, 64),
+        (DONE,),
+    ]
+
+
+def test_reasoning_fields(core: ModuleType) -> None:
+    raw = sse(
+        chunk({"reasoning_content": "vllm "}),
+        chunk({"reasoning": "ollama"}),
+        chunk({"reasoning_content": None, "reasoning": "or"}),
+        chunk({"reasoning_content": "", "content": "answer"}),
+    )
+    assert parse(core, raw) == [
+        (MODEL, "m"),
+        (THINKING, "vllm "),
+        (THINKING, "ollama"),
+        (THINKING, "or"),
+        (TEXT, "answer"),
+    ]
+
+
+def test_refusal_and_null_content(core: ModuleType) -> None:
+    raw = sse(chunk({"content": None, "refusal": "no"}), chunk({"content": ""}))
+    assert parse(core, raw) == [(MODEL, "m"), (TEXT, "no")]
+
+
+def test_whole_tool_call_in_one_chunk(core: ModuleType) -> None:
+    call = {"id": "c", "function": {"name": "f", "arguments": '{"a":1}'}}
+    raw = sse(chunk({"tool_calls": [{"index": 0, **call}]}, "tool_calls"))
+    assert parse(core, raw) == [
+        (MODEL, "m"),
+        (TOOL_START, 0, "c", "f"),
+        (TOOL_ARGS, 0, '{"a":1}'),
+        (FINISH, "tool_calls"),
+    ]
+
+
+def test_tool_call_without_id_name_or_index(core: ModuleType) -> None:
+    raw = sse(
+        chunk({"tool_calls": [{"function": {"arguments": "{"}}, {"function": {}}]}),
+        chunk({"tool_calls": [{"index": 1, "function": {"arguments": "}"}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": {"x": [1]}}}]}),
+    )
+    assert parse(core, raw)[1:] == [
+        (TOOL_START, 0, "", ""),
+        (TOOL_ARGS, 0, "{"),
+        (TOOL_START, 1, "", ""),
+        (TOOL_ARGS, 1, "}"),
+        (TOOL_ARGS, 0, '{"x":[1]}'),
+    ]
+
+
+def test_model_change_and_empty_model(core: ModuleType) -> None:
+    raw = sse(
+        {"model": "", "choices": []},
+        {"model": "a", "choices": []},
+        {"model": "a", "choices": []},
+        {"model": "b", "choices": []},
+        {"choices": []},
+    )
+    assert parse(core, raw) == [(MODEL, "a"), (MODEL, "b")]
+
+
+def test_other_choices_are_ignored(core: ModuleType) -> None:
+    raw = sse(
+        {
+            "choices": [
+                {"index": 1, "delta": {"content": "one"}, "finish_reason": "stop"}
+            ]
+        },
+        {"choices": [{"delta": {"content": "zero"}}]},
+        {
+            "choices": [
+                {"index": 2, "delta": {"content": "x"}},
+                {"index": 0, "delta": {"content": "!"}},
+            ]
+        },
+    )
+    assert parse(core, raw) == [(TEXT, "zero"), (TEXT, "!")]
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        ({"prompt_tokens": 10, "completion_tokens": 3}, (USAGE, 10, 3, 0, 0, 0)),
+        (
+            {
+                "prompt_tokens": 100,
+                "completion_tokens": 50,
+                "prompt_tokens_details": {"cached_tokens": 40},
+                "completion_tokens_details": {"reasoning_tokens": 20},
+            },
+            (USAGE, 60, 50, 40, 0, 20),
+        ),
+        (
+            {
+                "prompt_tokens": 7,
+                "completion_tokens": None,
+                "prompt_tokens_details": None,
+                "completion_tokens_details": {"reasoning_tokens": None},
+            },
+            (USAGE, 7, 0, 0, 0, 0),
+        ),
+        ({}, (USAGE, 0, 0, 0, 0, 0)),
+    ],
+)
+def test_usage(
+    core: ModuleType, usage: dict[str, Any], expected: tuple[int, ...]
+) -> None:
+    assert parse(core, sse({"choices": [], "usage": usage})) == [expected]
+
+
+def test_null_usage_is_skipped(core: ModuleType) -> None:
+    assert parse(core, sse({"choices": [], "usage": None})) == []
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        ({"type": "server_error", "message": "boom"}, (ERROR, "server_error", "boom")),
+        ({"code": "rate_limit", "message": "slow"}, (ERROR, "rate_limit", "slow")),
+        ({"code": 429, "message": "slow"}, (ERROR, "429", "slow")),
+        ({"message": "bare"}, (ERROR, "error", "bare")),
+        ("plain text", (ERROR, "error", "plain text")),
+    ],
+)
+def test_error_object(core: ModuleType, error: Any, expected: tuple[Any, ...]) -> None:
+    assert parse(core, sse(chunk({"content": "hi"}), {"error": error})) == [
+        (MODEL, "m"),
+        (TEXT, "hi"),
+        expected,
+    ]
+
+
+def test_anything_after_done_is_ignored(core: ModuleType) -> None:
+    raw = sse(chunk({"content": "a"}), b"[DONE]", b"{not json", chunk({"content": "b"}))
+    assert parse(core, raw) == [(MODEL, "m"), (TEXT, "a"), (DONE,)]
+    parser = core.OpenAIChatParser()
+    assert parser.feed(raw) == [(MODEL, "m"), (TEXT, "a"), (DONE,)]
+    assert parser.feed(b"data: more\n\n") == []
+    assert parser.close() == []
+
+
+def test_unknown_fields_and_events_are_ignored(core: ModuleType) -> None:
+    raw = b"event: delta\nid: 4\n" + sse(
+        chunk({"content": "a", "audio": {"x": 1}}, x=[1])
+    )
+    assert parse(core, raw) == [(MODEL, "m"), (TEXT, "a")]
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b'{"choices": [', "invalid JSON in SSE event at byte 14: '{\"choices\": ['"),
+        (b"[1, 2]", "SSE event at byte 14 is not a JSON object: '[1, 2]'"),
+        (b"", "invalid JSON in SSE event at byte 14: ''"),
+        (
+            b'{"choices": [{"index": 0, "delta": {"content": 5}}]}',
+            "unexpected JSON structure in SSE event at byte 14: "
+            '\'{"choices": [{"index": 0, "delta": {"content": 5}}]}\'',
+        ),
+        (
+            b'{"choices": "abc"}',
+            'unexpected JSON structure in SSE event at byte 14: \'{"choices": "abc"}\'',
+        ),
+    ],
+)
+def test_malformed_payload(core: ModuleType, payload: bytes, message: str) -> None:
+    raw = b": ping\n\nid: 1\ndata: " + payload + b"\n\n"
+    for chunks in chunkings(raw):
+        with pytest.raises(MalformedStream) as info:
+            run(core.OpenAIChatParser(), chunks)
+        assert info.value.offset == 14
+        assert str(info.value) == message
+
+
+def test_malformed_excerpt_is_short(core: ModuleType) -> None:
+    raw = b'data: {"content": "' + b"s" * 10_000 + b"\n\n"
+    with pytest.raises(MalformedStream) as info:
+        core.OpenAIChatParser().feed(raw)
+    assert info.value.offset == 0
+    assert len(str(info.value)) < 140
+
+
+def test_invalid_utf8_in_json_is_replaced(core: ModuleType) -> None:
+    raw = b'data: {"choices":[{"delta":{"content":"a\xffb"}}]}\n\n'
+    assert parse(core, raw) == [(TEXT, "a\ufffdb")]
+
+
+def test_trailing_spaces_after_json(core: ModuleType) -> None:
+    assert parse(core, sse(b'{"choices":[{"delta":{"content":"x"}}]}    ')) == [
+        (TEXT, "x")
+    ]
+
+
+def test_good_deltas_before_an_error_are_returned_first(core: ModuleType) -> None:
+    good = sse(chunk({"content": "kept"}))
+    parser = core.OpenAIChatParser()
+    assert parser.feed(good + b"data: oops\n\n") == [(MODEL, "m"), (TEXT, "kept")]
+    with pytest.raises(MalformedStream) as info:
+        parser.feed(b"")
+    assert info.value.offset == len(good)
+    with pytest.raises(MalformedStream) as again:
+        parser.close()
+    assert again.value is info.value
+
+
+def test_oversize_event(core: ModuleType) -> None:
+    parser = core.OpenAIChatParser(max_event_bytes=32)
+    with pytest.raises(MalformedStream) as info:
+        parser.feed(sse(chunk({"content": "x" * 40})))
+    assert info.value.offset == 0
+
+
+def test_feed_after_close(core: ModuleType) -> None:
+    parser = core.OpenAIChatParser()
+    assert parser.close() == []
+    with pytest.raises(ValueError, match="after close"):
+        parser.feed(b"data: [DONE]\n\n")
