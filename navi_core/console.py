@@ -1,0 +1,88 @@
+"""Renders a Stream's events for a terminal, as they arrive."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from .events import (
+    Compacted,
+    CompactionStarted,
+    Event,
+    ProviderRetry,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallStart,
+    ToolDispatchStart,
+    ToolFinished,
+    TurnComplete,
+)
+
+__all__ = ["EventPrinter"]
+
+
+class EventPrinter:
+    """Prints text live and one line per notable event; dims thinking on a TTY."""
+
+    def __init__(self, out: TextIO | None = None, *, color: bool | None = None) -> None:
+        self.out = out or sys.stdout
+        self.color = self.out.isatty() if color is None else color
+        self._inline = False  # the cursor is in the middle of streamed text
+        self._mode: str | None = None
+
+    def _style(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
+
+    def _line(self, text: str) -> None:
+        if self._inline:
+            self.out.write("\n")
+            self._inline = False
+        self._mode = None
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def _stream(self, mode: str, text: str) -> None:
+        if self._mode != mode:
+            if self._inline:
+                self.out.write("\n")
+            label = "thinking: " if mode == "thinking" else "assistant: "
+            self.out.write(self._style("2" if mode == "thinking" else "1", label))
+            self._mode = mode
+        self.out.write(self._style("2", text) if mode == "thinking" else text)
+        self._inline = not text.endswith("\n")
+        self.out.flush()
+
+    def handle(self, ev: Event) -> None:
+        """Render one event."""
+        match ev:
+            case TextDelta(text=t):
+                self._stream("text", t)
+            case ThinkingDelta(text=t):
+                self._stream("thinking", t)
+            case ToolCallStart(name=name, id=call_id):
+                self._line(self._style("36", f"  -> call {name} ({call_id})"))
+            case ToolDispatchStart(count=n):
+                self._line(
+                    self._style("36", f"  [running {n} tool call{'s' * (n != 1)}]")
+                )
+            case ToolFinished(name=name, call_id=call_id, is_error=err, seconds=s):
+                mark = self._style("31", "error") if err else self._style("32", "ok")
+                self._line(f"  <- {name} ({call_id}) {mark} in {s * 1000:.1f} ms")
+            case ProviderRetry() as r:
+                self._line(
+                    self._style(
+                        "33",
+                        f"  [retry {r.attempt}/{r.max_attempts} after {r.error}: "
+                        f"waiting {r.delay_ms} ms]",
+                    )
+                )
+            case CompactionStarted(reason=reason, messages_before=n):
+                self._line(self._style("35", f"  [compacting {n} messages: {reason}]"))
+            case Compacted(messages_before=a, messages_after=b):
+                self._line(self._style("35", f"  [compacted {a} -> {b} messages]"))
+            case TurnComplete():
+                if self._inline:
+                    self.out.write("\n")
+                    self._inline = False
+            case _:
+                pass
