@@ -123,55 +123,49 @@ def tool(
     return build(fn) if fn is not None else build
 
 
+_SECTIONS = frozenset(
+    {
+        "args",
+        "arguments",
+        "parameters",
+        "returns",
+        "raises",
+        "yields",
+        "examples",
+        "example",
+        "notes",
+        "note",
+    }
+)
+_ARG_SECTIONS = frozenset({"args", "arguments", "parameters"})
+_ARG_LINE = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     """The description (text before any section) and per-argument docs from ``Args:``."""
-    lines = doc.splitlines()
     summary: list[str] = []
     args: dict[str, str] = {}
     section: str | None = None
     current: str | None = None
-    for line in lines:
+    arg_indent: int | None = None
+    for line in doc.splitlines():
         stripped = line.strip()
-        header = stripped.rstrip(":").lower()
-        if stripped.endswith(":") and header in {
-            "args",
-            "arguments",
-            "parameters",
-            "returns",
-            "raises",
-            "yields",
-            "example",
-            "examples",
-            "note",
-            "notes",
-        }:
-            section = header
-            current = None
+        if stripped.endswith(":") and stripped[:-1].lower() in _SECTIONS:
+            section, current, arg_indent = stripped[:-1].lower(), None, None
             continue
         if section is None:
             summary.append(line)
-        elif section in {"args", "arguments", "parameters"} and stripped:
-            m = re.match(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", stripped)
-            if (
-                m
-                and line[: len(line) - len(line.lstrip())] != ""
-                and (
-                    current is None
-                    or len(line) - len(line.lstrip()) <= _indent_of(lines, current)
-                )
-            ):
-                current = m.group(1).lstrip("*")
-                args[current] = m.group(2)
-            elif current is not None:
-                args[current] = f"{args[current]} {stripped}".strip()
+            continue
+        if section not in _ARG_SECTIONS or not stripped:
+            continue
+        indent = len(line) - len(line.lstrip())
+        m = _ARG_LINE.match(stripped)
+        if m and (arg_indent is None or indent <= arg_indent):
+            arg_indent, current = indent, m.group(1)
+            args[current] = m.group(2)
+        elif current is not None:
+            args[current] = f"{args[current]} {stripped}".strip()
     return "\n".join(summary).strip(), args
-
-
-def _indent_of(lines: list[str], arg: str) -> int:
-    for line in lines:
-        if re.match(rf"^\s*\*{{0,2}}{re.escape(arg)}\s*(\([^)]*\))?\s*:", line):
-            return len(line) - len(line.lstrip())
-    return 0
 
 
 def _function_schema(
