@@ -8,6 +8,7 @@ none. ``lock`` gives one driver at a time the right to append to a session.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -66,7 +67,9 @@ class SessionStore(Protocol):
         """The latest window of the session, in order."""
         ...
 
-    def history(self, session_id: str) -> list[list[Message]]:
+    def history(
+        self, session_id: str
+    ) -> builtins.list[builtins.list[Message]]:
         """Every window of the session, oldest first."""
         ...
 

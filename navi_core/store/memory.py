@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import threading
 import time
 import uuid
@@ -107,7 +108,9 @@ class MemoryStore:
             s = self._find(session_id)
             return Conversation(list(s.windows[-1]), s.id)
 
-    def history(self, session_id: str) -> list[list[Message]]:
+    def history(
+        self, session_id: str
+    ) -> builtins.list[builtins.list[Message]]:
         with self._mutex:
             return [list(w) for w in self._find(session_id).windows]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import time
 import uuid
 from collections.abc import Sequence
@@ -39,7 +40,9 @@ class NullStore:
     def load(self, session_id: str) -> Conversation:
         raise SessionNotFound(f"NullStore keeps no sessions ({session_id!r})")
 
-    def history(self, session_id: str) -> list[list[Message]]:
+    def history(
+        self, session_id: str
+    ) -> builtins.list[builtins.list[Message]]:
         raise SessionNotFound(f"NullStore keeps no sessions ({session_id!r})")
 
     def append(self, session_id: str, messages: Sequence[Message]) -> None:
