@@ -1,0 +1,334 @@
+"""Lossless ``Message`` <-> JSON, the one format every persistent store writes.
+
+A message becomes one JSON object::
+
+    {"v": 1, "role": "assistant",
+     "content": [{"type": "text", "text": "..."}, {"type": "tool_use", ...}],
+     "usage": {"input": 10, "output": 5, "cache_read": 0, "cache_write": 0,
+               "reasoning": 0},
+     "stop_reason": "tool_use",
+     "wire": {"api_style": "openai_chat", "base_url": "...", "model": "..."}}
+
+``usage``, ``stop_reason`` and ``wire`` are left out when None. ``v`` is the format
+version: a reader refuses a newer version instead of guessing. Tool-call arguments
+stay the model's raw JSON text, so a round trip is byte-exact. A base URL is stored
+without user info or secret-looking query parameters: no key ever reaches a store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final, NamedTuple
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import orjson
+
+from .conversation import (
+    Block,
+    CompactionSummary,
+    MediaPart,
+    Message,
+    Part,
+    RedactedThinking,
+    System,
+    Text,
+    TextPart,
+    Thinking,
+    ToolResult,
+    ToolUse,
+    Usage,
+    WireIdentity,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "CodecError",
+    "StoredRow",
+    "decode",
+    "encode",
+    "from_obj",
+    "public_url",
+    "public_wire",
+    "stored_row",
+    "to_obj",
+]
+
+#: the version written into every encoded message
+FORMAT_VERSION: Final = 1
+
+_ROLES: Final = frozenset({"system", "user", "assistant"})
+_USAGE_FIELDS: Final = ("input", "output", "cache_read", "cache_write", "reasoning")
+_SECRET_WORDS: Final = ("key", "token", "secret", "password", "passwd", "auth", "sig")
+
+
+class CodecError(ValueError):
+    """A message cannot be encoded, or stored data is not a message this code reads."""
+
+
+def _looks_secret(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+def public_url(url: str) -> str:
+    """``url`` without user info and without query parameters that look like secrets."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    netloc = parts.netloc.rpartition("@")[2]
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        kept = [(k, v) for k, v in pairs if not _looks_secret(k)]
+        if len(kept) != len(pairs):
+            query = urlencode(kept)
+    if netloc == parts.netloc and query == parts.query:
+        return url
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def public_wire(wire: WireIdentity) -> WireIdentity:
+    """``wire`` with a base URL that is safe to store (see ``public_url``)."""
+    url = public_url(wire.base_url)
+    if url == wire.base_url:
+        return wire
+    return WireIdentity(wire.api_style, url, wire.model)
+
+
+def _part_obj(part: Part) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, MediaPart):
+        return {"type": "media", "media_type": part.media_type, "data": part.data}
+    raise CodecError(f"not a tool-result part: {type(part).__name__}")
+
+
+def _tool_result_obj(b: ToolResult) -> dict[str, Any]:
+    return {
+        "type": "tool_result",
+        "tool_use_id": b.tool_use_id,
+        "parts": [_part_obj(p) for p in b.parts],
+        "is_error": b.is_error,
+    }
+
+
+_BLOCK_ENCODERS: Final[dict[type, Callable[[Any], dict[str, Any]]]] = {
+    Text: lambda b: {"type": "text", "text": b.text},
+    Thinking: lambda b: {"type": "thinking", "text": b.text, "signature": b.signature},
+    RedactedThinking: lambda b: {"type": "redacted_thinking", "data": b.data},
+    ToolUse: lambda b: {
+        "type": "tool_use",
+        "id": b.id,
+        "name": b.name,
+        "input": b.input,
+    },
+    ToolResult: _tool_result_obj,
+    System: lambda b: {"type": "system", "text": b.text, "mode": b.mode},
+    CompactionSummary: lambda b: {"type": "compaction_summary", "text": b.text},
+}
+
+
+def to_obj(message: Message) -> dict[str, Any]:
+    """``message`` as JSON-ready data (dicts, lists, str, int, bool, None)."""
+    content = []
+    for block in message.content:
+        encoder = _BLOCK_ENCODERS.get(type(block))
+        if encoder is None:
+            raise CodecError(f"cannot encode block type {type(block).__name__}")
+        content.append(encoder(block))
+    obj: dict[str, Any] = {
+        "v": FORMAT_VERSION,
+        "role": message.role,
+        "content": content,
+    }
+    if message.usage is not None:
+        u = message.usage
+        obj["usage"] = {
+            "input": u.input,
+            "output": u.output,
+            "cache_read": u.cache_read,
+            "cache_write": u.cache_write,
+            "reasoning": u.reasoning,
+        }
+    if message.stop_reason is not None:
+        obj["stop_reason"] = message.stop_reason
+    if message.wire is not None:
+        w = public_wire(message.wire)
+        obj["wire"] = {
+            "api_style": w.api_style,
+            "base_url": w.base_url,
+            "model": w.model,
+        }
+    return obj
+
+
+def encode(message: Message) -> bytes:
+    """``message`` as compact UTF-8 JSON.
+
+    Raises:
+        CodecError: a block of unknown type, or text that is not valid Unicode
+            (a lone surrogate), or an integer beyond 64 bits.
+    """
+    try:
+        return orjson.dumps(to_obj(message))
+    except orjson.JSONEncodeError as exc:
+        raise CodecError(f"cannot encode {message.role} message: {exc}") from exc
+
+
+def _field(obj: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    value = obj.get(key)
+    if type(value) is not kind:
+        got = "missing" if key not in obj else type(value).__name__
+        raise CodecError(f"{where}: {key!r} must be {kind.__name__}, got {got}")
+    return value
+
+
+def _opt_str(obj: dict[str, Any], key: str, where: str) -> str | None:
+    value = obj.get(key)
+    if value is not None and type(value) is not str:
+        raise CodecError(f"{where}: {key!r} must be str or null")
+    return value
+
+
+def _part(obj: Any) -> Part:
+    if type(obj) is not dict:
+        raise CodecError("tool-result part must be an object")
+    kind = obj.get("type")
+    if kind == "text":
+        return TextPart(_field(obj, "text", str, "text part"))
+    if kind == "media":
+        where = "media part"
+        return MediaPart(
+            _field(obj, "media_type", str, where), _field(obj, "data", str, where)
+        )
+    raise CodecError(f"unknown tool-result part type {kind!r}")
+
+
+def _tool_result(o: dict[str, Any]) -> ToolResult:
+    parts = _field(o, "parts", list, "tool_result")
+    return ToolResult(
+        _field(o, "tool_use_id", str, "tool_result"),
+        tuple(_part(p) for p in parts),
+        _field(o, "is_error", bool, "tool_result"),
+    )
+
+
+def _system(o: dict[str, Any]) -> System:
+    mode = o.get("mode")
+    if mode not in ("append", "replace"):
+        raise CodecError(f"system: 'mode' must be 'append' or 'replace', got {mode!r}")
+    return System(_field(o, "text", str, "system"), mode)
+
+
+_BLOCK_DECODERS: Final[dict[str, Callable[[dict[str, Any]], Block]]] = {
+    "text": lambda o: Text(_field(o, "text", str, "text")),
+    "thinking": lambda o: Thinking(
+        _field(o, "text", str, "thinking"), _opt_str(o, "signature", "thinking")
+    ),
+    "redacted_thinking": lambda o: RedactedThinking(
+        _field(o, "data", str, "redacted_thinking")
+    ),
+    "tool_use": lambda o: ToolUse(
+        _field(o, "id", str, "tool_use"),
+        _field(o, "name", str, "tool_use"),
+        _field(o, "input", str, "tool_use"),
+    ),
+    "tool_result": _tool_result,
+    "system": _system,
+    "compaction_summary": lambda o: CompactionSummary(
+        _field(o, "text", str, "compaction_summary")
+    ),
+}
+
+
+def _block(obj: Any) -> Block:
+    if type(obj) is not dict:
+        raise CodecError("content block must be an object")
+    decoder = _BLOCK_DECODERS.get(obj.get("type"))  # type: ignore[arg-type]
+    if decoder is None:
+        raise CodecError(f"unknown block type {obj.get('type')!r}")
+    return decoder(obj)
+
+
+def _usage(obj: Any) -> Usage | None:
+    if obj is None:
+        return None
+    if type(obj) is not dict:
+        raise CodecError("'usage' must be an object")
+    return Usage(*(_field(obj, k, int, "usage") for k in _USAGE_FIELDS))
+
+
+def _wire(obj: Any) -> WireIdentity | None:
+    if obj is None:
+        return None
+    if type(obj) is not dict:
+        raise CodecError("'wire' must be an object")
+    return WireIdentity(
+        _field(obj, "api_style", str, "wire"),
+        _field(obj, "base_url", str, "wire"),
+        _field(obj, "model", str, "wire"),
+    )
+
+
+def from_obj(obj: Any) -> Message:
+    """The ``Message`` that ``to_obj`` made ``obj`` from.
+
+    Raises:
+        CodecError: ``obj`` is not an encoded message, or is from a newer format.
+    """
+    if type(obj) is not dict:
+        raise CodecError(
+            f"an encoded message is a JSON object, not {type(obj).__name__}"
+        )
+    version = obj.get("v")
+    if type(version) is not int or version < 1:
+        raise CodecError(f"missing or invalid format version {version!r}")
+    if version > FORMAT_VERSION:
+        raise CodecError(
+            f"message format v{version} is newer than this navi_core reads "
+            f"(v{FORMAT_VERSION}); upgrade navi_core"
+        )
+    role = obj.get("role")
+    if role not in _ROLES:
+        raise CodecError(f"invalid role {role!r}")
+    content = _field(obj, "content", list, "message")
+    return Message(
+        role,
+        tuple(_block(b) for b in content),
+        _usage(obj.get("usage")),
+        _opt_str(obj, "stop_reason", "message"),
+        _wire(obj.get("wire")),
+    )
+
+
+class StoredRow(NamedTuple):
+    """The columns a store writes for one message: wire identity beside the body."""
+
+    role: str
+    api_style: str | None
+    base_url: str | None
+    model: str | None
+    body: bytes
+
+
+def stored_row(message: Message) -> StoredRow:
+    """``message`` encoded, with its (key-free) wire identity as separate columns."""
+    body = encode(message)
+    if message.wire is None:
+        return StoredRow(message.role, None, None, None, body)
+    w = public_wire(message.wire)
+    return StoredRow(message.role, w.api_style, w.base_url, w.model, body)
+
+
+def decode(data: bytes | bytearray | memoryview | str) -> Message:
+    """The ``Message`` encoded in ``data`` (JSON text or UTF-8 bytes).
+
+    Raises:
+        CodecError: not JSON, not an encoded message, or from a newer format.
+    """
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise CodecError(f"stored message is not valid JSON: {exc}") from exc
+    return from_obj(obj)
