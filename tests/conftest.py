@@ -1,11 +1,13 @@
-"""Shared fixtures: the two core implementations."""
+"""Shared fixtures: the two core implementations and a loopback HTTP server."""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
+from loopback import LoopbackServer
 
 
 def _load(name: str) -> ModuleType:
@@ -30,3 +32,10 @@ def core(request: pytest.FixtureRequest) -> ModuleType:
 def both_cores() -> tuple[ModuleType, ModuleType]:
     """(python, cython) for differential tests; skipped visibly without the extension."""
     return _load("navi_core._core_py"), _load("navi_core._core")
+
+
+@pytest.fixture
+def loopback() -> Iterator[LoopbackServer]:
+    """A real HTTP/1.1 server on 127.0.0.1 replying from a script (see loopback.py)."""
+    with LoopbackServer() as server:
+        yield server

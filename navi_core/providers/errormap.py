@@ -1,4 +1,4 @@
-"""Provider failures mapped to the navi_core error tree (HTTP status, in-stream errors)."""
+"""Provider failures mapped to the navi_core error tree (HTTP status, stream errors)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ __all__ = ["error_for_status", "error_for_stream", "is_context_overflow"]
 
 _OVERFLOW = re.compile(
     r"context[_ ]length[_ ]exceeded"
-    r"|maximum context length"
-    r"|prompt is too long"
+    r"|max(?:imum)? context length"
+    r"|maximum model length"
+    r"|prompt (?:is )?too long"
     r"|context window"
     r"|exceeds? (?:the )?(?:available )?context"
     r"|too many tokens"
@@ -36,27 +37,40 @@ def is_context_overflow(text: str) -> bool:
     """True when a provider's error text says the prompt outgrew the context window.
 
     Covers OpenAI (``context_length_exceeded``), Anthropic ("prompt is too long"),
-    vLLM ("maximum context length"), llama.cpp ("exceeds the available context size",
-    ``exceed_context_size_error``) and Ollama ("context window"/"input is too long").
+    vLLM ("maximum context length", "longer than the maximum model length"), llama.cpp
+    ("exceeds the available context size", ``exceed_context_size_error``) and Ollama
+    ("prompt too long; exceeded max context length", "exceeds the context length").
     """
     return _OVERFLOW.search(text) is not None
 
 
 def error_for_status(
-    status: int, message: str, *, retry_after_ms: int | None = None
+    status: int,
+    message: str,
+    *,
+    retry_after_ms: int | None = None,
+    kind: str | None = None,
 ) -> ProviderError:
-    """Map an HTTP error status and the provider's message to an error instance."""
+    """Map an HTTP error status and the provider's message to an error instance.
+
+    ``kind`` is the provider's own error type or code when the body named one
+    (``overloaded_error``, ``context_length_exceeded``, ``exceed_context_size_error``);
+    it refines the status: an overload is an overload whatever the status says.
+    """
     cls: type[ProviderError]
+    overflow = is_context_overflow(message) or (
+        kind is not None and is_context_overflow(kind)
+    )
     if status == 429:
         cls = RateLimited
-    elif status == 529:
+    elif status == 529 or kind == "overloaded_error":
         cls = Overloaded
+    elif status in (400, 413, 422, 500) and overflow:
+        cls = ContextOverflow
     elif status >= 500:
         cls = ServerError
     elif status in (401, 403):
         cls = AuthFailed
-    elif status in (400, 413, 422) and is_context_overflow(message):
-        cls = ContextOverflow
     else:
         cls = BadRequest
     return cls(message, status_code=status, retry_after_ms=retry_after_ms)

@@ -1,0 +1,438 @@
+"""Sync httpx plumbing shared by the HTTP providers.
+
+One ``httpx.Client`` per provider (keep-alive across requests), ``Timeout`` turned into
+``httpx.Timeout``, httpx failures turned into ``TransportError`` at one boundary,
+error statuses turned into the navi_core error tree with the provider's own message,
+and the streaming loop that feeds raw body bytes to a core parser. Secrets (the API
+key, credential headers) are redacted from every message built here.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import timezone
+from itertools import islice
+from typing import Any, ClassVar, Protocol, TypeVar
+
+import httpx
+import orjson
+
+from ..config import Timeout
+from ..conversation import WireIdentity
+from ..errors import MalformedStream, ProviderError, TransportError
+from .base import DeltaStream, ProviderRequest
+from .errormap import error_for_status, error_for_stream
+
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "HTTPProvider",
+    "Parser",
+    "ResponseStream",
+    "error_from_body",
+    "json_object",
+    "make_client",
+    "map_transport_errors",
+    "parse_retry_after",
+    "provider_message",
+    "redact",
+    "to_httpx_timeout",
+]
+
+MAX_MESSAGE_CHARS = 500
+"""Provider messages longer than this are cut (an error page can be megabytes)."""
+
+_MAX_ERROR_BODY = 64 * 1024
+_REDACTED = "[REDACTED]"
+_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie", re.IGNORECASE)
+_NUMBER = re.compile(r"\s*(\d+(?:\.\d*)?)\s*")
+
+
+class Parser(Protocol):
+    """The core parser interface a provider streams through (``core.*Parser``)."""
+
+    def feed(self, data: bytes) -> list[tuple[Any, ...]]: ...
+
+    def close(self) -> list[tuple[Any, ...]]: ...
+
+
+def json_object(raw: str) -> dict[str, Any] | None:
+    """Tool-call arguments as a dict, or None when they are not one JSON object.
+
+    Arguments cut off by ``max_tokens`` (or otherwise broken) stay in the conversation
+    as the model sent them; on the wire they become ``{}``, because APIs and chat
+    templates that parse them refuse the whole request. The error result the dispatch
+    sent for that call already tells the model why it failed.
+    """
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def to_httpx_timeout(timeout: Timeout) -> httpx.Timeout:
+    """The httpx form of a navi_core ``Timeout`` (None still means no limit)."""
+    return httpx.Timeout(
+        connect=timeout.connect,
+        read=timeout.read,
+        write=timeout.write,
+        pool=timeout.pool,
+    )
+
+
+def make_client(timeout: Timeout, *, http2: bool = False) -> httpx.Client:
+    """A client that keeps connections alive and honours proxy/CA environment variables.
+
+    Raises:
+        ImportError: ``http2=True`` without the ``h2`` package.
+    """
+    try:
+        return httpx.Client(
+            timeout=to_httpx_timeout(timeout),
+            http2=http2,
+            trust_env=True,
+            follow_redirects=False,
+        )
+    except ImportError as exc:
+        raise ImportError(
+            "http2=True needs the 'h2' package: pip install 'navi-core[http2]'"
+        ) from exc
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every occurrence of each secret replaced by a marker.
+
+    Values shorter than four characters are placeholders, not secrets ("x", "-").
+    """
+    for secret in secrets:
+        if len(secret) >= 4 and secret in text:
+            text = text.replace(secret, _REDACTED)
+    return text
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    return text[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+@contextmanager
+def map_transport_errors(secrets: Sequence[str] = ()) -> Iterator[None]:
+    """Re-raise httpx request failures as ``TransportError`` from the original.
+
+    The message names the failure only: no URL query, header or key is copied.
+    """
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        raise TransportError(_describe("timed out", exc, secrets)) from exc
+    except httpx.RequestError as exc:
+        raise TransportError(_describe("request failed", exc, secrets)) from exc
+
+
+def _describe(what: str, exc: Exception, secrets: Sequence[str]) -> str:
+    detail = redact(str(exc), secrets)
+    name = type(exc).__name__
+    return _clip(f"{what}: {name}: {detail}" if detail else f"{what}: {name}")
+
+
+def parse_retry_after(
+    headers: Mapping[str, str], *, now: float | None = None
+) -> int | None:
+    """The server's retry hint in milliseconds, or None when it sent none we can read.
+
+    ``retry-after-ms`` wins; then ``Retry-After`` as seconds (int or float) or as an
+    HTTP date (the wait until then, never negative). ``now`` is a Unix time for tests.
+    """
+    if not isinstance(headers, httpx.Headers):
+        headers = httpx.Headers(headers)
+    raw = headers.get("retry-after-ms")
+    if raw is not None:
+        ms = _non_negative(raw)
+        if ms is not None:
+            return math.ceil(ms)
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    seconds = _non_negative(raw)
+    if seconds is not None:
+        return math.ceil(seconds * 1000)
+    try:
+        when = email.utils.parsedate_to_datetime(raw.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    wait = when.timestamp() - (time.time() if now is None else now)
+    return max(0, math.ceil(wait * 1000))
+
+
+def _non_negative(raw: str) -> float | None:
+    match = _NUMBER.fullmatch(raw)
+    return float(match.group(1)) if match else None
+
+
+def provider_message(
+    body: bytes, secrets: Sequence[str] = ()
+) -> tuple[str, str | None]:
+    """(message, kind) from an error body; kind is the error's code or type, if any.
+
+    Reads OpenAI ``{"error": {"message", "type", "code"}}``, Anthropic ``{"type":
+    "error", "error": {"type", "message"}}``, vLLM's flat ``{"message", "type"}``,
+    Ollama's ``{"error": "..."}`` and FastAPI's ``{"detail": ...}``; anything else is
+    taken as text. Secrets are redacted before the message is cut to size.
+    """
+    message, kind = _error_fields(body)
+    if message is None:
+        message = body.decode("utf-8", "replace").strip()
+    return _clip(redact(message, secrets)), kind
+
+
+def _error_fields(body: bytes) -> tuple[str | None, str | None]:
+    """The message and kind of a JSON error object; (None, None) when there is none."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    message: Any = None
+    kind: str | None = None
+    err = data.get("error")
+    if isinstance(err, dict):
+        message, kind = err.get("message"), _kind(err)
+    elif isinstance(err, str):
+        message = err
+    elif "message" in data:
+        message, kind = data["message"], _kind(data)
+    elif "detail" in data:
+        message = data["detail"]
+    if message is None or isinstance(message, str):
+        return message, kind
+    return orjson.dumps(message).decode(), kind
+
+
+def _kind(err: Mapping[str, Any]) -> str | None:
+    code, type_ = err.get("code"), err.get("type")
+    if isinstance(code, str) and code:
+        return code
+    return type_ if isinstance(type_, str) and type_ else None
+
+
+def error_from_body(
+    status: int,
+    reason: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    secrets: Sequence[str] = (),
+) -> ProviderError:
+    """The mapped error for a non-2xx response, carrying status and retry hint."""
+    message, kind = provider_message(body, secrets)
+    if not message:
+        message = f"HTTP {status} {reason}".rstrip()
+    return error_for_status(
+        status, message, retry_after_ms=parse_retry_after(headers), kind=kind
+    )
+
+
+def _read_capped(response: httpx.Response) -> bytes:
+    """Up to ``_MAX_ERROR_BODY`` bytes of the body; a broken read keeps what came."""
+    parts: list[bytes] = []
+    size = 0
+    try:
+        for chunk in response.iter_raw():
+            parts.append(chunk)
+            size += len(chunk)
+            if size >= _MAX_ERROR_BODY:
+                break
+    except httpx.HTTPError:
+        pass
+    return b"".join(parts)[:_MAX_ERROR_BODY]
+
+
+def _batches(
+    response: httpx.Response, parser: Parser, secrets: Sequence[str]
+) -> Iterator[list[tuple[Any, ...]]]:
+    feed = parser.feed
+    with map_transport_errors(secrets):
+        for chunk in response.iter_raw():
+            yield feed(chunk)
+    yield parser.close()
+
+
+class ResponseStream(DeltaStream):
+    """A ``DeltaStream`` over an HTTP body that hands a finished connection back.
+
+    After the terminator the rest of the body (normally just the end of the chunked
+    encoding) is read, as the vendors' SDKs do, so the connection returns to the pool
+    instead of being dropped; a stream closed early closes its connection.
+    """
+
+    __slots__ = ()
+
+    def close(self) -> None:
+        if self._complete:
+            try:
+                for _ in islice(self._batches, _DRAIN_BATCHES):
+                    pass
+            except ProviderError:
+                pass
+        close = getattr(self._batches, "close", None)
+        if close is not None:
+            close()
+        super().close()
+
+
+_DRAIN_BATCHES = 16
+_P = TypeVar("_P", bound="HTTPProvider")
+
+
+class HTTPProvider:
+    """Base of the HTTP providers: the client, the secrets, ``wire`` and the request.
+
+    Subclasses set ``api_style`` and ``path``, build the JSON body and name the
+    parser; ``open`` is shared. A ``client`` passed in is used but never closed.
+    """
+
+    api_style: ClassVar[str]
+    path: ClassVar[str]
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        *,
+        auth: Mapping[str, str],
+        timeout: Timeout,
+        http2: bool,
+        headers: Mapping[str, str] | None,
+        client: httpx.Client | None,
+    ) -> None:
+        if not model:
+            raise ValueError("model must be a non-empty string")
+        base_url = base_url.rstrip("/")
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"base_url must start with http:// or https://: {base_url!r}"
+            )
+        self._wire = WireIdentity(self.api_style, base_url, model)
+        self._url = base_url + self.path
+        merged = {
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            # iter_raw() hands the parser undecoded bytes: ask for no compression.
+            "accept-encoding": "identity",
+            **auth,
+        }
+        merged.update({k.lower(): v for k, v in (headers or {}).items()})
+        self._headers = merged
+        self._secrets = tuple(
+            sorted(
+                {v for k, v in merged.items() if _SECRET_HEADER.search(k) and v}
+                | {part for v in merged.values() for part in _bearer(v)},
+                key=len,
+                reverse=True,
+            )
+        )
+        self._timeout = to_httpx_timeout(timeout)
+        self._owns_client = client is None
+        self._client = make_client(timeout, http2=http2) if client is None else client
+
+    @property
+    def wire(self) -> WireIdentity:
+        """The API style, base URL and model this provider talks to."""
+        return self._wire
+
+    @property
+    def model(self) -> str:
+        """The model name sent with every request."""
+        return self._wire.model
+
+    @property
+    def base_url(self) -> str:
+        """The API root, without a trailing slash."""
+        return self._wire.base_url
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+        )
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        """The JSON request body for ``request``."""
+        raise NotImplementedError
+
+    def _parser(self) -> Parser:
+        raise NotImplementedError
+
+    def open(self, request: ProviderRequest) -> DeltaStream:
+        """Send the request and return the open response as a ``DeltaStream``.
+
+        Raises:
+            ProviderError: the mapped error of a non-2xx status, or ``TransportError``.
+        """
+        content = orjson.dumps(self.build_body(request))
+        client = self._client
+        with map_transport_errors(self._secrets):
+            req = client.build_request(
+                "POST",
+                self._url,
+                content=content,
+                headers=self._headers,
+                timeout=self._timeout,
+            )
+            response = client.send(req, stream=True)
+        try:
+            self._check(response)
+        except BaseException:
+            response.close()
+            raise
+        return ResponseStream(
+            _batches(response, self._parser(), self._secrets),
+            self._wire,
+            on_close=response.close,
+        )
+
+    def _check(self, response: httpx.Response) -> None:
+        status = response.status_code
+        if not 200 <= status < 300:
+            raise error_from_body(
+                status,
+                response.reason_phrase,
+                _read_capped(response),
+                response.headers,
+                self._secrets,
+            )
+        ctype = response.headers.get("content-type", "")
+        if ctype.startswith("application/json"):
+            # A server that ignored ``stream: true``, or an error sent with a 200.
+            body = _read_capped(response)
+            message, kind = _error_fields(body)
+            if message is not None:
+                raise error_for_stream(
+                    kind or "", _clip(redact(message, self._secrets))
+                )
+            raise MalformedStream(
+                f"expected an event stream, got {ctype}", status_code=status
+            )
+
+    def close(self) -> None:
+        """Close the client if this provider created it (idempotent)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self: _P) -> _P:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _bearer(value: str) -> tuple[str, ...]:
+    scheme, _, token = value.partition(" ")
+    return (token,) if scheme.lower() in ("bearer", "basic") and token else ()

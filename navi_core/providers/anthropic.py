@@ -1,0 +1,211 @@
+"""Anthropic Messages API: ``POST {base_url}/v1/messages`` with ``stream: true``.
+
+The body is parsed by the core's ``AnthropicParser``. Thinking blocks go back with
+their signature unchanged and redacted thinking with its data, as the API requires
+for tool use with extended thinking. Messages of the same role next to each other are
+merged, because the API wants the roles to alternate.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import httpx
+
+from .. import core
+from ..config import Timeout
+from ..conversation import (
+    CompactionSummary,
+    MediaPart,
+    Message,
+    RedactedThinking,
+    Text,
+    TextPart,
+    Thinking,
+    ToolResult,
+    ToolUse,
+)
+from ._http import HTTPProvider, Parser, json_object
+from .base import ProviderRequest, ToolSpec
+from .openai_chat import SUMMARY_PREFIX
+
+__all__ = ["DEFAULT_BASE_URL", "Anthropic", "build_messages"]
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+
+class Anthropic(HTTPProvider):
+    """The Anthropic Messages API (or a server that speaks it).
+
+    ``base_url`` defaults to ``ANTHROPIC_BASE_URL`` or the Anthropic API (no ``/v1``,
+    as in Anthropic's SDK); ``api_key`` to ``ANTHROPIC_API_KEY``, sent as
+    ``x-api-key`` when known. ``max_tokens`` is required by the API;
+    ``Config.max_output_tokens`` wins when set. ``thinking`` is sent as given, e.g.
+    ``{"type": "enabled", "budget_tokens": 2048}``. ``options`` are copied into every
+    request body and win over the fields built here.
+    """
+
+    api_style = "anthropic-messages"
+    path = "/v1/messages"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        max_tokens: int = 4096,
+        thinking: Mapping[str, Any] | None = None,
+        timeout: Timeout = Timeout(),  # noqa: B008 - frozen value
+        http2: bool = False,
+        headers: Mapping[str, str] | None = None,
+        client: httpx.Client | None = None,
+        anthropic_version: str = "2023-06-01",
+        **options: Any,
+    ) -> None:
+        if max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
+        if base_url is None:
+            base_url = os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        if api_key is None:
+            api_key = os.environ.get("ANTHROPIC_API_KEY") or None
+        auth = {"anthropic-version": anthropic_version}
+        if api_key:
+            auth["x-api-key"] = api_key
+        super().__init__(
+            model,
+            base_url,
+            auth=auth,
+            timeout=timeout,
+            http2=http2,
+            headers=headers,
+            client=client,
+        )
+        self._max_tokens = max_tokens
+        self._thinking = dict(thinking) if thinking is not None else None
+        self._options = options
+
+    def _parser(self) -> Parser:
+        return core.AnthropicParser()
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        """The Messages JSON body for ``request`` (``options`` applied last)."""
+        config = request.config
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": config.max_output_tokens or self._max_tokens,
+            "messages": build_messages(request.messages),
+            "stream": True,
+        }
+        if request.system:
+            body["system"] = request.system
+        if request.tools:
+            body["tools"] = [_tool(spec) for spec in request.tools]
+        if self._thinking is not None:
+            body["thinking"] = self._thinking
+        if config.temperature is not None:
+            body["temperature"] = config.temperature
+        body.update(self._options)
+        return body
+
+
+def build_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """The ``messages`` array: content blocks, same-role neighbours merged."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "assistant":
+            blocks = _assistant_blocks(message)
+        elif message.role == "user":
+            blocks = _user_blocks(message)
+        else:
+            continue
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == message.role:
+            merged = out[-1]["content"] + blocks
+            # Stable: tool results lead a user message, everything else keeps order.
+            merged.sort(key=_not_tool_result)
+            out[-1]["content"] = merged
+        else:
+            out.append({"role": message.role, "content": blocks})
+    return out
+
+
+def _not_tool_result(block: dict[str, Any]) -> bool:
+    return bool(block["type"] != "tool_result")
+
+
+def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, Text):
+            if block.text:
+                blocks.append({"type": "text", "text": block.text})
+        elif isinstance(block, ToolUse):
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": block.id,
+                    "name": block.name,
+                    "input": json_object(block.input) or {},
+                }
+            )
+        elif isinstance(block, Thinking):
+            # The API rejects thinking without the signature it issued; thinking
+            # that never got one (a cut stream, another provider) stays local.
+            if block.signature:
+                blocks.append(
+                    {
+                        "type": "thinking",
+                        "thinking": block.text,
+                        "signature": block.signature,
+                    }
+                )
+        elif isinstance(block, RedactedThinking):
+            blocks.append({"type": "redacted_thinking", "data": block.data})
+    return blocks
+
+
+def _user_blocks(message: Message) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, ToolResult):
+            results.append(_tool_result(block))
+        elif isinstance(block, Text):
+            if block.text:
+                others.append({"type": "text", "text": block.text})
+        elif isinstance(block, CompactionSummary):
+            others.append({"type": "text", "text": SUMMARY_PREFIX + block.text})
+    return results + others
+
+
+def _tool_result(result: ToolResult) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    for part in result.parts:
+        if isinstance(part, TextPart):
+            if part.text:
+                content.append({"type": "text", "text": part.text})
+        elif isinstance(part, MediaPart):
+            source = {
+                "type": "base64",
+                "media_type": part.media_type,
+                "data": part.data,
+            }
+            content.append({"type": "image", "source": source})
+    return {
+        "type": "tool_result",
+        "tool_use_id": result.tool_use_id,
+        "is_error": result.is_error,
+        "content": content,
+    }
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "input_schema": spec.parameters,
+    }

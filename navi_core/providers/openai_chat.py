@@ -1,0 +1,197 @@
+"""OpenAI-compatible chat completions (OpenAI, Ollama, vLLM, llama.cpp, LM Studio).
+
+``POST {base_url}/chat/completions`` with ``stream: true`` and usage in the stream;
+the body is parsed by the core's ``OpenAIChatParser``. The request mapping keeps the
+conversation's order: an assistant message carries its text and ``tool_calls``, each
+tool result becomes a ``tool`` message, and images returned by tools follow in one user
+message (chat completions only accepts images from the user).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+import httpx
+
+from .. import core
+from ..config import Timeout
+from ..conversation import (
+    CompactionSummary,
+    MediaPart,
+    Message,
+    Text,
+    ToolResult,
+    ToolUse,
+)
+from ._http import HTTPProvider, Parser, json_object
+from .base import ProviderRequest, ToolSpec
+
+__all__ = ["DEFAULT_BASE_URL", "SUMMARY_PREFIX", "OpenAIChat", "build_messages"]
+
+SUMMARY_PREFIX = "Summary of the earlier conversation:\n\n"
+"""How a ``CompactionSummary`` is introduced when it is sent as user text."""
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+class OpenAIChat(HTTPProvider):
+    """An OpenAI-compatible chat-completions endpoint.
+
+    ``base_url`` defaults to ``OPENAI_BASE_URL`` or the OpenAI API; ``api_key`` to
+    ``OPENAI_API_KEY``; without a key no Authorization header is sent (local servers).
+    ``max_tokens_field`` names the body field ``Config.max_output_tokens`` goes to
+    ("max_completion_tokens" for OpenAI's reasoning models). ``options`` are copied
+    into every request body and win over the fields built here.
+    """
+
+    api_style = "openai-chat"
+    path = "/chat/completions"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: Timeout = Timeout(),  # noqa: B008 - frozen value
+        http2: bool = False,
+        headers: Mapping[str, str] | None = None,
+        client: httpx.Client | None = None,
+        max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        **options: Any,
+    ) -> None:
+        if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
+            raise ValueError(
+                "max_tokens_field must be 'max_tokens' or 'max_completion_tokens'"
+            )
+        if base_url is None:
+            base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        if api_key is None:
+            api_key = os.environ.get("OPENAI_API_KEY") or None
+        auth = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        super().__init__(
+            model,
+            base_url,
+            auth=auth,
+            timeout=timeout,
+            http2=http2,
+            headers=headers,
+            client=client,
+        )
+        self._max_tokens_field = max_tokens_field
+        self._options = options
+
+    def _parser(self) -> Parser:
+        return core.OpenAIChatParser()
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        """The chat-completions JSON body for ``request`` (``options`` applied last)."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": build_messages(request.messages, request.system),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = [_tool(spec) for spec in request.tools]
+        config = request.config
+        if config.max_output_tokens is not None:
+            body[self._max_tokens_field] = config.max_output_tokens
+        if config.temperature is not None:
+            body["temperature"] = config.temperature
+        body.update(self._options)
+        return body
+
+
+def build_messages(
+    messages: Iterable[Message], system: str | None
+) -> list[dict[str, Any]]:
+    """The ``messages`` array: the system prompt first, then the dialogue in order."""
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    names: dict[str, str] = {}
+    for message in messages:
+        if message.role == "assistant":
+            out.append(_assistant(message, names))
+        elif message.role == "user":
+            out.extend(_user(message, names))
+    return out
+
+
+def _assistant(message: Message, names: dict[str, str]) -> dict[str, Any]:
+    # Thinking has no field in chat completions, and servers that stream
+    # reasoning_content ask for it not to be sent back.
+    text = "".join(b.text for b in message.content if isinstance(b, Text))
+    calls = []
+    for block in message.content:
+        if isinstance(block, ToolUse):
+            names[block.id] = block.name
+            calls.append(
+                {
+                    "id": block.id,
+                    "type": "function",
+                    "function": {
+                        "name": block.name,
+                        "arguments": block.input
+                        if json_object(block.input) is not None
+                        else "{}",
+                    },
+                }
+            )
+    wire: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        wire["tool_calls"] = calls
+    elif not text:
+        wire["content"] = ""
+    return wire
+
+
+def _user(message: Message, names: Mapping[str, str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    texts: list[str] = []
+    media: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, ToolResult):
+            images = [p for p in block.parts if isinstance(p, MediaPart)]
+            text = block.text
+            if not text and images:
+                text = f"[{len(images)} image(s) attached in the next user message]"
+            out.append(
+                {"role": "tool", "tool_call_id": block.tool_use_id, "content": text}
+            )
+            if images:
+                name = names.get(block.tool_use_id)
+                label = f"{name} ({block.tool_use_id})" if name else block.tool_use_id
+                media.append(
+                    {"type": "text", "text": f"Image(s) from tool call {label}:"}
+                )
+                media.extend(_image(p) for p in images)
+        elif isinstance(block, Text):
+            texts.append(block.text)
+        elif isinstance(block, CompactionSummary):
+            texts.append(SUMMARY_PREFIX + block.text)
+    if media:
+        media.extend({"type": "text", "text": t} for t in texts if t)
+        out.append({"role": "user", "content": media})
+    elif texts:
+        out.append({"role": "user", "content": "\n\n".join(texts)})
+    return out
+
+
+def _image(part: MediaPart) -> dict[str, Any]:
+    url = f"data:{part.media_type};base64,{part.data}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        },
+    }
