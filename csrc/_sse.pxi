@@ -1,0 +1,314 @@
+# SSE framing and the OpenAI / Anthropic delta parsers: the compiled twin of
+# navi_core/_sse_py.py, which documents the rules. Same results, errors and messages;
+# tests/core/test_differential.py holds the two to that.
+#
+# Speed comes from three things: lines are found with memchr in the caller's buffer
+# (only an unfinished line is copied), fields are matched on char pointers, and the
+# common chunks (OpenAI content deltas, Anthropic content_block_delta) are read by a
+# strict hand scanner (_sse_fast.pxi); anything else goes through orjson.
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.string cimport memchr, memcmp, memset
+
+import orjson
+
+from navi_core import deltas as _deltas
+from navi_core._sse_py import DEFAULT_MAX_EVENT_BYTES, SSEEvent, _loads, _shape_error
+from navi_core.errors import MalformedStream
+
+include "_sse_scan.pxi"
+include "_sse_fast.pxi"
+
+cdef object _TEXT = _deltas.TEXT
+cdef object _THINKING = _deltas.THINKING
+cdef object _SIGNATURE = _deltas.SIGNATURE
+cdef object _REDACTED_THINKING = _deltas.REDACTED_THINKING
+cdef object _TOOL_START = _deltas.TOOL_START
+cdef object _TOOL_ARGS = _deltas.TOOL_ARGS
+cdef object _FINISH = _deltas.FINISH
+cdef object _USAGE = _deltas.USAGE
+cdef object _MODEL = _deltas.MODEL
+cdef object _ERROR = _deltas.ERROR
+cdef tuple _DONE_DELTA = (_deltas.DONE,)
+cdef bytes _BOM = b"\xef\xbb\xbf"
+cdef tuple _ANTHROPIC_USAGE = (
+    "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"
+)
+
+
+cdef inline Py_ssize_t _eol(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    while i < n and p[i] != 10 and p[i] != 13:
+        i += 1
+    return i
+
+
+cdef object _line_error(Py_ssize_t offset, Py_ssize_t limit):
+    return MalformedStream(
+        f"SSE line at byte {offset} exceeds max_event_bytes ({limit})", offset=offset
+    )
+
+
+cdef class _Framer:
+    """Splits bytes into SSE fields and hands each complete event to ``_dispatch``."""
+
+    cdef bytearray _buf  # an unfinished line (or, before the BOM check, the first bytes)
+    cdef Py_ssize_t _buf_offset  # stream offset of _buf[0]
+    cdef Py_ssize_t _pos  # stream offset of the next byte fed
+    cdef Py_ssize_t _max, _size, _data_offset
+    cdef bint _bom, _skip_lf, _closed, _stopped
+    cdef list _parts
+    cdef bytes _event
+    cdef str _id
+    cdef object _retry, _error
+
+    def __init__(self, max_event_bytes=DEFAULT_MAX_EVENT_BYTES):
+        if max_event_bytes < 1:
+            raise ValueError("max_event_bytes must be positive")
+        self._max = max_event_bytes
+        self._buf = bytearray()
+        self._buf_offset = self._pos = self._size = self._data_offset = 0
+        self._bom = True
+        self._skip_lf = self._closed = self._stopped = False
+        self._parts = []
+        self._event = b""
+        self._id = ""
+        self._retry = self._error = None
+
+    def feed(self, data):
+        """Consume a chunk of the body; return what it completed (maybe nothing)."""
+        cdef list out = []
+        cdef Py_buffer view
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise ValueError("feed() called after close()")
+        if self._stopped:
+            return out
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            if view.len:
+                try:
+                    self._feed(<const unsigned char*>view.buf, view.len, out)
+                except MalformedStream as exc:
+                    self._fail(exc, out)
+        finally:
+            PyBuffer_Release(&view)
+        return out
+
+    def close(self):
+        """End of input: finish the last line and dispatch a pending event with data."""
+        cdef list out = []
+        if self._error is not None:
+            raise self._error
+        if not self._closed:
+            self._closed = True
+            if not self._stopped:
+                try:
+                    self._finish(out)
+                except MalformedStream as exc:
+                    self._fail(exc, out)
+        return out
+
+    cdef int _fail(self, exc, list out) except -1:
+        self._error = exc
+        PyByteArray_Resize(self._buf, 0)
+        self._parts = []
+        if not out:
+            raise exc
+        return 0
+
+    cdef int _feed(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
+        cdef bytes head
+        if not self._bom:
+            return self._chunk(p, n, out)
+        head = bytes(self._buf) + (<const char*>p)[:n]
+        if len(head) < 3 and _BOM.startswith(head):
+            self._buf = bytearray(head)
+            return 0
+        return self._unhold(head, out)
+
+    cdef int _unhold(self, bytes head, list out) except -1:
+        """The BOM question is settled: feed what was held back."""
+        self._bom = False
+        PyByteArray_Resize(self._buf, 0)
+        if head.startswith(_BOM):
+            head = head[3:]
+            self._pos += 3
+        if head:
+            self._chunk(<const unsigned char*>PyBytes_AS_STRING(head), len(head), out)
+        return 0
+
+    cdef int _finish(self, list out) except -1:
+        if self._bom:
+            self._unhold(bytes(self._buf), out)
+            if self._stopped:
+                return 0
+        if PyByteArray_GET_SIZE(self._buf):
+            self._line(
+                <const unsigned char*>PyByteArray_AS_STRING(self._buf),
+                PyByteArray_GET_SIZE(self._buf),
+                self._buf_offset,
+                out,
+            )
+            PyByteArray_Resize(self._buf, 0)
+        if self._parts and not self._stopped:
+            self._flush(out)
+        return 0
+
+    cdef inline Py_ssize_t _past_eol(self, const unsigned char* p, Py_ssize_t j, Py_ssize_t n):
+        """Index after the line terminator at p[j]; a CR ending the chunk may pair later."""
+        if p[j] == 10:
+            return j + 1
+        if j + 1 < n:
+            return j + 2 if p[j + 1] == 10 else j + 1
+        self._skip_lf = True
+        return j + 1
+
+    cdef int _chunk(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
+        cdef Py_ssize_t base = self._pos, i = 0, j
+        cdef bytearray buf = self._buf
+        cdef const unsigned char* q
+        self._pos = base + n
+        if self._skip_lf:
+            self._skip_lf = False
+            if p[0] == 10:
+                i = 1
+        if PyByteArray_GET_SIZE(buf):  # finish the line the last chunk left open
+            j = _eol(p, i, n)
+            buf += (<const char*>p)[i:j]
+            if PyByteArray_GET_SIZE(buf) > self._max:
+                raise _line_error(self._buf_offset, self._max)
+            if j == n:
+                return 0
+            self._line(
+                <const unsigned char*>PyByteArray_AS_STRING(buf),
+                PyByteArray_GET_SIZE(buf),
+                self._buf_offset,
+                out,
+            )
+            PyByteArray_Resize(buf, 0)
+            i = self._past_eol(p, j, n)
+            if self._stopped:
+                return 0
+        if memchr(p + i, 13, n - i) == NULL:
+            while True:
+                q = <const unsigned char*>memchr(p + i, 10, n - i)
+                if q == NULL:
+                    break
+                j = q - p
+                self._line(p + i, j - i, base + i, out)
+                i = j + 1
+                if self._stopped:
+                    return 0
+        else:
+            while i < n:
+                j = _eol(p, i, n)
+                if j == n:
+                    break
+                self._line(p + i, j - i, base + i, out)
+                i = self._past_eol(p, j, n)
+                if self._stopped:
+                    return 0
+        if i < n:
+            if n - i > self._max:
+                raise _line_error(base + i, self._max)
+            buf += (<const char*>p)[i:n]
+            self._buf_offset = base + i
+        return 0
+
+    cdef int _line(
+        self, const unsigned char* p, Py_ssize_t n, Py_ssize_t offset, list out
+    ) except -1:
+        """Apply one line (without its terminator) to the pending event."""
+        cdef const unsigned char* colon
+        cdef const unsigned char* v
+        cdef Py_ssize_t name, k, vn
+        if n == 0:
+            if self._parts:
+                self._flush(out)
+            else:
+                self._event = b""
+                self._retry = None
+            return 0
+        if n > self._max:
+            raise _line_error(offset, self._max)
+        if p[0] == 58:  # ":" starts a comment
+            return 0
+        colon = <const unsigned char*>memchr(p, 58, n)
+        if colon == NULL:
+            name, v, vn = n, p + n, 0
+        else:
+            name = colon - p
+            v = colon + 1
+            vn = n - name - 1
+            if vn and v[0] == 32:
+                v += 1
+                vn -= 1
+        if name == 4 and memcmp(p, b"data", 4) == 0:
+            if self._parts:
+                self._size += vn + 1
+            else:
+                self._size = vn
+                self._data_offset = offset
+            if self._size > self._max:
+                raise MalformedStream(
+                    f"SSE event data at byte {offset} exceeds max_event_bytes ({self._max})",
+                    offset=offset,
+                )
+            self._parts.append(PyBytes_FromStringAndSize(<const char*>v, vn))
+        elif name == 5 and memcmp(p, b"event", 5) == 0:
+            self._event = PyBytes_FromStringAndSize(<const char*>v, vn)
+        elif name == 2 and memcmp(p, b"id", 2) == 0:
+            if memchr(v, 0, vn) == NULL:
+                self._id = PyUnicode_DecodeUTF8(<const char*>v, vn, b"replace")
+        elif name == 5 and memcmp(p, b"retry", 5) == 0 and vn:
+            for k in range(vn):
+                if not 48 <= v[k] <= 57:
+                    return 0
+            self._retry = int(PyBytes_FromStringAndSize(<const char*>v, vn))
+        return 0
+
+    cdef int _flush(self, list out) except -1:
+        cdef list parts = self._parts
+        data = parts[0] if len(parts) == 1 else b"\n".join(parts)
+        self._parts = []
+        self._dispatch(data, out)
+        self._event = b""
+        self._retry = None
+        return 0
+
+    cdef int _dispatch(self, bytes data, list out) except -1:
+        raise NotImplementedError
+
+
+cdef class SSEDecoder(_Framer):
+    """Incremental ``text/event-stream`` decoder: bytes in, ``SSEEvent`` values out."""
+
+    cdef int _dispatch(self, bytes data, list out) except -1:
+        event = PyUnicode_DecodeUTF8(
+            PyBytes_AS_STRING(self._event), PyBytes_GET_SIZE(self._event), b"replace"
+        )
+        text = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), b"replace")
+        out.append(SSEEvent(event or "message", text, self._id, self._retry))
+        return 0
+
+
+cdef inline object _count(value):
+    """A token count: absent or null is 0."""
+    if value is None:
+        return 0
+    if type(value) is not int:
+        raise TypeError("token count is not an integer")
+    return value
+
+
+cdef inline str _str(value):
+    if type(value) is not str:
+        raise TypeError("expected a string")
+    return value
+
+
+include "_sse_parsers.pxi"

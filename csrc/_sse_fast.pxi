@@ -1,0 +1,226 @@
+# Shape scanners for the common provider chunks, built on _sse_scan.pxi.
+#
+# Each fills a struct with the string members it found and returns 0, or -1 when
+# the chunk is not one it fully understands (the parser then uses orjson).
+# A member that may carry meaning is accepted once only: orjson keeps the last of
+# duplicate keys, the scanner would see the first.
+
+cdef struct _OpenAIChunk:
+    _Str model, content, refusal, reasoning_content, reasoning, finish
+    int model_st, content_st, refusal_st, reasoning_content_st, reasoning_st, finish_st
+    int choices_st, usage_st, error_st, index_st, delta_st, tools_st
+
+
+cdef struct _AnthropicEvent:
+    _Str type, delta_type, text, thinking, partial_json, signature
+    int type_st, delta_type_st, text_st, thinking_st, partial_json_st, signature_st
+    int index_st, delta_st
+    long long index
+
+
+cdef inline Py_ssize_t _null_once(
+    const unsigned char* p, Py_ssize_t i, Py_ssize_t n, int* state
+) noexcept nogil:
+    if state[0]:
+        return -1
+    state[0] = 1
+    return _literal(p, i, n, b"null", 4)
+
+
+cdef Py_ssize_t _openai_delta(
+    const unsigned char* p, Py_ssize_t i, Py_ssize_t n, _OpenAIChunk* c
+) noexcept nogil:
+    cdef _Str key
+    cdef bint done = False
+    i = _ws(p, i + 1, n)
+    if i < n and p[i] == 125:
+        return i + 1
+    while not done:
+        i = _key(p, i, n, &key)
+        if i < 0:
+            return -1
+        if _is(p, &key, b"content", 7):
+            i = _opt_string(p, i, n, &c.content, &c.content_st)
+        elif _is(p, &key, b"role", 4):
+            i = _skip(p, i, n, 3)
+        elif _is(p, &key, b"refusal", 7):
+            i = _opt_string(p, i, n, &c.refusal, &c.refusal_st)
+        elif _is(p, &key, b"reasoning_content", 17):
+            i = _opt_string(p, i, n, &c.reasoning_content, &c.reasoning_content_st)
+        elif _is(p, &key, b"reasoning", 9):
+            i = _opt_string(p, i, n, &c.reasoning, &c.reasoning_st)
+        elif _is(p, &key, b"tool_calls", 10):
+            if c.tools_st:
+                return -1
+            c.tools_st = 1
+            if i < n and p[i] == 91:  # only an empty list is handled here
+                i = _ws(p, i + 1, n)
+                i = i + 1 if i < n and p[i] == 93 else -1
+            else:
+                i = _literal(p, i, n, b"null", 4)
+        else:
+            i = _skip(p, i, n, 3)
+        if i < 0:
+            return -1
+        i = _sep(p, i, n, 125, &done)
+        if i < 0:
+            return -1
+    return i
+
+
+cdef Py_ssize_t _openai_choice(
+    const unsigned char* p, Py_ssize_t i, Py_ssize_t n, _OpenAIChunk* c
+) noexcept nogil:
+    cdef _Str key
+    cdef bint done = False
+    if i >= n or p[i] != 123:
+        return -1
+    i = _ws(p, i + 1, n)
+    if i < n and p[i] == 125:
+        return i + 1
+    while not done:
+        i = _key(p, i, n, &key)
+        if i < 0:
+            return -1
+        if _is(p, &key, b"index", 5):
+            if c.index_st:
+                return -1
+            c.index_st = 1
+            if i < n and p[i] == 48:  # only choice 0
+                i = i + 1 if _number(p, i, n) == i + 1 else -1
+            else:
+                i = _literal(p, i, n, b"null", 4)
+        elif _is(p, &key, b"delta", 5):
+            if c.delta_st:
+                return -1
+            c.delta_st = 1
+            if i < n and p[i] == 123:
+                i = _openai_delta(p, i, n, c)
+            else:
+                i = _literal(p, i, n, b"null", 4)
+        elif _is(p, &key, b"finish_reason", 13):
+            i = _opt_string(p, i, n, &c.finish, &c.finish_st)
+        else:
+            i = _skip(p, i, n, 2)
+        if i < 0:
+            return -1
+        i = _sep(p, i, n, 125, &done)
+        if i < 0:
+            return -1
+    return i
+
+
+cdef int _openai_chunk(const unsigned char* p, Py_ssize_t n, _OpenAIChunk* c) noexcept nogil:
+    cdef _Str key
+    cdef bint done = False
+    cdef Py_ssize_t i = _ws(p, 0, n)
+    if i >= n or p[i] != 123:
+        return -1
+    i = _ws(p, i + 1, n)
+    if i < n and p[i] == 125:
+        done = True
+        i += 1
+    while not done:
+        i = _key(p, i, n, &key)
+        if i < 0:
+            return -1
+        if _is(p, &key, b"model", 5):
+            i = _opt_string(p, i, n, &c.model, &c.model_st)
+        elif _is(p, &key, b"choices", 7):
+            if c.choices_st or i >= n or p[i] != 91:
+                return -1
+            c.choices_st = 1
+            i = _ws(p, i + 1, n)
+            if i < n and p[i] == 93:
+                i += 1
+            else:  # exactly one choice
+                i = _openai_choice(p, i, n, c)
+                if i >= 0:
+                    i = _ws(p, i, n)
+                    i = i + 1 if i < n and p[i] == 93 else -1
+        elif _is(p, &key, b"usage", 5):
+            i = _null_once(p, i, n, &c.usage_st)
+        elif _is(p, &key, b"error", 5):
+            i = _null_once(p, i, n, &c.error_st)
+        else:
+            i = _skip(p, i, n, 1)
+        if i < 0:
+            return -1
+        i = _sep(p, i, n, 125, &done)
+        if i < 0:
+            return -1
+    return 0 if _ws(p, i, n) == n else -1
+
+
+cdef Py_ssize_t _anthropic_delta(
+    const unsigned char* p, Py_ssize_t i, Py_ssize_t n, _AnthropicEvent* e
+) noexcept nogil:
+    cdef _Str key
+    cdef bint done = False
+    i = _ws(p, i + 1, n)
+    if i < n and p[i] == 125:
+        return i + 1
+    while not done:
+        i = _key(p, i, n, &key)
+        if i < 0:
+            return -1
+        if _is(p, &key, b"type", 4):
+            i = _opt_string(p, i, n, &e.delta_type, &e.delta_type_st)
+        elif _is(p, &key, b"text", 4):
+            i = _opt_string(p, i, n, &e.text, &e.text_st)
+        elif _is(p, &key, b"partial_json", 12):
+            i = _opt_string(p, i, n, &e.partial_json, &e.partial_json_st)
+        elif _is(p, &key, b"thinking", 8):
+            i = _opt_string(p, i, n, &e.thinking, &e.thinking_st)
+        elif _is(p, &key, b"signature", 9):
+            i = _opt_string(p, i, n, &e.signature, &e.signature_st)
+        else:
+            i = _skip(p, i, n, 2)
+        if i < 0:
+            return -1
+        i = _sep(p, i, n, 125, &done)
+        if i < 0:
+            return -1
+    return i
+
+
+cdef int _anthropic_event(const unsigned char* p, Py_ssize_t n, _AnthropicEvent* e) noexcept nogil:
+    cdef _Str key
+    cdef bint done = False
+    cdef Py_ssize_t i = _ws(p, 0, n), j
+    if i >= n or p[i] != 123:
+        return -1
+    i = _ws(p, i + 1, n)
+    if i < n and p[i] == 125:
+        done = True
+        i += 1
+    while not done:
+        i = _key(p, i, n, &key)
+        if i < 0:
+            return -1
+        if _is(p, &key, b"type", 4):
+            i = _opt_string(p, i, n, &e.type, &e.type_st)
+        elif _is(p, &key, b"index", 5):
+            if e.index_st:
+                return -1
+            e.index_st = 1
+            e.index = 0
+            j = i
+            while j < n and 48 <= p[j] <= 57 and j - i < 18:
+                e.index = e.index * 10 + (p[j] - 48)
+                j += 1
+            # a plain non-negative integer only
+            i = j if j > i and _number(p, i, n) == j else -1
+        elif _is(p, &key, b"delta", 5):
+            if e.delta_st or i >= n or p[i] != 123:
+                return -1
+            e.delta_st = 1
+            i = _anthropic_delta(p, i, n, e)
+        else:
+            i = _skip(p, i, n, 1)
+        if i < 0:
+            return -1
+        i = _sep(p, i, n, 125, &done)
+        if i < 0:
+            return -1
+    return 0 if _ws(p, i, n) == n else -1
