@@ -176,12 +176,14 @@ def encode(message: Message) -> bytes:
         raise CodecError(f"cannot encode {message.role} message: {exc}") from exc
 
 
-def _field(obj: dict[str, Any], key: str, kind: type, where: str) -> Any:
-    value = obj.get(key)
-    if type(value) is not kind:
-        got = "missing" if key not in obj else type(value).__name__
-        raise CodecError(f"{where}: {key!r} must be {kind.__name__}, got {got}")
-    return value
+def _invalid(obj: dict[str, Any], where: str, *fields: tuple[str, type]) -> CodecError:
+    """The error naming the first of ``fields`` that is missing or of the wrong type."""
+    for key, kind in fields:
+        value = obj.get(key)
+        if type(value) is not kind:
+            got = "missing" if key not in obj else type(value).__name__
+            return CodecError(f"{where}: {key!r} must be {kind.__name__}, got {got}")
+    return CodecError(f"{where}: invalid")  # pragma: no cover - callers checked a field
 
 
 def _opt_str(obj: dict[str, Any], key: str, where: str) -> str | None:
@@ -191,26 +193,64 @@ def _opt_str(obj: dict[str, Any], key: str, where: str) -> str | None:
     return value
 
 
+# Each decoder checks its fields inline: loading a long session decodes many blocks.
+
+
+def _text(o: dict[str, Any]) -> Text:
+    text = o.get("text")
+    if type(text) is str:
+        return Text(text)
+    raise _invalid(o, "text", ("text", str))
+
+
+def _thinking(o: dict[str, Any]) -> Thinking:
+    text = o.get("text")
+    if type(text) is str:
+        return Thinking(text, _opt_str(o, "signature", "thinking"))
+    raise _invalid(o, "thinking", ("text", str))
+
+
+def _redacted_thinking(o: dict[str, Any]) -> RedactedThinking:
+    data = o.get("data")
+    if type(data) is str:
+        return RedactedThinking(data)
+    raise _invalid(o, "redacted_thinking", ("data", str))
+
+
+def _tool_use(o: dict[str, Any]) -> ToolUse:
+    id_, name, input_ = o.get("id"), o.get("name"), o.get("input")
+    if type(id_) is str and type(name) is str and type(input_) is str:
+        return ToolUse(id_, name, input_)
+    raise _invalid(o, "tool_use", ("id", str), ("name", str), ("input", str))
+
+
 def _part(obj: Any) -> Part:
     if type(obj) is not dict:
         raise CodecError("tool-result part must be an object")
     kind = obj.get("type")
     if kind == "text":
-        return TextPart(_field(obj, "text", str, "text part"))
+        text = obj.get("text")
+        if type(text) is str:
+            return TextPart(text)
+        raise _invalid(obj, "text part", ("text", str))
     if kind == "media":
-        where = "media part"
-        return MediaPart(
-            _field(obj, "media_type", str, where), _field(obj, "data", str, where)
-        )
+        media_type, data = obj.get("media_type"), obj.get("data")
+        if type(media_type) is str and type(data) is str:
+            return MediaPart(media_type, data)
+        raise _invalid(obj, "media part", ("media_type", str), ("data", str))
     raise CodecError(f"unknown tool-result part type {kind!r}")
 
 
 def _tool_result(o: dict[str, Any]) -> ToolResult:
-    parts = _field(o, "parts", list, "tool_result")
-    return ToolResult(
-        _field(o, "tool_use_id", str, "tool_result"),
-        tuple(_part(p) for p in parts),
-        _field(o, "is_error", bool, "tool_result"),
+    tool_use_id, parts, is_error = (
+        o.get("tool_use_id"),
+        o.get("parts"),
+        o.get("is_error"),
+    )
+    if type(tool_use_id) is str and type(parts) is list and type(is_error) is bool:
+        return ToolResult(tool_use_id, tuple(_part(p) for p in parts), is_error)
+    raise _invalid(
+        o, "tool_result", ("tool_use_id", str), ("parts", list), ("is_error", bool)
     )
 
 
@@ -218,27 +258,27 @@ def _system(o: dict[str, Any]) -> System:
     mode = o.get("mode")
     if mode not in ("append", "replace"):
         raise CodecError(f"system: 'mode' must be 'append' or 'replace', got {mode!r}")
-    return System(_field(o, "text", str, "system"), mode)
+    text = o.get("text")
+    if type(text) is str:
+        return System(text, mode)
+    raise _invalid(o, "system", ("text", str))
+
+
+def _compaction_summary(o: dict[str, Any]) -> CompactionSummary:
+    text = o.get("text")
+    if type(text) is str:
+        return CompactionSummary(text)
+    raise _invalid(o, "compaction_summary", ("text", str))
 
 
 _BLOCK_DECODERS: Final[dict[str, Callable[[dict[str, Any]], Block]]] = {
-    "text": lambda o: Text(_field(o, "text", str, "text")),
-    "thinking": lambda o: Thinking(
-        _field(o, "text", str, "thinking"), _opt_str(o, "signature", "thinking")
-    ),
-    "redacted_thinking": lambda o: RedactedThinking(
-        _field(o, "data", str, "redacted_thinking")
-    ),
-    "tool_use": lambda o: ToolUse(
-        _field(o, "id", str, "tool_use"),
-        _field(o, "name", str, "tool_use"),
-        _field(o, "input", str, "tool_use"),
-    ),
+    "text": _text,
+    "thinking": _thinking,
+    "redacted_thinking": _redacted_thinking,
+    "tool_use": _tool_use,
     "tool_result": _tool_result,
     "system": _system,
-    "compaction_summary": lambda o: CompactionSummary(
-        _field(o, "text", str, "compaction_summary")
-    ),
+    "compaction_summary": _compaction_summary,
 }
 
 
@@ -256,7 +296,10 @@ def _usage(obj: Any) -> Usage | None:
         return None
     if type(obj) is not dict:
         raise CodecError("'usage' must be an object")
-    return Usage(*(_field(obj, k, int, "usage") for k in _USAGE_FIELDS))
+    ints: list[int] = [v for k in _USAGE_FIELDS if type(v := obj.get(k)) is int]
+    if len(ints) == len(_USAGE_FIELDS):
+        return Usage(*ints)
+    raise _invalid(obj, "usage", *((k, int) for k in _USAGE_FIELDS))
 
 
 def _wire(obj: Any) -> WireIdentity | None:
@@ -264,11 +307,10 @@ def _wire(obj: Any) -> WireIdentity | None:
         return None
     if type(obj) is not dict:
         raise CodecError("'wire' must be an object")
-    return WireIdentity(
-        _field(obj, "api_style", str, "wire"),
-        _field(obj, "base_url", str, "wire"),
-        _field(obj, "model", str, "wire"),
-    )
+    style, url, model = obj.get("api_style"), obj.get("base_url"), obj.get("model")
+    if type(style) is str and type(url) is str and type(model) is str:
+        return WireIdentity(style, url, model)
+    raise _invalid(obj, "wire", ("api_style", str), ("base_url", str), ("model", str))
 
 
 def from_obj(obj: Any) -> Message:
@@ -292,7 +334,9 @@ def from_obj(obj: Any) -> Message:
     role = obj.get("role")
     if role not in _ROLES:
         raise CodecError(f"invalid role {role!r}")
-    content = _field(obj, "content", list, "message")
+    content = obj.get("content")
+    if type(content) is not list:
+        raise _invalid(obj, "message", ("content", list))
     return Message(
         role,
         tuple(_block(b) for b in content),

@@ -1,0 +1,232 @@
+"""``navi-core sessions list`` and ``sessions show``: read stored sessions as text.
+
+``register(subparsers)`` adds the commands to the ``navi-core`` parser; each sets
+``func`` to a function that returns the exit code. ``store_from_args`` opens the store
+named by ``--db`` / ``--postgres`` (or ``$NAVI_DB`` / ``$NAVI_POSTGRES_DSN``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .conversation import (
+    Block,
+    CompactionSummary,
+    MediaPart,
+    Message,
+    RedactedThinking,
+    System,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+    Usage,
+)
+from .errors import SessionError
+from .store.base import SessionInfo, SessionStore
+
+__all__ = [
+    "add_store_arguments",
+    "register",
+    "render_listing",
+    "render_transcript",
+    "store_from_args",
+]
+
+_PROMPT_WIDTH = 60
+
+
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--db`` and ``--postgres`` (defaults from the environment)."""
+    parser.add_argument(
+        "--db",
+        default=os.environ.get("NAVI_DB", "navi.db"),
+        help="SQLite file (default: $NAVI_DB or navi.db)",
+    )
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("NAVI_POSTGRES_DSN"),
+        metavar="DSN",
+        help="PostgreSQL DSN instead of SQLite (default: $NAVI_POSTGRES_DSN)",
+    )
+
+
+def store_from_args(args: argparse.Namespace) -> SessionStore:
+    """The store the arguments name: PostgreSQL when a DSN is given, else SQLite.
+
+    Raises:
+        SessionError: the database cannot be opened.
+    """
+    dsn = getattr(args, "postgres", None) or os.environ.get("NAVI_POSTGRES_DSN")
+    if dsn:
+        from .store.postgres import PostgresStore
+
+        return PostgresStore(dsn, max_size=2)
+    from .store.sqlite import SQLiteStore
+
+    db = getattr(args, "db", None) or os.environ.get("NAVI_DB") or "navi.db"
+    return SQLiteStore(db)
+
+
+def register(subparsers: Any) -> None:
+    """Add ``sessions list`` and ``sessions show ID [--all]`` to ``subparsers``."""
+    sessions = subparsers.add_parser("sessions", help="list and read stored sessions")
+    sub = sessions.add_subparsers(dest="sessions_command", required=True)
+
+    listing = sub.add_parser("list", help="every session, most recent first")
+    add_store_arguments(listing)
+    listing.set_defaults(func=_cmd_list)
+
+    show = sub.add_parser("show", help="the transcript of one session")
+    show.add_argument("session", metavar="ID", help="a session id or unique id prefix")
+    show.add_argument(
+        "--all",
+        action="store_true",
+        help="every window, not just the one after the last compaction",
+    )
+    add_store_arguments(show)
+    show.set_defaults(func=_cmd_show)
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def _one_line(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def render_listing(infos: Sequence[SessionInfo]) -> str:
+    """A table of sessions: id, last change, message count, model, last prompt."""
+    id_width = max((len(i.id) for i in infos), default=2)
+    model_width = max((len(i.model or "-") for i in infos), default=5)
+    header = (
+        f"{'ID':<{id_width}}  {'MODIFIED':<19}  {'MSGS':>5}  "
+        f"{'MODEL':<{model_width}}  LAST PROMPT"
+    )
+    lines = [header]
+    for i in infos:
+        prompt = _one_line(i.last_user_message or "", _PROMPT_WIDTH)
+        lines.append(
+            f"{i.id:<{id_width}}  {_when(i.modified_at)}  {i.message_count:>5}  "
+            f"{i.model or '-':<{model_width}}  {prompt}".rstrip()
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return "\n".join(prefix + line for line in text.splitlines() or [""])
+
+
+def _usage(u: Usage) -> str:
+    text = f"tokens: {u.input} in, {u.output} out"
+    if u.cache_read or u.cache_write:
+        text += f", cache {u.cache_read} read / {u.cache_write} written"
+    if u.reasoning:
+        text += f", {u.reasoning} reasoning"
+    return text
+
+
+def _block(block: Block) -> str:
+    if isinstance(block, Text):
+        return _indent(block.text)
+    if isinstance(block, Thinking):
+        return "  (thinking)\n" + _indent(block.text)
+    if isinstance(block, RedactedThinking):
+        return "  (redacted thinking)"
+    if isinstance(block, ToolUse):
+        return f"  -> tool call {block.name} [{block.id}] {block.input}"
+    if isinstance(block, ToolResult):
+        head = f"  <- tool result [{block.tool_use_id}]"
+        if block.is_error:
+            head += " (error)"
+        body = [
+            _indent(p.text)
+            if not isinstance(p, MediaPart)
+            else f"    [{p.media_type}, {len(p.data) * 3 // 4} bytes]"
+            for p in block.parts
+        ]
+        return "\n".join([head, *body])
+    if isinstance(block, System):
+        return f"  (system prompt, {block.mode})\n" + _indent(block.text)
+    if isinstance(block, CompactionSummary):
+        return "  (summary of the earlier conversation)\n" + _indent(block.text)
+    return f"  ({type(block).__name__})"  # pragma: no cover - every Block is above
+
+
+def _message(m: Message) -> str:
+    head = f"[{m.role}]"
+    details = []
+    if m.role == "assistant" and m.wire is not None:
+        details.append(m.wire.model)
+    if m.stop_reason:
+        details.append(m.stop_reason)
+    if m.usage is not None:
+        details.append(_usage(m.usage))
+    if details:
+        head += " " + " · ".join(details)
+    return "\n".join([head, *(_block(b) for b in m.content)])
+
+
+def render_transcript(info: SessionInfo, windows: Sequence[Sequence[Message]]) -> str:
+    """The messages of ``windows``, readable, with a separator at each compaction.
+
+    Pass every window to show the whole history, or ``[latest]`` for the current one.
+    """
+    lines = [
+        f"session {info.id}",
+        f"created {_when(info.created_at)} · modified {_when(info.modified_at)} · "
+        f"{info.message_count} messages · model {info.model or '-'}",
+    ]
+    earlier = info.message_count - sum(len(w) for w in windows)
+    if earlier > 0:
+        lines.append(
+            f"(the latest window; {earlier} earlier messages were compacted, "
+            "--all shows them)"
+        )
+    for n, window in enumerate(windows):
+        if len(windows) > 1:
+            label = "start" if n == 0 else "compaction"
+            lines.append(f"\n===== {label}: window {n + 1} of {len(windows)} =====")
+        lines.extend("\n" + _message(m) for m in window)
+    return "\n".join(lines) + "\n"
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    try:
+        store = store_from_args(args)
+        try:
+            infos = store.list()
+        finally:
+            store.close()
+    except SessionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if not infos:
+        print("no sessions")
+        return 0
+    sys.stdout.write(render_listing(infos))
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    try:
+        store = store_from_args(args)
+        try:
+            info = store.get(args.session)
+            windows = (
+                store.history(info.id) if args.all else [store.load(info.id).messages]
+            )
+        finally:
+            store.close()
+    except SessionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.write(render_transcript(info, windows))
+    return 0

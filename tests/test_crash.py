@@ -1,0 +1,190 @@
+"""A process killed mid-turn loses nothing committed, and ``resume()`` finishes the turn.
+
+A real child process drives a turn against a SQLite file and is SIGKILLed while a slow
+tool runs; a fresh store in this process then finds every committed message and
+resumes. The slow tool writes a line to a marker file each time it starts, so the
+marker proves it was never run a second time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import navi_core
+from navi_core import Agent, Scripted, Text, ToolResult, ToolUse, TurnComplete, tool
+from navi_core.store import SQLiteStore
+
+_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from navi_core import Agent, Scripted, Text, ToolUse, tool
+    from navi_core.store import SQLiteStore
+
+    db, marker, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+
+    @tool
+    def fast() -> str:
+        \"\"\"Answer at once.\"\"\"
+        return "fast finished"
+
+    @tool
+    def slow() -> str:
+        \"\"\"Take a minute.\"\"\"
+        with marker.open("a") as f:
+            f.write("slow started\\n")
+        time.sleep(60)
+        return "slow finished"
+
+    script = [[ToolUse("c1", "fast", "{}")], [ToolUse("c2", "slow", "{}")], [Text("done")]]
+    agent = Agent(Scripted(script), tools=[fast, slow], store=SQLiteStore(db))
+    print(agent.session_id, flush=True)
+    stream = agent.run("run fast, then slow")
+    if mode == "prompt-only":
+        marker.write_text("prompt stored\\n")
+        time.sleep(60)
+    while stream.next():
+        pass
+    """
+)
+
+
+def _env() -> dict[str, str]:
+    root = str(Path(navi_core.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    return env
+
+
+def _wait_for(path: Path, child: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        if child.poll() is not None:
+            pytest.fail(f"the child exited early with {child.returncode}")
+        if time.monotonic() > deadline:
+            pytest.fail("the child never reached the point to kill it at")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def run_and_kill(tmp_path: Path) -> Iterator[Callable[[str], str]]:
+    """Starts the child in a mode, kills it at its marker, returns the session id."""
+    children: list[subprocess.Popen[str]] = []
+
+    def run(mode: str) -> str:
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _CHILD,
+                str(tmp_path / "navi.db"),
+                str(tmp_path / "marker"),
+                mode,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
+        children.append(child)
+        assert child.stdout is not None
+        session_id = child.stdout.readline().strip()
+        _wait_for(tmp_path / "marker", child)
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait() == -signal.SIGKILL
+        return session_id
+
+    yield run
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        assert child.stdout is not None
+        child.stdout.close()
+
+
+@tool
+def fast() -> str:
+    """Answer at once."""
+    return "fast finished"
+
+
+def test_kill_during_a_tool_then_resume(
+    run_and_kill: Callable[[str], str], tmp_path: Path
+) -> None:
+    session_id = run_and_kill("tools")
+    marker = tmp_path / "marker"
+
+    ran_here: list[str] = []
+
+    @tool
+    def slow() -> str:
+        """Take a minute."""
+        ran_here.append("slow")
+        return "slow finished"
+
+    with SQLiteStore(tmp_path / "navi.db") as store:
+        stored = store.load(session_id).messages
+        assert [m.role for m in stored] == ["user", "assistant", "user", "assistant"]
+        assert stored[0].text == "run fast, then slow"
+        assert stored[1].tool_uses == (ToolUse("c1", "fast", "{}"),)
+        (result,) = stored[2].tool_results
+        assert (result.tool_use_id, result.text, result.is_error) == (
+            "c1",
+            "fast finished",
+            False,
+        )
+        assert stored[3].tool_uses == (ToolUse("c2", "slow", "{}"),)
+        assert all(
+            m.wire is not None and m.wire.api_style == "scripted" for m in stored
+        )
+
+        provider = Scripted([[Text("done")]])
+        with (
+            Agent(
+                provider, tools=[fast, slow], store=store, session=session_id
+            ) as agent,
+            agent.resume() as stream,
+        ):
+            events = list(stream)
+        assert isinstance(events[-1], TurnComplete)
+
+        after = store.load(session_id).messages
+        assert after[:4] == stored
+        (interrupted,) = after[4].tool_results
+        assert isinstance(interrupted, ToolResult)
+        assert interrupted.tool_use_id == "c2" and interrupted.is_error
+        assert "interrupted" in interrupted.text
+        assert after[5].role == "assistant" and after[5].text == "done"
+        assert len(after) == 6
+        # The model saw the interrupted result; the slow tool never ran again.
+        assert provider.requests[0][-1].tool_results == (interrupted,)
+    assert ran_here == []
+    assert marker.read_text() == "slow started\n"
+
+
+def test_kill_after_the_prompt_was_stored_then_resume_answers_it(
+    run_and_kill: Callable[[str], str], tmp_path: Path
+) -> None:
+    session_id = run_and_kill("prompt-only")
+    with SQLiteStore(tmp_path / "navi.db") as store:
+        (prompt,) = store.load(session_id).messages
+        assert (prompt.role, prompt.text) == ("user", "run fast, then slow")
+
+        provider = Scripted([[Text("answered after the crash")]])
+        with Agent(provider, store=store, session="latest") as agent:
+            assert agent.session_id == session_id
+            with agent.resume() as stream:
+                events = list(stream)
+        assert isinstance(events[-1], TurnComplete)
+        assert provider.requests[0] == [prompt]
+        answer = store.load(session_id).messages[-1]
+        assert (answer.role, answer.text) == ("assistant", "answered after the crash")
