@@ -19,6 +19,7 @@ a vanished host) and the server frees the lock.
 from __future__ import annotations
 
 import hashlib
+import math
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -102,6 +103,25 @@ def _text(value: str | None) -> str | None:
     return value.replace("\x00", "\ufffd") if value and "\x00" in value else value
 
 
+def _parse_dsn(dsn: str) -> dict[str, Any] | None:
+    try:
+        return conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return None
+
+
+def _scrub(exc: BaseException, secret: str) -> None:
+    """Replace ``secret`` in the messages of ``exc`` and of every exception it chains."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        current.args = tuple(
+            a.replace(secret, "***") if isinstance(a, str) else a for a in current.args
+        )
+        current = current.__cause__ or current.__context__
+
+
 def _lock_key(session_id: str) -> int:
     digest = hashlib.blake2b(f"navi_core.session:{session_id}".encode(), digest_size=8)
     return int.from_bytes(digest.digest(), "big", signed=True)
@@ -167,13 +187,23 @@ class PostgresStore:
         self, dsn: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 30.0
     ) -> None:
         self._dsn = dsn
-        params = conninfo_to_dict(dsn)
+        params = _parse_dsn(dsn)
+        if params is None:
+            # Raised outside the parser's except block, so its message (which may
+            # quote a piece of an unquoted password) is not even chained.
+            raise SessionError(
+                "invalid PostgreSQL DSN (not shown: it may hold a password)"
+            )
         self._password = str(params.get("password") or "")
         host, port = params.get("host", "localhost"), params.get("port", "5432")
         self._where = f"PostgreSQL {host}:{port}/{params.get('dbname', '')}"
         self._timeout = timeout
+        self._connect_timeout = max(1, math.ceil(timeout))  # libpq: 0 waits forever
         self._closed = False
-        with self._errors(), psycopg.connect(dsn, connect_timeout=int(timeout)) as conn:
+        with (
+            self._errors(),
+            psycopg.connect(dsn, connect_timeout=self._connect_timeout) as conn,
+        ):
             self._migrate(conn)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             dsn,
@@ -208,10 +238,10 @@ class PostgresStore:
         try:
             yield
         except (psycopg.Error, codec.CodecError) as exc:
-            text = str(exc).strip() or type(exc).__name__
             if self._password:
-                text = text.replace(self._password, "***")
-            raise SessionError(f"{self._where}: {text}") from None
+                _scrub(exc, self._password)
+            text = str(exc).strip() or type(exc).__name__
+            raise SessionError(f"{self._where}: {text}") from exc
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         target = len(self.MIGRATIONS)
@@ -399,7 +429,7 @@ class PostgresStore:
             conn = psycopg.connect(
                 make_conninfo(self._dsn, **extra),
                 autocommit=True,
-                connect_timeout=int(self._timeout),
+                connect_timeout=self._connect_timeout,
             )
         try:
             with self._errors():

@@ -2,8 +2,8 @@
 
 The file runs in WAL mode, so readers never block the writer; every ``append`` and
 ``new_window`` is one ``BEGIN IMMEDIATE`` transaction, so a crash keeps all of it or
-none. Each process or host opening the file serialises writes through SQLite's own
-lock (waiting up to ``timeout``). Messages are stored as codec JSON next to their wire
+none. Processes sharing the file (on a local disk) serialise writes through SQLite's
+own lock, waiting up to ``timeout``. Messages are stored as codec JSON next to their wire
 identity columns; no key is ever written.
 
 The schema version lives in ``PRAGMA user_version``. ``MIGRATIONS[i]`` upgrades
