@@ -56,6 +56,23 @@ _NOW: Final = "extract(epoch FROM clock_timestamp())"
 _SESSION_COLUMNS: Final = (
     "id, created_at, modified_at, message_count, last_user_message, model"
 )
+_APPEND: Final = (
+    "UPDATE navi_sessions SET message_count = message_count + %s, "
+    f"modified_at = GREATEST(modified_at, {_NOW}), "
+    "last_user_message = COALESCE(%s, last_user_message), model = COALESCE(%s, model) "
+    "WHERE id = %s RETURNING message_count, window_count, modified_at"
+)
+_NEW_WINDOW: Final = (
+    "UPDATE navi_sessions SET window_start = message_count, "
+    "window_count = window_count + 1, message_count = message_count + %s, "
+    f"modified_at = GREATEST(modified_at, {_NOW}), last_user_message = %s, model = %s "
+    "WHERE id = %s RETURNING message_count, window_count, modified_at"
+)
+_INSERT: Final = (
+    "INSERT INTO navi_messages (session_id, seq, window_no, created_at, role, "
+    "api_style, base_url, model, body, body_text) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s)"
+)
 _KEEPALIVES: Final = {
     "keepalives": "1",
     "keepalives_idle": "30",
@@ -186,7 +203,6 @@ class PostgresStore:
     def __init__(
         self, dsn: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 30.0
     ) -> None:
-        self._dsn = dsn
         params = _parse_dsn(dsn)
         if params is None:
             # Raised outside the parser's except block, so its message (which may
@@ -195,6 +211,8 @@ class PostgresStore:
                 "invalid PostgreSQL DSN (not shown: it may hold a password)"
             )
         self._password = str(params.get("password") or "")
+        keepalives = {k: v for k, v in _KEEPALIVES.items() if k not in params}
+        self._lock_dsn = make_conninfo(dsn, **keepalives)
         host, port = params.get("host", "localhost"), params.get("port", "5432")
         self._where = f"PostgreSQL {host}:{port}/{params.get('dbname', '')}"
         self._timeout = timeout
@@ -371,22 +389,7 @@ class PostgresStore:
         with self._errors():  # encode first: a bad message writes nothing
             rows = [codec.stored_row(m) for m in messages]
         last_user, model = (_text(v) for v in session_summary(messages))
-        if new_window:
-            sql = (
-                "UPDATE navi_sessions SET window_start = message_count, "
-                "window_count = window_count + 1, message_count = message_count + %s, "
-                f"modified_at = GREATEST(modified_at, {_NOW}), "
-                "last_user_message = %s, model = %s "
-                "WHERE id = %s RETURNING message_count, window_count, modified_at"
-            )
-        else:
-            sql = (
-                "UPDATE navi_sessions SET message_count = message_count + %s, "
-                f"modified_at = GREATEST(modified_at, {_NOW}), "
-                "last_user_message = COALESCE(%s, last_user_message), "
-                "model = COALESCE(%s, model) "
-                "WHERE id = %s RETURNING message_count, window_count, modified_at"
-            )
+        sql = _NEW_WINDOW if new_window else _APPEND
         n = len(rows)
         with self._tx() as conn:
             # The UPDATE locks the session row: writers to one session take turns.
@@ -398,38 +401,20 @@ class PostgresStore:
             else:
                 sid = session_id
             total, window_count, now = row
-            first = total - n
+            first, window_no = total - n, window_count - 1
+            params = [
+                (sid, first + i, window_no, now, *_columns(r))
+                for i, r in enumerate(rows)
+            ]
             with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO navi_messages (session_id, seq, window_no, created_at, "
-                    "role, api_style, base_url, model, body, body_text) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s)",
-                    [
-                        (
-                            sid,
-                            first + i,
-                            window_count - 1,
-                            now,
-                            r.role,
-                            _text(r.api_style),
-                            _text(r.base_url),
-                            _text(r.model),
-                            *_body_columns(r.body),
-                        )
-                        for i, r in enumerate(rows)
-                    ],
-                )
+                cur.executemany(_INSERT, params)
 
     def lock(self, session_id: str) -> PostgresLock:
         sid = self.get(session_id).id
         key = _lock_key(sid)
-        params = conninfo_to_dict(self._dsn)
-        extra = {k: v for k, v in _KEEPALIVES.items() if k not in params}
         with self._errors():
             conn = psycopg.connect(
-                make_conninfo(self._dsn, **extra),
-                autocommit=True,
-                connect_timeout=self._connect_timeout,
+                self._lock_dsn, autocommit=True, connect_timeout=self._connect_timeout
             )
         try:
             with self._errors():
@@ -448,10 +433,11 @@ class PostgresStore:
             self._pool.close()
 
 
-def _body_columns(body: bytes) -> tuple[str | None, str | None]:
-    """(jsonb text, verbatim text): jsonb refuses ``\\u0000``, so such bodies go verbatim."""
-    text = body.decode()
-    return (None, text) if "\\u0000" in text else (text, None)
+def _columns(row: codec.StoredRow) -> tuple[str | None, ...]:
+    """role, wire identity, then (jsonb, verbatim) body: jsonb refuses ``\\u0000``."""
+    body = row.body.decode()
+    bodies = (None, body) if "\\u0000" in body else (body, None)
+    return (row.role, *map(_text, row[1:4]), *bodies)
 
 
 def _decode(body: Any, body_text: str | None) -> Message:
