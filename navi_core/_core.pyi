@@ -1,0 +1,56 @@
+"""Stub of the compiled core ``navi_core._core`` (csrc/_core.pyx).
+
+It mirrors the pure twin ``navi_core._core_py`` name for name and signature for
+signature; tests/core/test_selection.py keeps the two equal.
+"""
+
+from typing import Any, TypeAlias
+
+__all__ = [
+    "AnthropicParser",
+    "OpenAIChatParser",
+    "SSEDecoder",
+    "SSEEvent",
+    "b64encode",
+    "estimate_tokens",
+]
+
+_Buffer: TypeAlias = bytes | bytearray | memoryview
+_Delta: TypeAlias = tuple[Any, ...]
+
+class SSEEvent:
+    """One dispatched server-sent event; ``retry`` only when its own block set one."""
+
+    @property
+    def event(self) -> str: ...
+    @property
+    def data(self) -> str: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def retry(self) -> int | None: ...
+    def __init__(self, event: str, data: str, id: str, retry: int | None) -> None: ...
+
+class SSEDecoder:
+    """Incremental ``text/event-stream`` decoder: bytes in, ``SSEEvent`` values out."""
+
+    def __init__(self, max_event_bytes: int = 16777216) -> None: ...
+    def feed(self, data: _Buffer) -> list[SSEEvent]: ...
+    def close(self) -> list[SSEEvent]: ...
+
+class OpenAIChatParser:
+    """Chat-completions stream (``data: {chunk}`` ... ``data: [DONE]``) to deltas."""
+
+    def __init__(self, max_event_bytes: int = 16777216) -> None: ...
+    def feed(self, data: _Buffer) -> list[_Delta]: ...
+    def close(self) -> list[_Delta]: ...
+
+class AnthropicParser:
+    """Anthropic Messages stream to deltas, dispatching on each payload's ``type``."""
+
+    def __init__(self, max_event_bytes: int = 16777216) -> None: ...
+    def feed(self, data: _Buffer) -> list[_Delta]: ...
+    def close(self) -> list[_Delta]: ...
+
+def estimate_tokens(text: str) -> int: ...
+def b64encode(data: bytes | bytearray | memoryview) -> str: ...

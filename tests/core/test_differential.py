@@ -1,0 +1,302 @@
+"""Hypothesis: chunking never matters, and Cython equals the pure twin, errors included."""
+
+from __future__ import annotations
+
+import json
+from types import ModuleType
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from navi_core.errors import MalformedStream
+
+FIXTURE_SAFE = settings(
+    suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None
+)
+DIFF = settings(deadline=None, max_examples=300)
+
+# --- SSE streams -----------------------------------------------------------------
+
+EOLS = st.sampled_from([b"\n", b"\r", b"\r\n"])
+TEXT = st.text(
+    st.characters(blacklist_categories=["Cs"])
+    | st.sampled_from("\u2028\u2029\x85\0:é😀"),
+    max_size=12,
+)
+VALUE = TEXT.map(lambda t: t.replace("\n", "").replace("\r", "").encode()) | st.binary(
+    max_size=6
+).map(lambda b: b.replace(b"\n", b"").replace(b"\r", b""))
+NAME = st.sampled_from([b"data", b"event", b"id", b"retry", b"dat", b"x", b"", b"Data"])
+RETRY = st.integers(0, 10**6).map(lambda n: b"retry: %d" % n)
+LINE = st.one_of(
+    st.tuples(NAME, st.sampled_from([b":", b": ", b":  "]), VALUE).map(b"".join),
+    NAME,
+    VALUE.map(lambda v: b":" + v),  # comment
+    RETRY,
+    st.just(b""),
+)
+STREAM = st.builds(
+    lambda bom, lines: bom + b"".join(line + eol for line, eol in lines),
+    st.sampled_from([b"", b"\xef\xbb\xbf", b"\xef\xbb"]),
+    st.lists(st.tuples(LINE, EOLS), max_size=30),
+) | st.binary(max_size=80)
+TAIL = st.sampled_from([b"", b"data: tail", b"\r", b"data: x\r\n"])
+
+
+def split(raw: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(raw) + 1) for c in cuts})
+    return [raw[a:b] for a, b in zip([0, *points], [*points, len(raw)], strict=True)]
+
+
+CUTS = st.lists(st.integers(0, 10_000), max_size=12)
+
+
+def outcome(parser: Any, chunks: list[bytes]) -> tuple[list[Any], Any]:
+    """What a caller sees: everything returned, then the error (type, text, offset)."""
+    got: list[Any] = []
+    try:
+        for chunk in chunks:
+            got += parser.feed(chunk)
+        got += parser.close()
+    except (MalformedStream, ValueError) as exc:
+        return got, (type(exc), str(exc), getattr(exc, "offset", None))
+    return got, None
+
+
+@FIXTURE_SAFE
+@given(raw=STREAM, tail=TAIL, cuts=CUTS, limit=st.sampled_from([8, 40, 10**6]))
+def test_sse_chunking_does_not_matter(
+    core: ModuleType, raw: bytes, tail: bytes, cuts: list[int], limit: int
+) -> None:
+    raw += tail
+    whole = outcome(core.SSEDecoder(max_event_bytes=limit), [raw])
+    assert outcome(core.SSEDecoder(max_event_bytes=limit), split(raw, cuts)) == whole
+
+
+@DIFF
+@given(raw=STREAM, tail=TAIL, cuts=CUTS, limit=st.sampled_from([8, 40, 10**6]))
+def test_sse_twins_agree(
+    both_cores: tuple[ModuleType, ModuleType],
+    raw: bytes,
+    tail: bytes,
+    cuts: list[int],
+    limit: int,
+) -> None:
+    py, cy = both_cores
+    chunks = split(raw + tail, cuts)
+    assert outcome(cy.SSEDecoder(max_event_bytes=limit), chunks) == outcome(
+        py.SSEDecoder(max_event_bytes=limit), chunks
+    )
+
+
+# --- provider streams ------------------------------------------------------------
+
+WORDS = st.text(
+    st.characters(blacklist_categories=["Cs"]) | st.sampled_from('"\\/\n\t\u2028😀é'),
+    max_size=10,
+)
+MAYBE = st.none() | WORDS
+TOKENS = st.none() | st.integers(0, 10**7)
+
+
+def dumps(obj: Any, style: int) -> bytes:
+    """JSON as different servers write it: compact, spaced, ASCII-escaped, padded."""
+    if style == 0:
+        return orjson.dumps(obj)
+    if style == 1:
+        return json.dumps(obj).encode()
+    if style == 2:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    return json.dumps(obj, indent=None).encode() + b"   "
+
+
+tool_call = st.fixed_dictionaries(
+    {"index": st.integers(0, 3)},
+    optional={
+        "id": st.text(max_size=6),
+        "type": st.just("function"),
+        "function": st.fixed_dictionaries(
+            {}, optional={"name": st.text(max_size=6), "arguments": WORDS}
+        ),
+    },
+)
+openai_delta = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": st.just("assistant"),
+        "content": MAYBE,
+        "refusal": MAYBE,
+        "reasoning_content": MAYBE,
+        "reasoning": MAYBE,
+        "tool_calls": st.lists(tool_call, max_size=2) | st.none(),
+    },
+)
+openai_choice = st.fixed_dictionaries(
+    {"index": st.sampled_from([0, 0, 0, 1]), "delta": openai_delta},
+    optional={
+        "logprobs": st.none(),
+        "finish_reason": st.none() | st.sampled_from(["stop", "length", "tool_calls"]),
+    },
+)
+openai_usage = st.fixed_dictionaries(
+    {"prompt_tokens": TOKENS, "completion_tokens": TOKENS},
+    optional={
+        "prompt_tokens_details": st.none()
+        | st.fixed_dictionaries({"cached_tokens": TOKENS}),
+        "completion_tokens_details": st.none()
+        | st.fixed_dictionaries({"reasoning_tokens": TOKENS}),
+    },
+)
+openai_chunk = st.fixed_dictionaries(
+    {
+        "id": st.just("chatcmpl-1"),
+        "object": st.just("chat.completion.chunk"),
+        "choices": st.lists(openai_choice, max_size=2),
+    },
+    optional={
+        "created": st.integers(0, 2**40),
+        "model": st.sampled_from(["", "gpt-4o", "gpt-4o", "o3"]),
+        "system_fingerprint": st.none() | st.just("fp_1"),
+        "usage": st.none() | openai_usage,
+        "error": st.none(),
+    },
+) | st.fixed_dictionaries({"error": st.fixed_dictionaries({"message": WORDS})})
+
+
+def frame(payloads: list[bytes], eol: bytes) -> bytes:
+    return b"".join(b"data: " + p + eol + eol for p in payloads)
+
+
+@st.composite
+def openai_stream(draw: st.DrawFn) -> bytes:
+    style = draw(st.integers(0, 3))
+    chunks = [dumps(c, style) for c in draw(st.lists(openai_chunk, max_size=12))]
+    return frame([*chunks, b"[DONE]"], draw(EOLS))
+
+
+anthropic_block = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": WORDS}),
+    st.fixed_dictionaries({"type": st.just("thinking"), "thinking": WORDS}),
+    st.fixed_dictionaries({"type": st.just("redacted_thinking"), "data": WORDS}),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("tool_use"),
+            "id": st.text(max_size=5),
+            "name": st.text(max_size=5),
+            "input": st.dictionaries(st.text(max_size=3), WORDS, max_size=2),
+        }
+    ),
+)
+anthropic_delta = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text_delta"), "text": WORDS}),
+    st.fixed_dictionaries({"type": st.just("thinking_delta"), "thinking": WORDS}),
+    st.fixed_dictionaries({"type": st.just("signature_delta"), "signature": WORDS}),
+    st.fixed_dictionaries({"type": st.just("input_json_delta"), "partial_json": WORDS}),
+    st.fixed_dictionaries({"type": st.just("citations_delta")}),
+)
+anthropic_usage = st.fixed_dictionaries(
+    {},
+    optional={
+        "input_tokens": TOKENS,
+        "output_tokens": TOKENS,
+        "cache_read_input_tokens": TOKENS,
+        "cache_creation_input_tokens": TOKENS,
+    },
+)
+anthropic_event = st.one_of(
+    st.builds(
+        lambda u, m: {"type": "message_start", "message": {"model": m, "usage": u}},
+        anthropic_usage,
+        st.sampled_from(["claude", ""]),
+    ),
+    st.builds(
+        lambda i, b: {"type": "content_block_start", "index": i, "content_block": b},
+        st.integers(0, 4),
+        anthropic_block,
+    ),
+    st.builds(
+        lambda i, d: {"type": "content_block_delta", "index": i, "delta": d},
+        st.integers(0, 4),
+        anthropic_delta,
+    ),
+    st.builds(lambda i: {"type": "content_block_stop", "index": i}, st.integers(0, 4)),
+    st.builds(
+        lambda r, u: {"type": "message_delta", "delta": {"stop_reason": r}, "usage": u},
+        st.none() | st.sampled_from(["end_turn", "tool_use"]),
+        anthropic_usage,
+    ),
+    st.just({"type": "ping"}),
+    st.just({"type": "message_stop"}),
+    st.builds(
+        lambda m: {
+            "type": "error",
+            "error": {"type": "overloaded_error", "message": m},
+        },
+        WORDS,
+    ),
+)
+
+
+@st.composite
+def anthropic_stream(draw: st.DrawFn) -> bytes:
+    style = draw(st.integers(0, 3))
+    eol = draw(EOLS)
+    events = draw(st.lists(anthropic_event, max_size=14))
+    return b"".join(
+        b"event: " + e["type"].encode() + eol + b"data: " + dumps(e, style) + eol + eol
+        for e in events
+    )
+
+
+@DIFF
+@given(raw=openai_stream(), cuts=CUTS)
+def test_openai_twins_agree(
+    both_cores: tuple[ModuleType, ModuleType], raw: bytes, cuts: list[int]
+) -> None:
+    py, cy = both_cores
+    expected = outcome(py.OpenAIChatParser(), [raw])
+    assert expected[1] is None
+    assert outcome(cy.OpenAIChatParser(), split(raw, cuts)) == expected
+
+
+@DIFF
+@given(raw=anthropic_stream(), cuts=CUTS)
+def test_anthropic_twins_agree(
+    both_cores: tuple[ModuleType, ModuleType], raw: bytes, cuts: list[int]
+) -> None:
+    py, cy = both_cores
+    expected = outcome(py.AnthropicParser(), [raw])
+    assert expected[1] is None
+    assert outcome(cy.AnthropicParser(), split(raw, cuts)) == expected
+
+
+# --- damaged payloads: the compiled fast path must give up exactly when needed ----
+
+NOISE = st.sampled_from(
+    [b'"', b"\\", b"{", b"}", b"[", b"]", b",", b":", b"0", b"-", b"1e5", b".5", b"null",
+     b"\\u", b"\\ud83d", b"\\u00e9", b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x01", b" ",
+     b'"content":1,', b'"model":"x",', b'"index":1,', b'"type":"ping",', b"\t"]
+)  # fmt: skip
+
+
+@st.composite
+def damaged(draw: st.DrawFn, events: st.SearchStrategy[Any]) -> bytes:
+    payload = bytearray(dumps(draw(events), draw(st.integers(0, 3))))
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(0, len(payload)))
+        cut = draw(st.integers(0, 2))
+        payload[at : at + cut] = draw(NOISE)
+    return bytes(payload)
+
+
+@DIFF
+@given(payloads=st.lists(damaged(openai_chunk) | damaged(anthropic_event), max_size=3))
+def test_damaged_payloads_agree(
+    both_cores: tuple[ModuleType, ModuleType], payloads: list[bytes]
+) -> None:
+    py, cy = both_cores
+    raw = frame(payloads, b"\n")
+    for name in ("OpenAIChatParser", "AnthropicParser"):
+        expected = outcome(getattr(py, name)(), [raw])
+        assert outcome(getattr(cy, name)(), [raw]) == expected
