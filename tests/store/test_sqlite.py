@@ -95,6 +95,32 @@ def test_corrupt_file_is_a_session_error_naming_it(tmp_path: Path) -> None:
     assert path.read_bytes() == junk  # left as it was
 
 
+def test_a_damaged_row_is_a_clear_error_and_spares_other_sessions(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "navi.db"
+    store = SQLiteStore(path)
+    damaged, intact = store.create().id, store.create().id
+    store.append(damaged, [UserMessage("soon garbage")])
+    store.append(intact, [UserMessage("fine")])
+    raw = _raw(path)
+    raw.execute(
+        'UPDATE navi_messages SET body = \'{"v": 1, "ro\' WHERE session_id = ?',
+        (damaged,),
+    )
+    raw.execute(
+        "UPDATE navi_messages SET body = json_set(body, '$.v', 99) WHERE session_id = ?",
+        (intact,),
+    )
+    raw.close()
+    with pytest.raises(SessionError, match=r"navi\.db.*not valid JSON"):
+        store.load(damaged)
+    with pytest.raises(SessionError, match="v99 is newer than this navi_core reads"):
+        store.history(intact)
+    assert store.get(damaged).message_count == 1  # listing still works
+    store.close()
+
+
 def test_unopenable_path_is_a_session_error(tmp_path: Path) -> None:
     with pytest.raises(SessionError, match="missing-dir"):
         SQLiteStore(tmp_path / "missing-dir" / "navi.db")
