@@ -40,14 +40,15 @@ _MAX_HEAD = 64 * 1024
 class Reply:
     """One scripted response.
 
-    ``body`` items are bytes (one chunk each) or floats (a pause in seconds).
+    ``body`` items are bytes (one chunk each) or floats (a pause in seconds); a
+    generator works too, for bodies too large to build up front (chunked only).
     ``delay`` pauses before the status line. ``trickle`` sends each body byte as its
     own chunk. ``reset`` ends the exchange with a TCP reset where the body stops, so
     the client never sees the final chunk. ``chunked=False`` sends Content-Length.
     """
 
     status: int = 200
-    body: Sequence[bytes | float] = ()
+    body: Iterable[bytes | float] = ()
     headers: Sequence[tuple[str, str]] = SSE_HEADERS
     delay: float = 0.0
     trickle: bool = False

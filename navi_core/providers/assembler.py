@@ -59,6 +59,27 @@ def normalize_stop_reason(raw: str | None, has_tool_calls: bool) -> str:
 
 # Open-block kinds; a block is a list [kind, parts, extra].
 _TEXT, _THINKING, _SEALED_THINKING, _REDACTED, _TOOL = range(5)
+_RUN = 256
+
+
+class _Pieces(list):  # type: ignore[type-arg]
+    """The text pieces of one block; every ``_RUN`` new pieces are joined into one.
+
+    A long response arrives as hundreds of thousands of tiny deltas, and each str
+    costs about 50 bytes beyond its characters: joining runs keeps a block's memory
+    close to the size of its text.
+    """
+
+    __slots__ = ("joined",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.joined = 0  # leading items that are joined runs
+
+    def compact(self) -> None:
+        start = self.joined
+        self[start:] = ["".join(self[start:])]
+        self.joined = start + 1
 
 
 class ResponseAssembler:
@@ -86,7 +107,7 @@ class ResponseAssembler:
         self.usage: Usage | None = None
 
     def _open(self, kind: int, extra: Any = None) -> list[Any]:
-        block: list[Any] = [kind, [], extra]
+        block: list[Any] = [kind, _Pieces(), extra]
         self._blocks.append(block)
         self._cur = block
         return block
@@ -108,7 +129,10 @@ class ResponseAssembler:
                 cur = self._cur
                 if cur is None or cur[0] != _TEXT:
                     cur = self._open(_TEXT)
-                cur[1].append(text)
+                parts = cur[1]
+                parts.append(text)
+                if len(parts) - parts.joined >= _RUN:
+                    parts.compact()
                 push(TextDelta(text))
             elif kind == D.TOOL_ARGS:
                 index, fragment = d[1], d[2]
@@ -118,7 +142,10 @@ class ResponseAssembler:
                         f"arguments for tool call {index} before it started"
                     )
                 if fragment:
-                    tool[1].append(fragment)
+                    parts = tool[1]
+                    parts.append(fragment)
+                    if len(parts) - parts.joined >= _RUN:
+                        parts.compact()
                     push(ToolCallDelta(index, fragment))
             elif kind == D.THINKING:
                 text = d[1]
@@ -127,7 +154,10 @@ class ResponseAssembler:
                 cur = self._cur
                 if cur is None or cur[0] != _THINKING:
                     cur = self._open(_THINKING)
-                cur[1].append(text)
+                parts = cur[1]
+                parts.append(text)
+                if len(parts) - parts.joined >= _RUN:
+                    parts.compact()
                 push(ThinkingDelta(text))
             elif kind == D.SIGNATURE:
                 cur = self._cur

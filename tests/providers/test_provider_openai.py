@@ -100,6 +100,18 @@ class TestStreams:
             _, message = drain(provider, request("hi"))
             assert message.text == "".join(pieces)
 
+    def test_many_small_deltas_assemble_exactly(
+        self, loopback: LoopbackServer, provider: OpenAIChat
+    ) -> None:
+        texts = [f"{i}·" for i in range(1000)]
+        fragments = ['{"xs": [0', *(f", {i}" for i in range(1, 600)), "]}"]
+        body = openai_body(texts, tool_calls=[("c1", "f", fragments)])
+        loopback.add(Reply.sse(body, chunk=4096))
+        events, message = drain(provider, request("hi"))
+        assert message.text == "".join(texts)
+        assert json.loads(message.tool_uses[0].input) == {"xs": list(range(600))}
+        assert sum(isinstance(e, TextDelta) for e in events) == 1000
+
     def test_trickled_one_byte_at_a_time(
         self, loopback: LoopbackServer, provider: OpenAIChat
     ) -> None:
