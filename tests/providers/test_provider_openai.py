@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import logging
 import time
 from collections.abc import Iterator
 
@@ -380,6 +381,21 @@ class TestErrors:
             repr(provider)
             == f"OpenAIChat(model='gpt-test', base_url='{loopback.url}/v1')"
         )
+
+    def test_debug_logs_never_show_the_key(
+        self,
+        loopback: LoopbackServer,
+        provider: OpenAIChat,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        caplog.set_level(logging.DEBUG)
+        echoed = {"error": {"message": f"bad key {KEY}"}}
+        loopback.add(Reply.json(401, echoed), Reply.sse(openai_body(["ok"])))
+        with pytest.raises(AuthFailed):
+            provider.open(request("hi"))
+        drain(provider, request("hi"))
+        assert any(r.name.startswith(("httpx", "httpcore")) for r in caplog.records)
+        assert KEY not in caplog.text
 
     def test_context_overflow(
         self, loopback: LoopbackServer, provider: OpenAIChat
