@@ -397,24 +397,72 @@ class TestErrors:
         assert any(r.name.startswith(("httpx", "httpcore")) for r in caplog.records)
         assert KEY not in caplog.text
 
+    @pytest.mark.parametrize(
+        ("status", "body", "words"),
+        [
+            pytest.param(
+                400,
+                {
+                    "error": {
+                        "message": "This model's maximum context length is 8192 "
+                        "tokens. However, your messages resulted in 9000 tokens.",
+                        "type": "invalid_request_error",
+                        "param": "messages",
+                        "code": "context_length_exceeded",
+                    }
+                },
+                "maximum context length",
+                id="openai",
+            ),
+            pytest.param(
+                400,
+                {
+                    "object": "error",
+                    "message": "This model's maximum context length is 4096 tokens. "
+                    "However, you requested 5000 tokens (4000 in the messages, 1000 "
+                    "in the completion).",
+                    "type": "BadRequestError",
+                    "param": None,
+                    "code": 400,
+                },
+                "4096 tokens",
+                id="vllm",
+            ),
+            pytest.param(
+                400,
+                {
+                    "error": {
+                        "code": 400,
+                        "message": "request (4476 tokens) exceeds the available "
+                        "context size (4096 tokens)",
+                        "type": "exceed_context_size_error",
+                        "n_prompt_tokens": 4476,
+                        "n_ctx": 4096,
+                    }
+                },
+                "available context size",
+                id="llama.cpp",
+            ),
+            pytest.param(
+                400,
+                {"error": "prompt too long; exceeded max context length by 17 tokens"},
+                "by 17 tokens",
+                id="ollama",
+            ),
+        ],
+    )
     def test_context_overflow(
-        self, loopback: LoopbackServer, provider: OpenAIChat
+        self,
+        loopback: LoopbackServer,
+        provider: OpenAIChat,
+        status: int,
+        body: dict[str, object],
+        words: str,
     ) -> None:
-        body = {
-            "error": {
-                "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
-                "type": "invalid_request_error",
-                "param": "messages",
-                "code": "context_length_exceeded",
-            }
-        }
-        loopback.add(Reply.json(400, body))
+        loopback.add(Reply.json(status, body))
         with pytest.raises(ContextOverflow) as info:
             provider.open(request("hi"))
-        assert (
-            info.value.status_code == 400
-            and "maximum context length" in info.value.message
-        )
+        assert info.value.status_code == status and words in info.value.message
 
     def test_huge_error_page_is_cut(
         self, loopback: LoopbackServer, provider: OpenAIChat
