@@ -2,9 +2,9 @@
 
 One ``httpx.Client`` per provider (keep-alive across requests), ``Timeout`` turned into
 ``httpx.Timeout``, httpx failures turned into ``TransportError`` at one boundary,
-error statuses turned into the navi_core error tree with the provider's own message,
-and the streaming loop that feeds raw body bytes to a core parser. Secrets (the API
-key, credential headers) are redacted from every message built here.
+error statuses turned into the navi_core error tree (``errormap``), the server's
+retry hint, and the streaming loop that feeds raw body bytes to a core parser.
+Secrets (the API key, credential headers) are redacted from every message built here.
 """
 
 from __future__ import annotations
@@ -26,28 +26,20 @@ from ..config import Timeout
 from ..conversation import WireIdentity
 from ..errors import MalformedStream, ProviderError, TransportError
 from .base import DeltaStream, ProviderRequest
-from .errormap import error_for_status, error_for_stream
+from .errormap import clip, error_fields, error_for_stream, error_from_body, redact
 
 __all__ = [
-    "MAX_MESSAGE_CHARS",
     "HTTPProvider",
     "Parser",
     "ResponseStream",
-    "error_from_body",
     "json_object",
     "make_client",
     "map_transport_errors",
     "parse_retry_after",
-    "provider_message",
-    "redact",
     "to_httpx_timeout",
 ]
 
-MAX_MESSAGE_CHARS = 500
-"""Provider messages longer than this are cut (an error page can be megabytes)."""
-
 _MAX_ERROR_BODY = 64 * 1024
-_REDACTED = "[REDACTED]"
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie", re.IGNORECASE)
 _NUMBER = re.compile(r"\s*(\d+(?:\.\d*)?)\s*")
 
@@ -104,23 +96,6 @@ def make_client(timeout: Timeout, *, http2: bool = False) -> httpx.Client:
         ) from exc
 
 
-def redact(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every occurrence of each secret replaced by a marker.
-
-    Values shorter than four characters are placeholders, not secrets ("x", "-").
-    """
-    for secret in secrets:
-        if len(secret) >= 4 and secret in text:
-            text = text.replace(secret, _REDACTED)
-    return text
-
-
-def _clip(text: str) -> str:
-    if len(text) <= MAX_MESSAGE_CHARS:
-        return text
-    return text[: MAX_MESSAGE_CHARS - 3] + "..."
-
-
 @contextmanager
 def map_transport_errors(secrets: Sequence[str] = ()) -> Iterator[None]:
     """Re-raise httpx request failures as ``TransportError`` from the original.
@@ -138,7 +113,7 @@ def map_transport_errors(secrets: Sequence[str] = ()) -> Iterator[None]:
 def _describe(what: str, exc: Exception, secrets: Sequence[str]) -> str:
     detail = redact(str(exc), secrets)
     name = type(exc).__name__
-    return _clip(f"{what}: {name}: {detail}" if detail else f"{what}: {name}")
+    return clip(f"{what}: {name}: {detail}" if detail else f"{what}: {name}")
 
 
 def parse_retry_after(
@@ -175,69 +150,6 @@ def parse_retry_after(
 def _non_negative(raw: str) -> float | None:
     match = _NUMBER.fullmatch(raw)
     return float(match.group(1)) if match else None
-
-
-def provider_message(
-    body: bytes, secrets: Sequence[str] = ()
-) -> tuple[str, str | None]:
-    """(message, kind) from an error body; kind is the error's code or type, if any.
-
-    Reads OpenAI ``{"error": {"message", "type", "code"}}``, Anthropic ``{"type":
-    "error", "error": {"type", "message"}}``, vLLM's flat ``{"message", "type"}``,
-    Ollama's ``{"error": "..."}`` and FastAPI's ``{"detail": ...}``; anything else is
-    taken as text. Secrets are redacted before the message is cut to size.
-    """
-    message, kind = _error_fields(body)
-    if message is None:
-        message = body.decode("utf-8", "replace").strip()
-    return _clip(redact(message, secrets)), kind
-
-
-def _error_fields(body: bytes) -> tuple[str | None, str | None]:
-    """The message and kind of a JSON error object; (None, None) when there is none."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None, None
-    if not isinstance(data, dict):
-        return None, None
-    message: Any = None
-    kind: str | None = None
-    err = data.get("error")
-    if isinstance(err, dict):
-        message, kind = err.get("message"), _kind(err)
-    elif isinstance(err, str):
-        message = err
-    elif "message" in data:
-        message, kind = data["message"], _kind(data)
-    elif "detail" in data:
-        message = data["detail"]
-    if message is None or isinstance(message, str):
-        return message, kind
-    return orjson.dumps(message).decode(), kind
-
-
-def _kind(err: Mapping[str, Any]) -> str | None:
-    code, type_ = err.get("code"), err.get("type")
-    if isinstance(code, str) and code:
-        return code
-    return type_ if isinstance(type_, str) and type_ else None
-
-
-def error_from_body(
-    status: int,
-    reason: str,
-    body: bytes,
-    headers: Mapping[str, str],
-    secrets: Sequence[str] = (),
-) -> ProviderError:
-    """The mapped error for a non-2xx response, carrying status and retry hint."""
-    message, kind = provider_message(body, secrets)
-    if not message:
-        message = f"HTTP {status} {reason}".rstrip()
-    return error_for_status(
-        status, message, retry_after_ms=parse_retry_after(headers), kind=kind
-    )
 
 
 def _read_capped(response: httpx.Response) -> bytes:
@@ -405,18 +317,16 @@ class HTTPProvider:
                 status,
                 response.reason_phrase,
                 _read_capped(response),
-                response.headers,
-                self._secrets,
+                retry_after_ms=parse_retry_after(response.headers),
+                secrets=self._secrets,
             )
         ctype = response.headers.get("content-type", "")
         if ctype.startswith("application/json"):
             # A server that ignored ``stream: true``, or an error sent with a 200.
             body = _read_capped(response)
-            message, kind = _error_fields(body)
+            message, kind = error_fields(body)
             if message is not None:
-                raise error_for_stream(
-                    kind or "", _clip(redact(message, self._secrets))
-                )
+                raise error_for_stream(kind or "", clip(redact(message, self._secrets)))
             raise MalformedStream(
                 f"expected an event stream, got {ctype}", status_code=status
             )

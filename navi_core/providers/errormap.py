@@ -1,8 +1,17 @@
-"""Provider failures mapped to the navi_core error tree (HTTP status, stream errors)."""
+"""Provider failures mapped to the navi_core error tree.
+
+An HTTP status, the error body's own message and type, or an error object sent inside
+a stream become one ``ProviderError`` subclass. Messages are the provider's words,
+with secrets redacted and cut to ``MAX_MESSAGE_CHARS``.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
 
 from ..errors import (
     AuthFailed,
@@ -14,7 +23,22 @@ from ..errors import (
     ServerError,
 )
 
-__all__ = ["error_for_status", "error_for_stream", "is_context_overflow"]
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "clip",
+    "error_fields",
+    "error_for_status",
+    "error_for_stream",
+    "error_from_body",
+    "is_context_overflow",
+    "provider_message",
+    "redact",
+]
+
+MAX_MESSAGE_CHARS = 500
+"""Provider messages longer than this are cut (an error page can be megabytes)."""
+
+_REDACTED = "[REDACTED]"
 
 
 _OVERFLOW = re.compile(
@@ -100,3 +124,83 @@ def error_for_stream(kind: str, message: str) -> ProviderError:
         return ContextOverflow(message or kind)
     cls = _STREAM_ERRORS.get(kind, ServerError)
     return cls(message or kind)
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every occurrence of each secret replaced by a marker.
+
+    Values shorter than four characters are placeholders, not secrets ("x", "-").
+    """
+    for secret in secrets:
+        if len(secret) >= 4 and secret in text:
+            text = text.replace(secret, _REDACTED)
+    return text
+
+
+def clip(text: str) -> str:
+    """``text`` cut to ``MAX_MESSAGE_CHARS``, marked with an ellipsis when cut."""
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    return text[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def provider_message(
+    body: bytes, secrets: Sequence[str] = ()
+) -> tuple[str, str | None]:
+    """(message, kind) from an error body; kind is the error's code or type, if any.
+
+    Reads OpenAI ``{"error": {"message", "type", "code"}}``, Anthropic ``{"type":
+    "error", "error": {"type", "message"}}``, vLLM's flat ``{"message", "type"}``,
+    Ollama's ``{"error": "..."}`` and FastAPI's ``{"detail": ...}``; anything else is
+    taken as text. Secrets are redacted before the message is cut to size.
+    """
+    message, kind = error_fields(body)
+    if message is None:
+        message = body.decode("utf-8", "replace").strip()
+    return clip(redact(message, secrets)), kind
+
+
+def error_fields(body: bytes) -> tuple[str | None, str | None]:
+    """The message and kind of a JSON error object; (None, None) when there is none."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    message: Any = None
+    kind: str | None = None
+    err = data.get("error")
+    if isinstance(err, dict):
+        message, kind = err.get("message"), _kind(err)
+    elif isinstance(err, str):
+        message = err
+    elif "message" in data:
+        message, kind = data["message"], _kind(data)
+    elif "detail" in data:
+        message = data["detail"]
+    if message is None or isinstance(message, str):
+        return message, kind
+    return orjson.dumps(message).decode(), kind
+
+
+def _kind(err: Mapping[str, Any]) -> str | None:
+    code, type_ = err.get("code"), err.get("type")
+    if isinstance(code, str) and code:
+        return code
+    return type_ if isinstance(type_, str) and type_ else None
+
+
+def error_from_body(
+    status: int,
+    reason: str,
+    body: bytes,
+    *,
+    retry_after_ms: int | None = None,
+    secrets: Sequence[str] = (),
+) -> ProviderError:
+    """The mapped error for a non-2xx response: the provider's message, or the status."""
+    message, kind = provider_message(body, secrets)
+    if not message:
+        message = f"HTTP {status} {reason}".rstrip()
+    return error_for_status(status, message, retry_after_ms=retry_after_ms, kind=kind)

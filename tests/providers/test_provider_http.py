@@ -1,4 +1,4 @@
-"""The shared HTTP plumbing: retry hints, error bodies, status mapping, transport errors."""
+"""HTTP plumbing and error mapping: retry hints, error bodies, statuses, transport."""
 
 from __future__ import annotations
 
@@ -19,15 +19,17 @@ from navi_core.errors import (
     TransportError,
 )
 from navi_core.providers._http import (
-    MAX_MESSAGE_CHARS,
-    error_from_body,
     json_object,
     make_client,
     map_transport_errors,
     parse_retry_after,
+    to_httpx_timeout,
+)
+from navi_core.providers.errormap import (
+    MAX_MESSAGE_CHARS,
+    error_from_body,
     provider_message,
     redact,
-    to_httpx_timeout,
 )
 
 NOW = 1_700_000_000.0
@@ -139,13 +141,13 @@ class TestStatusMapping:
         ],
     )
     def test_class(self, status: int, body: bytes, cls: type) -> None:
-        error = error_from_body(status, "Reason", body, {"retry-after": "2"})
+        error = error_from_body(status, "Reason", body, retry_after_ms=2000)
         assert type(error) is cls
         assert error.status_code == status
         assert error.retry_after_ms == 2000
 
     def test_empty_body_names_the_status(self) -> None:
-        error = error_from_body(502, "Bad Gateway", b"", {})
+        error = error_from_body(502, "Bad Gateway", b"")
         assert error.message == "HTTP 502 Bad Gateway"
 
     @pytest.mark.parametrize(
@@ -196,7 +198,7 @@ class TestStatusMapping:
         ],
     )
     def test_context_overflow(self, status: int, body: bytes) -> None:
-        error = error_from_body(status, "Bad Request", body, {})
+        error = error_from_body(status, "Bad Request", body)
         assert isinstance(error, ContextOverflow)
         assert not error.retryable
 
