@@ -1,13 +1,14 @@
 """An image tool result from source bytes to request body: navi_core against the plain way.
 
-    python bench/bench_media.py [--repeat 5] [--size 4000x3000]
+    python bench/bench_media.py [--repeat 7] [--size 4000x3000]
 
 The sources are one deterministic photo-like picture (smooth gradients, soft-edged
 shapes, luma texture and sensor-like noise, so that codecs behave as on a photo), saved
 as a camera-style JPEG (quality 92) and as a PNG.
 
 navi_core: ``media.fit`` (JPEG decoded at a reduced scale through ``draft``, integer
-box reduction, one bicubic step; JPEG q85 for photos), ``core.b64encode``, orjson.
+box reduction, one Hamming or bicubic step; JPEG q85 for photos), ``core.b64encode``,
+orjson.
 Straightforward: full decode, LANCZOS resize to the same size, the source's format (JPEG
 q85 or PNG), stdlib base64, json.dumps.
 
@@ -34,9 +35,8 @@ from typing import Any
 import orjson
 from PIL import Image, ImageChops, ImageDraw, ImageFilter, ImageStat
 
-sys.path.insert(
-    0, str(Path(__file__).absolute().parent.parent)
-)  # a plain checkout works
+# Run from a plain checkout without installing.
+sys.path.insert(0, str(Path(__file__).absolute().parent.parent))
 
 from navi_core import core, media
 from navi_core.config import ImageLimits
@@ -55,10 +55,6 @@ class Run:
     image: bytes = b""
     media_type: str = ""
     body: bytes = b""
-
-    @property
-    def total(self) -> float:
-        return sum(self.stages.values())
 
 
 def photo(width: int, height: int, seed: int = 7) -> Image.Image:
@@ -219,7 +215,7 @@ def _ms(stages: dict[str, float]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--size", default="4000x3000")
     args = parser.parse_args(argv)
     width, height = (int(v) for v in args.size.split("x"))
