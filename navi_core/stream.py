@@ -108,6 +108,8 @@ class Stream:
             Phase.STREAMING: self._streaming,
             Phase.AFTER_RESPONSE: self._after_response,
         }
+        # the live phase's handler, None once terminal (saves a lookup per event)
+        self._step: Callable[[], None] | None = self._turn_start
         self._config: Config = agent.config
         self._rng = rng or random.Random()
         self._response: ProviderStream | None = None
@@ -155,16 +157,16 @@ class Stream:
                         continue
                     self._model = ev.model
                 return ev
-            phase = self._phase
-            if phase is Phase.DONE:
+            step = self._step
+            if step is None:
+                if self._phase is Phase.FAILED:
+                    self._raise_failure()
                 return None
-            if phase is Phase.FAILED:
-                self._raise_failure()
             if self._cancelled:
                 self._cancel_turn()
                 continue
             try:
-                self._handlers[phase]()
+                step()
             except BaseException as exc:
                 self._fail(exc)
 
@@ -184,7 +186,7 @@ class Stream:
         if self._phase not in (Phase.DONE, Phase.FAILED):
             self._error = Cancelled("the stream was closed before the turn ended")
             self._error_raised = True
-            self._phase = Phase.FAILED
+            self._enter(Phase.FAILED)
         self._agent._stream_closed(self)
 
     def __iter__(self) -> Iterator[Event]:
@@ -219,11 +221,12 @@ class Stream:
         if to not in TRANSITIONS[self._phase]:
             raise RuntimeError(f"illegal phase change {self._phase.name} -> {to.name}")
         self._phase = to
+        self._step = self._handlers.get(to)
 
     def _fail(self, exc: BaseException) -> None:
         self._release_response()
         self._error = exc
-        self._phase = Phase.FAILED
+        self._enter(Phase.FAILED)
         self._agent._flush()
 
     def _raise_failure(self) -> None:
