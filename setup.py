@@ -41,7 +41,7 @@ def extensions() -> list[Extension]:
         optional=not require,
     )
     print("navi_core: building the Cython core", file=sys.stderr)
-    return cythonize(
+    built = cythonize(
         [ext],
         compiler_directives={
             "language_level": 3,
@@ -50,6 +50,9 @@ def extensions() -> list[Extension]:
         },
         quiet=True,
     )
+    for e in built:  # cythonize drops the flag; without it a compiler failure is fatal
+        e.optional = not require
+    return built
 
 
 setup(ext_modules=extensions())
