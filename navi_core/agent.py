@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .config import Config
 from .conversation import Conversation, Message, System, ToolUse, UserMessage
 from .dispatch import Dispatch, interrupted_results
-from .events import Event
+from .events import Compacted
 from .providers.base import Provider, ToolSpec
 from .store.base import SessionLock, SessionStore
 from .store.memory import MemoryStore
@@ -19,7 +19,7 @@ from .stream import Phase, Stream
 from .tools import Tool, ToolRegistry, ToolSource
 
 if TYPE_CHECKING:
-    from .compaction import CompactionResult
+    from .compaction import CompactionResult, PendingCompaction
 
 __all__ = ["Agent"]
 
@@ -274,12 +274,17 @@ class Agent:
             uses, self._registry, self._executor, config.images, self.provider.wire
         )
 
-    def _auto_compact(
+    def _plan_compaction(
         self, config: Config, *, reason: str, force: bool = False
-    ) -> list[Event]:
-        from .compaction import auto_compact
+    ) -> PendingCompaction | None:
+        from .compaction import plan_compaction
 
-        return auto_compact(self, config, reason=reason, force=force)
+        return plan_compaction(self, config, reason=reason, force=force)
+
+    def _run_compaction(self, config: Config, pending: PendingCompaction) -> Compacted:
+        from .compaction import run_compaction
+
+        return run_compaction(self, config, pending)
 
     def _stream_closed(self, stream: Stream) -> None:
         self._flush()

@@ -52,12 +52,15 @@ __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
     "MIN_FOLD_TOKENS",
     "CompactionResult",
+    "PendingCompaction",
     "Split",
     "auto_compact",
     "compact",
     "estimate_request_tokens",
     "message_sizes",
+    "plan_compaction",
     "render_transcript",
+    "run_compaction",
     "split",
 ]
 
@@ -346,21 +349,29 @@ def compact(
     return CompactionResult(True, len(plan.prefix), plan.kept_turns)
 
 
-def auto_compact(
-    agent: Agent, config: Config, *, reason: str, force: bool = False
-) -> list[Event]:
-    """Compact before a response when the request would be too big; [] otherwise.
+@dataclass(frozen=True, slots=True)
+class PendingCompaction:
+    """A compaction decided on but not yet run: the event announcing it and the split."""
 
-    Without ``force`` (the threshold check) it compacts only when
+    started: CompactionStarted
+    plan: Split
+
+
+def plan_compaction(
+    agent: Agent, config: Config, *, reason: str, force: bool = False
+) -> PendingCompaction | None:
+    """Decide whether to compact before a response; cheap, makes no provider call.
+
+    Without ``force`` (the threshold check) it plans only when
     ``compaction.context_window`` and ``prompt`` are set, the request is estimated
     above ``threshold * context_window`` and more than ``MIN_FOLD_TOKENS`` would be
-    folded. With ``force`` (after a context overflow) it compacts whenever there is
+    folded. With ``force`` (after a context overflow) it plans whenever there is
     anything to summarise, keeping at most half the dialogue when ``keep_verbatim``
-    would keep all of it. Returns ``[CompactionStarted, Compacted]`` when it compacted.
+    would keep all of it.
     """
     cc = config.compaction
     if cc.prompt is None or (not force and cc.context_window is None):
-        return []
+        return None
     conversation = agent.conversation
     messages = conversation.messages
     dialogue = conversation.dialogue()
@@ -370,16 +381,33 @@ def auto_compact(
     if not force:
         assert cc.context_window is not None
         if estimated <= cc.threshold * cc.context_window:
-            return []
+            return None
     plan = _split(messages, dialogue, sizes, cc.keep_verbatim)
     if force and not plan.prefix:
         plan = _split(messages, dialogue, sizes, sum(plan.kept_sizes) // 2)
     if not plan.prefix or (not force and plan.prefix_tokens <= MIN_FOLD_TOKENS):
-        return []
-    before = len(messages)
-    started = CompactionStarted(reason, before, estimated)
+        return None
+    return PendingCompaction(CompactionStarted(reason, len(messages), estimated), plan)
+
+
+def run_compaction(
+    agent: Agent, config: Config, pending: PendingCompaction
+) -> Compacted:
+    """Summarise a planned prefix (one provider call) and rewrite the conversation."""
+    plan = pending.plan
+    before = pending.started.messages_before
     after = _apply(agent, config, plan, None)
-    return [started, Compacted(before, after, len(plan.prefix), plan.kept_turns)]
+    return Compacted(before, after, len(plan.prefix), plan.kept_turns)
+
+
+def auto_compact(
+    agent: Agent, config: Config, *, reason: str, force: bool = False
+) -> list[Event]:
+    """Plan and run a compaction at once: ``[CompactionStarted, Compacted]`` or []."""
+    pending = plan_compaction(agent, config, reason=reason, force=force)
+    if pending is None:
+        return []
+    return [pending.started, run_compaction(agent, config, pending)]
 
 
 def _apply(

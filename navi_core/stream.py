@@ -56,6 +56,7 @@ from .providers.base import ProviderRequest, ProviderStream
 
 if TYPE_CHECKING:
     from .agent import Agent
+    from .compaction import PendingCompaction
 
 __all__ = ["TRANSITIONS", "Phase", "Stream"]
 
@@ -118,6 +119,9 @@ class Stream:
         self._attempt = 1
         self._retry_at = 0.0
         self._overflow_compacted = False
+        self._compaction: PendingCompaction | None = None  # announced, not yet run
+        self._compacted_for_request = False
+        self._after_compaction: ProviderRetry | None = None
         self._iterations = 0
         self._tool_calls = 0
         self._usage = Usage()
@@ -272,10 +276,20 @@ class Stream:
             self._finish(StopReason.MAX_ITERATIONS)
             return
         agent._apply_steering()
-        if self._attempt == 1 and not self._overflow_compacted:
-            events = agent._auto_compact(config, reason="threshold")
-            if events:
-                self._queue.extend(events)
+        pending = self._compaction
+        if pending is not None:
+            self._compaction = None
+            self._compacted_for_request = True
+            self._queue.append(agent._run_compaction(config, pending))
+            notice, self._after_compaction = self._after_compaction, None
+            if notice is not None:
+                self._queue.append(notice)
+            return
+        if self._attempt == 1 and not self._compacted_for_request:
+            pending = agent._plan_compaction(config, reason="threshold")
+            if pending is not None:
+                self._compaction = pending
+                self._queue.append(pending.started)
                 return
         wait = self._retry_at - time.monotonic()
         if wait > 0:
@@ -313,6 +327,7 @@ class Stream:
         message = complete.message
         self._last = message
         self._attempt = 1
+        self._compacted_for_request = False
         self._retry_at = 0.0
         self._iterations += 1
         self._usage = self._usage + complete.usage
@@ -363,21 +378,22 @@ class Stream:
             if config.compaction.prompt is None:
                 raise exc
             self._overflow_compacted = True
-            events = self._agent._auto_compact(config, reason="overflow", force=True)
-            if not events:
+            pending = self._agent._plan_compaction(
+                config, reason="overflow", force=True
+            )
+            if pending is None:
                 raise exc
-            self._queue.extend(events)
-            self._queue.append(
-                ProviderRetry(
-                    self._attempt,
-                    config.retry.max_attempts,
-                    0,
-                    type(exc).__name__,
-                    exc.status_code,
-                    exc.retry_after_ms,
-                    exc.message,
-                    compaction=True,
-                )
+            self._compaction = pending
+            self._queue.append(pending.started)
+            self._after_compaction = ProviderRetry(
+                self._attempt,
+                config.retry.max_attempts,
+                0,
+                type(exc).__name__,
+                exc.status_code,
+                exc.retry_after_ms,
+                exc.message,
+                compaction=True,
             )
             return
         policy = config.retry

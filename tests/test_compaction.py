@@ -462,6 +462,24 @@ def test_threshold_compaction_comes_before_the_response() -> None:
     agent.close()
 
 
+def test_compaction_started_is_returned_before_the_summary_call() -> None:
+    msgs = big_history()
+    summariser = Scripted(["summary"])
+    main = Scripted([[Text("fresh answer")]])
+    new = words("new", 30)
+    keep = size([*msgs[2:], UserMessage(new)])
+    cfg = config(keep, summariser, context_window=2 * size(msgs), threshold=0.5)
+    agent = open_agent(msgs, main, cfg)
+    with agent.run(new) as stream:
+        started = stream.next()
+        assert isinstance(started, CompactionStarted)
+        assert summariser.calls == 0  # the host hears of it before the slow call
+        assert isinstance(stream.next(), Compacted)
+        assert summariser.calls == 1 and main.calls == 0
+        list(stream)
+    agent.close()
+
+
 @pytest.mark.parametrize(
     ("keep", "window", "why"),
     [
