@@ -9,6 +9,10 @@ cdef struct _OpenAIChunk:
     _Str model, content, refusal, reasoning_content, reasoning, finish
     int model_st, content_st, refusal_st, reasoning_content_st, reasoning_st, finish_st
     int choices_st, usage_st, error_st, index_st, delta_st, tools_st
+    # the one tool call fragment of tool_calls, if any
+    _Str call_id, call_name, call_args
+    int call_st, call_index_st, call_id_st, call_function_st, call_name_st, call_args_st
+    long long call_index
 
 
 cdef struct _AnthropicEvent:
@@ -18,6 +22,18 @@ cdef struct _AnthropicEvent:
     long long index
 
 
+cdef inline Py_ssize_t _plain_int(
+    const unsigned char* p, Py_ssize_t i, Py_ssize_t n, long long* value
+) noexcept nogil:
+    """A non-negative integer without sign, fraction or leading zero."""
+    cdef Py_ssize_t j = i
+    value[0] = 0
+    while j < n and 48 <= p[j] <= 57 and j - i < 18:
+        value[0] = value[0] * 10 + (p[j] - 48)
+        j += 1
+    return j if j > i and _number(p, i, n) == j else -1
+
+
 cdef inline Py_ssize_t _null_once(
     const unsigned char* p, Py_ssize_t i, Py_ssize_t n, int* state
 ) noexcept nogil:
@@ -25,6 +41,76 @@ cdef inline Py_ssize_t _null_once(
         return -1
     state[0] = 1
     return _literal(p, i, n, b"null", 4)
+
+
+cdef Py_ssize_t _openai_function(
+    const unsigned char* p, Py_ssize_t i, Py_ssize_t n, _OpenAIChunk* c
+) noexcept nogil:
+    cdef _Str key
+    cdef bint done = False
+    i = _ws(p, i + 1, n)
+    if i < n and p[i] == 125:
+        return i + 1
+    while not done:
+        i = _key(p, i, n, &key)
+        if i < 0:
+            return -1
+        if _is(p, &key, b"name", 4):
+            i = _opt_string(p, i, n, &c.call_name, &c.call_name_st)
+        elif _is(p, &key, b"arguments", 9):  # an object here is left to orjson
+            i = _opt_string(p, i, n, &c.call_args, &c.call_args_st)
+        else:
+            i = _skip(p, i, n, 5)
+        if i < 0:
+            return -1
+        i = _sep(p, i, n, 125, &done)
+        if i < 0:
+            return -1
+    return i
+
+
+cdef Py_ssize_t _openai_call(
+    const unsigned char* p, Py_ssize_t i, Py_ssize_t n, _OpenAIChunk* c
+) noexcept nogil:
+    cdef _Str key
+    cdef bint done = False
+    if p[i] != 123:
+        return -1
+    c.call_st = 1
+    i = _ws(p, i + 1, n)
+    if i < n and p[i] == 125:
+        return i + 1
+    while not done:
+        i = _key(p, i, n, &key)
+        if i < 0:
+            return -1
+        if _is(p, &key, b"index", 5):
+            if c.call_index_st:
+                return -1
+            if i < n and p[i] == 110:
+                c.call_index_st = 1
+                i = _literal(p, i, n, b"null", 4)
+            else:
+                c.call_index_st = 2
+                i = _plain_int(p, i, n, &c.call_index)
+        elif _is(p, &key, b"id", 2):
+            i = _opt_string(p, i, n, &c.call_id, &c.call_id_st)
+        elif _is(p, &key, b"function", 8):
+            if c.call_function_st:
+                return -1
+            c.call_function_st = 1
+            if i < n and p[i] == 123:
+                i = _openai_function(p, i, n, c)
+            else:
+                i = _literal(p, i, n, b"null", 4)
+        else:
+            i = _skip(p, i, n, 4)
+        if i < 0:
+            return -1
+        i = _sep(p, i, n, 125, &done)
+        if i < 0:
+            return -1
+    return i
 
 
 cdef Py_ssize_t _openai_delta(
@@ -53,9 +139,13 @@ cdef Py_ssize_t _openai_delta(
             if c.tools_st:
                 return -1
             c.tools_st = 1
-            if i < n and p[i] == 91:  # only an empty list is handled here
+            if i < n and p[i] == 91:  # an empty list or one call fragment
                 i = _ws(p, i + 1, n)
-                i = i + 1 if i < n and p[i] == 93 else -1
+                if i < n and p[i] != 93:
+                    i = _openai_call(p, i, n, c)
+                    if i >= 0:
+                        i = _ws(p, i, n)
+                i = i + 1 if 0 <= i < n and p[i] == 93 else -1
             else:
                 i = _literal(p, i, n, b"null", 4)
         else:
@@ -187,7 +277,7 @@ cdef Py_ssize_t _anthropic_delta(
 cdef int _anthropic_event(const unsigned char* p, Py_ssize_t n, _AnthropicEvent* e) noexcept nogil:
     cdef _Str key
     cdef bint done = False
-    cdef Py_ssize_t i = _ws(p, 0, n), j
+    cdef Py_ssize_t i = _ws(p, 0, n)
     if i >= n or p[i] != 123:
         return -1
     i = _ws(p, i + 1, n)
@@ -204,13 +294,7 @@ cdef int _anthropic_event(const unsigned char* p, Py_ssize_t n, _AnthropicEvent*
             if e.index_st:
                 return -1
             e.index_st = 1
-            e.index = 0
-            j = i
-            while j < n and 48 <= p[j] <= 57 and j - i < 18:
-                e.index = e.index * 10 + (p[j] - 48)
-                j += 1
-            # a plain non-negative integer only
-            i = j if j > i and _number(p, i, n) == j else -1
+            i = _plain_int(p, i, n, &e.index)
         elif _is(p, &key, b"delta", 5):
             if e.delta_st or i >= n or p[i] != 123:
                 return -1

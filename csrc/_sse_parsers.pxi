@@ -19,15 +19,14 @@ cdef class OpenAIChatParser(_Framer):
         self._model_raw = None
         self._tools = set()
 
-    cdef int _dispatch(self, bytes data, list out) except -1:
-        cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
-        cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+    cdef int _dispatch(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
         if n == 6 and memcmp(p, b"[DONE]", 6) == 0:
             out.append(_DONE_DELTA)
             self._stopped = True
             return 0
         if self._fast(p, n, out):
             return 0
+        data = PyBytes_FromStringAndSize(<const char*>p, n)
         obj = _loads(data, self._data_offset)
         try:
             self._chunk_obj(obj, out)
@@ -58,6 +57,15 @@ cdef class OpenAIChatParser(_Framer):
             out.append((_TEXT, _text(p, &c.content)))
         if c.refusal_st == 2 and _nonempty(&c.refusal):
             out.append((_TEXT, _text(p, &c.refusal)))
+        if c.call_st:
+            index = c.call_index if c.call_index_st == 2 else 0
+            if index not in self._tools:
+                self._tools.add(index)
+                call_id = _text(p, &c.call_id) if c.call_id_st == 2 else ""
+                name = _text(p, &c.call_name) if c.call_name_st == 2 else ""
+                out.append((_TOOL_START, index, call_id, name))
+            if c.call_args_st == 2 and _nonempty(&c.call_args):
+                out.append((_TOOL_ARGS, index, _text(p, &c.call_args)))
         if c.finish_st == 2:
             out.append((_FINISH, _text(p, &c.finish)))
         return True
@@ -146,10 +154,10 @@ cdef class AnthropicParser(_Framer):
         self._tools = 0
         self._usage = [0, 0, 0, 0]
 
-    cdef int _dispatch(self, bytes data, list out) except -1:
-        cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
-        if self._fast(p, PyBytes_GET_SIZE(data), out):
+    cdef int _dispatch(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
+        if self._fast(p, n, out):
             return 0
+        data = PyBytes_FromStringAndSize(<const char*>p, n)
         obj = _loads(data, self._data_offset)
         try:
             self._message(obj, out)

@@ -76,6 +76,18 @@ cdef inline Py_ssize_t _utf8(const unsigned char* p, Py_ssize_t i, Py_ssize_t n)
     return 0
 
 
+cdef unsigned char _PLAIN[256]  # 1 for bytes a JSON string holds as they are
+
+
+cdef void _init_plain() noexcept:
+    cdef int c
+    for c in range(256):
+        _PLAIN[c] = 0x20 <= c < 0x80 and c != 34 and c != 92
+
+
+_init_plain()
+
+
 cdef Py_ssize_t _string(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, _Str* s) noexcept nogil:
     """Scan the string whose opening quote is p[i]."""
     cdef unsigned char c
@@ -85,6 +97,10 @@ cdef Py_ssize_t _string(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, _Str
     s.start = i
     s.flags = 0
     while i < n:
+        while i < n and _PLAIN[p[i]]:
+            i += 1
+        if i >= n:
+            return -1
         c = p[i]
         if c == 34:  # "
             s.end = i

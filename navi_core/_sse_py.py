@@ -1,25 +1,32 @@
-"""SSE framing and the OpenAI / Anthropic delta parsers, in pure Python.
+"""The OpenAI / Anthropic delta parsers in pure Python: the twin of ``csrc/_sse.pxi``.
 
-The reference twin of ``csrc/_sse.pxi``. Framing follows the WHATWG event-stream rules
-(https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation)
-on bytes, with three deliberate choices both twins share:
+SSE framing lives in ``_framing_py`` (re-exported here: ``SSEDecoder``, ``SSEEvent``);
+each parser fuses it with JSON decoding and returns the delta tuples of
+``navi_core.deltas``.
 
-* ``close()`` ends the last line and dispatches a pending event that has data, because
-  recorded streams and some servers omit the final blank line (WHATWG would drop it);
-* a line, or the data of one event, larger than ``max_event_bytes`` raises
-  ``MalformedStream``, so memory stays bounded however the input is chunked;
-* an error found after some results of the same ``feed`` returns those results first
-  and raises on the next call; a failed or closed object refuses further input.
+Speed: consecutive chunks of one stream are usually byte-identical around a single
+string value (``..."delta":{"content":"`` + text + ``"},"logprobs":null...``). After a
+chunk has gone through orjson and the generic code, ``_learn`` records the bytes
+around the string it emitted and proves with a probe that any string put there parses
+to the same object; later chunks with that head and tail only decode their string.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
 
+from ._framing_py import (
+    DEFAULT_MAX_EVENT_BYTES,
+    Buffer,
+    Delta,
+    SSEDecoder,
+    SSEEvent,
+    _Framer,
+    _loads,
+    _shape_error,
+)
 from .deltas import (
     DONE,
     ERROR,
@@ -33,272 +40,19 @@ from .deltas import (
     TOOL_START,
     USAGE,
 )
-from .errors import MalformedStream
 
 __all__ = ["AnthropicParser", "OpenAIChatParser", "SSEDecoder", "SSEEvent"]
 
-_BOM: Final = b"\xef\xbb\xbf"
-_EOL: Final = re.compile(rb"\r\n|\r|\n")
-_EXCERPT: Final = 80
-DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
+_PROBE: Final = "\u2603 probe"
+_PROBE_JSON: Final = orjson.dumps(_PROBE)[1:-1]
+_ANTHROPIC_USAGE: Final = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
 
-Buffer = bytes | bytearray | memoryview
-Delta = tuple[Any, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
-    """One dispatched server-sent event; ``retry`` only when its own block set one."""
-
-    event: str
-    data: str
-    id: str
-    retry: int | None
-
-
-def _excerpt(data: bytes | bytearray) -> str:
-    return repr(bytes(data[:_EXCERPT]).decode("utf-8", "replace"))
-
-
-def _shape_error(data: bytes | bytearray, offset: int) -> MalformedStream:
-    return MalformedStream(
-        f"unexpected JSON structure in SSE event at byte {offset}: {_excerpt(data)}",
-        offset=offset,
-    )
-
-
-def _loads(data: bytes | bytearray, offset: int) -> dict[str, Any]:
-    """Parse one event payload as a JSON object; invalid UTF-8 decodes as U+FFFD."""
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        try:
-            obj = orjson.loads(bytes(data).decode("utf-8", "replace"))
-        except orjson.JSONDecodeError:
-            raise MalformedStream(
-                f"invalid JSON in SSE event at byte {offset}: {_excerpt(data)}",
-                offset=offset,
-            ) from None
-    if type(obj) is not dict:
-        raise MalformedStream(
-            f"SSE event at byte {offset} is not a JSON object: {_excerpt(data)}",
-            offset=offset,
-        )
-    return obj
-
-
-class _Framer:
-    """Splits bytes into SSE fields and hands each complete event to ``_dispatch``."""
-
-    __slots__ = (
-        "_bom",
-        "_buf",
-        "_closed",
-        "_data_offset",
-        "_error",
-        "_event",
-        "_id",
-        "_max",
-        "_offset",
-        "_parts",
-        "_retry",
-        "_size",
-        "_skip_lf",
-        "_stopped",
-    )
-
-    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
-        if max_event_bytes < 1:
-            raise ValueError("max_event_bytes must be positive")
-        self._max = max_event_bytes
-        self._buf = bytearray()
-        self._offset = 0  # stream offset of _buf[0]
-        self._bom = True  # a leading BOM may still be arriving
-        self._skip_lf = False  # the last chunk ended in CR: drop a leading LF
-        self._parts: list[bytes | bytearray] = []
-        self._size = 0
-        self._data_offset = 0
-        self._event = b""
-        self._id = ""
-        self._retry: int | None = None
-        self._closed = False
-        self._stopped = False  # the parser saw its terminator: ignore the rest
-        self._error: MalformedStream | None = None
-
-    def feed(self, data: Buffer) -> list[Any]:
-        """Consume a chunk of the body; return what it completed (maybe nothing).
-
-        Raises:
-            MalformedStream: the input breaks a limit or the payload format.
-            ValueError: called after ``close()``.
-        """
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            raise ValueError("feed() called after close()")
-        out: list[Any] = []
-        if self._stopped or not len(data):
-            return out
-        self._buf += data
-        self._run(out, False)
-        return out
-
-    def close(self) -> list[Any]:
-        """End of input: finish the last line and dispatch a pending event with data."""
-        if self._error is not None:
-            raise self._error
-        out: list[Any] = []
-        if not self._closed:
-            self._closed = True
-            if not self._stopped:
-                self._run(out, True)
-        return out
-
-    def _run(self, out: list[Any], final: bool) -> None:
-        buf = self._buf
-        try:
-            if self._bom:
-                if not final and len(buf) < 3 and _BOM.startswith(buf):
-                    return
-                self._bom = False
-                if buf.startswith(_BOM):
-                    del buf[:3]
-                    self._offset += 3
-            if self._skip_lf and buf:
-                self._skip_lf = False
-                if buf[0] == 10:
-                    del buf[:1]
-                    self._offset += 1
-            pos = self._lines(buf, out)
-            if self._stopped:
-                buf.clear()
-                return
-            rest = len(buf) - pos
-            if rest > self._max:
-                raise MalformedStream(
-                    f"SSE line at byte {self._offset + pos} exceeds "
-                    f"max_event_bytes ({self._max})",
-                    offset=self._offset + pos,
-                )
-            if final:
-                if rest:
-                    self._line(buf[pos:], self._offset + pos, out)
-                    pos = len(buf)
-                if self._parts and not self._stopped:
-                    self._flush(out)
-            del buf[:pos]
-            self._offset += pos
-        except MalformedStream as exc:
-            self._error = exc
-            buf.clear()
-            self._parts = []
-            if not out:
-                raise
-
-    def _lines(self, buf: bytearray, out: list[Any]) -> int:
-        """Apply each complete line; return where the unfinished one starts."""
-        pos = 0
-        base = self._offset
-        if b"\r" not in buf:
-            find = buf.find
-            while (nl := find(b"\n", pos)) >= 0:
-                self._line(buf[pos:nl], base + pos, out)
-                pos = nl + 1
-                if self._stopped:
-                    break
-            return pos
-        end = len(buf)
-        for m in _EOL.finditer(buf):
-            self._line(buf[pos : m.start()], base + pos, out)
-            pos = m.end()
-            if self._stopped:
-                break
-            if pos == end and m.group() == b"\r":
-                self._skip_lf = True
-        return pos
-
-    def _line(self, line: bytearray, offset: int, out: list[Any]) -> None:
-        """Apply one line (without its terminator) to the pending event."""
-        if not line:
-            if self._parts:
-                self._flush(out)
-            else:
-                self._event = b""
-                self._retry = None
-            return
-        if len(line) > self._max:
-            raise MalformedStream(
-                f"SSE line at byte {offset} exceeds max_event_bytes ({self._max})",
-                offset=offset,
-            )
-        if line[0] == 58:  # ":" starts a comment
-            return
-        colon = line.find(b":")
-        if colon < 0:
-            name, value = line, b""
-        else:
-            name = line[:colon]
-            value = (
-                line[colon + 2 :]
-                if line[colon + 1 : colon + 2] == b" "
-                else line[colon + 1 :]
-            )
-        if name == b"data":
-            parts = self._parts
-            if parts:
-                self._size += len(value) + 1
-            else:
-                self._size = len(value)
-                self._data_offset = offset
-            if self._size > self._max:
-                raise MalformedStream(
-                    f"SSE event data at byte {offset} exceeds "
-                    f"max_event_bytes ({self._max})",
-                    offset=offset,
-                )
-            parts.append(value)
-        elif name == b"event":
-            self._event = bytes(value)
-        elif name == b"id":
-            if b"\x00" not in value:
-                self._id = value.decode("utf-8", "replace")
-        elif name == b"retry" and value.isdigit():
-            self._retry = int(value)
-
-    def _flush(self, out: list[Any]) -> None:
-        parts = self._parts
-        data = parts[0] if len(parts) == 1 else b"\n".join(parts)
-        self._parts = []
-        self._dispatch(data, out)
-        self._event = b""
-        self._retry = None
-
-    def _dispatch(self, data: bytes | bytearray, out: list[Any]) -> None:
-        raise NotImplementedError
-
-
-class SSEDecoder(_Framer):
-    """Incremental ``text/event-stream`` decoder: bytes in, ``SSEEvent`` values out."""
-
-    __slots__ = ()
-
-    def feed(self, data: Buffer) -> list[SSEEvent]:
-        """Consume a chunk; return the events it completed (maybe none)."""
-        return super().feed(data)
-
-    def close(self) -> list[SSEEvent]:
-        """End of input: return the pending event if it has data."""
-        return super().close()
-
-    def _dispatch(self, data: bytes | bytearray, out: list[Any]) -> None:
-        out.append(
-            SSEEvent(
-                self._event.decode("utf-8", "replace") or "message",
-                data.decode("utf-8", "replace"),
-                self._id,
-                self._retry,
-            )
-        )
+Slot = tuple[dict[str, Any], str]  # the container and key of the emitted string
 
 
 def _int(value: Any) -> int:
@@ -316,15 +70,56 @@ def _str(value: Any) -> str:
     return value
 
 
-class OpenAIChatParser(_Framer):
-    """Chat-completions stream (``data: {chunk}`` ... ``data: [DONE]``) to deltas."""
+class _Template:
+    """The bytes around one JSON string value, and the delta that string makes."""
 
-    __slots__ = ("_model", "_tools")
+    __slots__ = ("delta", "head", "hi", "lo", "size", "tail")
+
+    def __init__(self, head: bytes, tail: bytes, delta: tuple[Any, ...]) -> None:
+        self.head = head
+        self.tail = tail
+        self.delta = delta
+        self.lo = len(head) - 1  # keep the quotes: the slice is a JSON string
+        self.hi = len(tail) - 1
+        self.size = len(head) + len(tail)
+
+
+def _learn(
+    data: bytes, obj: dict[str, Any], slot: Slot, delta: tuple[Any, ...]
+) -> _Template | None:
+    """Record where ``slot``'s string sits in ``data``, if a probe proves it.
+
+    The probe replaces the string in ``obj`` and in the bytes: if both still agree,
+    the head leaves the JSON parser inside that very string and the tail closes it,
+    so any string between them parses to ``obj`` with only that value changed.
+    """
+    container, key = slot
+    value = container[key]
+    raw = orjson.dumps(value)
+    at = data.rfind(raw)
+    if at < 0:
+        return None
+    head = bytes(data[: at + 1])
+    tail = bytes(data[at + len(raw) - 1 :])
+    container[key] = _PROBE
+    try:
+        proven = orjson.loads(head + _PROBE_JSON + tail) == obj
+    except orjson.JSONDecodeError:
+        return None
+    return _Template(head, tail, delta) if proven else None
+
+
+class _Parser(_Framer):
+    """Decodes each event payload and hands the object to ``_apply``."""
+
+    __slots__ = ("_hits", "_learned", "_template")
+    _names_events = False
 
     def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         super().__init__(max_event_bytes)
-        self._model = ""
-        self._tools: set[int] = set()
+        self._template: _Template | None = None
+        self._learned = 0
+        self._hits = 0
 
     def feed(self, data: Buffer) -> list[Delta]:
         """Consume a chunk; return the deltas it completed (maybe none)."""
@@ -334,27 +129,80 @@ class OpenAIChatParser(_Framer):
         """End of input: return the deltas of a pending unterminated event."""
         return super().close()
 
-    def _dispatch(self, data: bytes | bytearray, out: list[Any]) -> None:
-        if data == b"[DONE]":
-            out.append((DONE,))
-            self._stopped = True
-            return
-        offset = self._data_offset
-        obj = _loads(data, offset)
+    def _dispatch(self, data: bytes, out: list[Any]) -> None:
+        t = self._template
+        if (
+            t is not None
+            and len(data) >= t.size
+            and data.startswith(t.head)
+            and data.endswith(t.tail)
+        ):
+            try:
+                text = orjson.loads(data[t.lo : len(data) - t.hi])
+            except orjson.JSONDecodeError:
+                pass  # not one string after all: the generic path decides
+            else:
+                self._hits += 1
+                if text:
+                    out.append((*t.delta, text))
+                return
         try:
-            self._chunk(obj, out)
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            if self._terminal(data, out):
+                return
+            obj = None
+        if type(obj) is not dict:  # let _loads decide: replace bad UTF-8 or raise
+            obj = _loads(data, self._data_offset)
+        start = len(out)
+        try:
+            slot = self._apply(obj, out)
         except (AttributeError, KeyError, TypeError) as exc:
-            raise _shape_error(data, offset) from exc
+            raise _shape_error(data, self._data_offset) from exc
+        self._template = None
+        if slot is None or self._learned > self._hits + 4:
+            return
+        made = out[start:]
+        if made and made[0][0] == MODEL:
+            made = made[1:]
+        if len(made) == 1 and made[0][-1] is slot[0][slot[1]]:
+            self._learned += 1
+            self._template = _learn(data, obj, slot, made[0][:-1])
 
-    def _chunk(self, obj: dict[str, Any], out: list[Any]) -> None:
+    def _terminal(self, data: bytes, out: list[Any]) -> bool:
+        return False
+
+    def _apply(self, obj: dict[str, Any], out: list[Any]) -> Slot | None:
+        raise NotImplementedError
+
+
+class OpenAIChatParser(_Parser):
+    """Chat-completions stream (``data: {chunk}`` ... ``data: [DONE]``) to deltas."""
+
+    __slots__ = ("_model", "_tools")
+
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        super().__init__(max_event_bytes)
+        self._model = ""
+        self._tools: set[int] = set()
+
+    def _terminal(self, data: bytes, out: list[Any]) -> bool:
+        if data != b"[DONE]":
+            return False
+        out.append((DONE,))
+        self._stopped = True
+        return True
+
+    def _apply(self, obj: dict[str, Any], out: list[Any]) -> Slot | None:
+        slot = None
         error = obj.get("error")
         if error is not None:
             if type(error) is str:
                 out.append((ERROR, "error", error))
-                return
+                return None
             kind = error.get("type") or error.get("code") or "error"
             out.append((ERROR, str(kind), str(error.get("message") or "")))
-            return
+            return None
         model = obj.get("model")
         if model and model != self._model:
             self._model = _str(model)
@@ -364,7 +212,12 @@ class OpenAIChatParser(_Framer):
             for choice in choices:
                 index = choice.get("index")
                 if index is None or index == 0:
-                    self._choice(choice, out)
+                    delta = choice.get("delta")
+                    if delta:
+                        slot = self._delta(delta, out)
+                    reason = choice.get("finish_reason")
+                    if reason is not None:
+                        out.append((FINISH, _str(reason)))
                     break
         usage = obj.get("usage")
         if usage is not None:
@@ -375,27 +228,27 @@ class OpenAIChatParser(_Framer):
             reasoning = _int(details.get("reasoning_tokens")) if details else 0
             output = _int(usage.get("completion_tokens"))
             out.append((USAGE, max(prompt - cached, 0), output, cached, 0, reasoning))
+        return slot
 
-    def _choice(self, choice: dict[str, Any], out: list[Any]) -> None:
-        delta = choice.get("delta")
-        if delta:
-            text = delta.get("reasoning_content") or delta.get("reasoning")
-            if text:
-                out.append((THINKING, _str(text)))
-            text = delta.get("content")
-            if text:
-                out.append((TEXT, _str(text)))
-            text = delta.get("refusal")
-            if text:
-                out.append((TEXT, _str(text)))
-            calls = delta.get("tool_calls")
-            if calls:
-                self._tool_calls(calls, out)
-        reason = choice.get("finish_reason")
-        if reason is not None:
-            out.append((FINISH, _str(reason)))
+    def _delta(self, delta: dict[str, Any], out: list[Any]) -> Slot | None:
+        slot = None
+        text = delta.get("reasoning_content") or delta.get("reasoning")
+        if text:
+            out.append((THINKING, _str(text)))
+        text = delta.get("content")
+        if text:
+            out.append((TEXT, _str(text)))
+            slot = (delta, "content")
+        text = delta.get("refusal")
+        if text:
+            out.append((TEXT, _str(text)))
+        calls = delta.get("tool_calls")
+        if calls:
+            slot = self._tool_calls(calls, out)
+        return slot
 
-    def _tool_calls(self, calls: list[Any], out: list[Any]) -> None:
+    def _tool_calls(self, calls: list[Any], out: list[Any]) -> Slot | None:
+        slot = None
         tools = self._tools
         for position, call in enumerate(calls):
             index = call.get("index")
@@ -411,9 +264,11 @@ class OpenAIChatParser(_Framer):
                 if type(args) is dict:  # some servers send the object itself
                     args = orjson.dumps(args).decode()
                 out.append((TOOL_ARGS, index, _str(args)))
+                slot = (function, "arguments")
+        return slot
 
 
-class AnthropicParser(_Framer):
+class AnthropicParser(_Parser):
     """Anthropic Messages stream to deltas, dispatching on each payload's ``type``."""
 
     __slots__ = ("_blocks", "_tools", "_usage")
@@ -424,23 +279,7 @@ class AnthropicParser(_Framer):
         self._tools = 0
         self._usage = [0, 0, 0, 0]  # input, output, cache_read, cache_write
 
-    def feed(self, data: Buffer) -> list[Delta]:
-        """Consume a chunk; return the deltas it completed (maybe none)."""
-        return super().feed(data)
-
-    def close(self) -> list[Delta]:
-        """End of input: return the deltas of a pending unterminated event."""
-        return super().close()
-
-    def _dispatch(self, data: bytes | bytearray, out: list[Any]) -> None:
-        offset = self._data_offset
-        obj = _loads(data, offset)
-        try:
-            self._message(obj, out)
-        except (AttributeError, KeyError, TypeError) as exc:
-            raise _shape_error(data, offset) from exc
-
-    def _message(self, obj: dict[str, Any], out: list[Any]) -> None:
+    def _apply(self, obj: dict[str, Any], out: list[Any]) -> Slot | None:
         kind = obj.get("type")
         if kind == "content_block_delta":
             delta = obj["delta"]
@@ -449,15 +288,18 @@ class AnthropicParser(_Framer):
                 text = _str(delta.get("text"))
                 if text:
                     out.append((TEXT, text))
+                    return delta, "text"
             elif kind == "input_json_delta":
                 ordinal = self._blocks.get(obj.get("index"))
                 text = _str(delta.get("partial_json"))
                 if ordinal is not None and text:
                     out.append((TOOL_ARGS, ordinal, text))
+                    return delta, "partial_json"
             elif kind == "thinking_delta":
                 text = _str(delta.get("thinking"))
                 if text:
                     out.append((THINKING, text))
+                    return delta, "thinking"
             elif kind == "signature_delta":
                 out.append((SIGNATURE, _str(delta.get("signature"))))
         elif kind == "content_block_start":
@@ -481,6 +323,7 @@ class AnthropicParser(_Framer):
             error = obj.get("error") or {}
             kind = error.get("type") or "error"
             out.append((ERROR, str(kind), str(error.get("message") or "")))
+        return None
 
     def _block_start(self, index: Any, block: dict[str, Any], out: list[Any]) -> None:
         kind = block.get("type")
@@ -515,11 +358,3 @@ class AnthropicParser(_Framer):
             if value is not None:
                 totals[slot] = _int(value)
         out.append((USAGE, totals[0], totals[1], totals[2], totals[3], 0))
-
-
-_ANTHROPIC_USAGE: Final = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_input_tokens",
-    "cache_creation_input_tokens",
-)

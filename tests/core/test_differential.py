@@ -300,3 +300,49 @@ def test_damaged_payloads_agree(
     for name in ("OpenAIChatParser", "AnthropicParser"):
         expected = outcome(getattr(py, name)(), [raw])
         assert outcome(getattr(cy, name)(), [raw]) == expected
+
+
+# --- repeated envelopes: the pure twin's learned templates against the scanner ----
+
+RAW_PIECES = st.sampled_from(
+    [b"a", b" word", b"\\n", b'\\"', b"\\u00e9", b"\\ud83d\\ude00", b"\\ud83d", b"\xc3\xa9",
+     b"\xff", b'"', b"\\", b"\x01", b"\\x", b'","x":"', b"\t", b"", b"}", b"\\/"]
+)  # fmt: skip
+TEMPLATES = st.sampled_from(
+    [
+        b'{"id":"c","object":"chat.completion.chunk","model":"%s","choices":[{"index":0,'
+        b'"delta":{"content":"%s"},"logprobs":null,"finish_reason":null}]}',
+        b'{"choices":[{"index":0,"delta":{"tool_calls":[{"index":%s,"function":'
+        b'{"arguments":"%s"}}]}}]}',
+        b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta",'
+        b'"text":"%s"},"note":"%s"}',
+        b'{"type":"content_block_delta","index":%s,"delta":{"type":"input_json_delta",'
+        b'"partial_json":"%s"}}   ',
+    ]
+)
+# Few distinct values, so that a string often equals another one in the same chunk.
+SMALL = st.sampled_from([b"a", b"b", b"", b"0", b"1"])
+VALUE = SMALL | st.lists(RAW_PIECES, max_size=4).map(b"".join)
+
+
+@st.composite
+def repeated(draw: st.DrawFn) -> bytes:
+    template = draw(TEMPLATES)
+    fills = draw(st.lists(st.tuples(SMALL, VALUE), max_size=12))
+    head = [b'{"type":"content_block_start","index":1,"content_block":{"type":"tool_use",'
+            b'"id":"t","name":"f","input":{}}}',
+            b'{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c",'
+            b'"function":{"name":"f","arguments":""}}]}}]}']  # fmt: skip
+    return frame([*head, *(template % fill for fill in fills)], b"\n")
+
+
+@DIFF
+@given(raw=repeated(), cuts=CUTS)
+def test_repeated_envelopes_agree(
+    both_cores: tuple[ModuleType, ModuleType], raw: bytes, cuts: list[int]
+) -> None:
+    py, cy = both_cores
+    for name in ("OpenAIChatParser", "AnthropicParser"):
+        expected = outcome(getattr(py, name)(), [raw])
+        assert outcome(getattr(py, name)(), split(raw, cuts)) == expected
+        assert outcome(getattr(cy, name)(), split(raw, cuts)) == expected

@@ -1,0 +1,360 @@
+"""SSE framing in pure Python: the twin of the framing half of ``csrc/_sse.pxi``.
+
+Framing follows the WHATWG event-stream rules
+(https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation)
+on bytes, with three deliberate choices both twins share:
+
+* ``close()`` ends the last line and dispatches a pending event that has data, because
+  recorded streams and some servers omit the final blank line (WHATWG would drop it);
+* a line, or the data of one event, larger than ``max_event_bytes`` raises
+  ``MalformedStream``, so memory stays bounded however the input is chunked;
+* an error found after some results of the same ``feed`` returns those results first
+  and raises on the next call; a failed or closed object refuses further input.
+
+The delta parsers in ``_sse_py`` build on ``_Framer``; the JSON helpers here give both
+twins the same error messages.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+import orjson
+
+from .errors import MalformedStream
+
+__all__ = ["DEFAULT_MAX_EVENT_BYTES", "SSEDecoder", "SSEEvent"]
+
+_BOM: Final = b"\xef\xbb\xbf"
+_EOL: Final = re.compile(rb"\r\n|\r|\n")
+_EXCERPT: Final = 80
+DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
+
+Buffer = bytes | memoryview
+Delta = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One dispatched server-sent event; ``retry`` only when its own block set one."""
+
+    event: str
+    data: str
+    id: str
+    retry: int | None
+
+
+def _excerpt(data: bytes) -> str:
+    return repr(bytes(data[:_EXCERPT]).decode("utf-8", "replace"))
+
+
+def _shape_error(data: bytes, offset: int) -> MalformedStream:
+    return MalformedStream(
+        f"unexpected JSON structure in SSE event at byte {offset}: {_excerpt(data)}",
+        offset=offset,
+    )
+
+
+def _loads(data: bytes, offset: int) -> dict[str, Any]:
+    """Parse one event payload as a JSON object; invalid UTF-8 decodes as U+FFFD."""
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        try:
+            obj = orjson.loads(bytes(data).decode("utf-8", "replace"))
+        except orjson.JSONDecodeError:
+            raise MalformedStream(
+                f"invalid JSON in SSE event at byte {offset}: {_excerpt(data)}",
+                offset=offset,
+            ) from None
+    if type(obj) is not dict:
+        raise MalformedStream(
+            f"SSE event at byte {offset} is not a JSON object: {_excerpt(data)}",
+            offset=offset,
+        )
+    return obj
+
+
+def _line_error(offset: int, limit: int) -> MalformedStream:
+    return MalformedStream(
+        f"SSE line at byte {offset} exceeds max_event_bytes ({limit})", offset=offset
+    )
+
+
+class _Framer:
+    """Splits bytes into SSE fields and hands each complete event to ``_dispatch``."""
+
+    _names_events: ClassVar[bool] = True  # False: _dispatch never reads _event
+
+    __slots__ = (
+        "_bom",
+        "_closed",
+        "_data_offset",
+        "_error",
+        "_event",
+        "_held",
+        "_id",
+        "_max",
+        "_offset",
+        "_parts",
+        "_retry",
+        "_size",
+        "_skip_lf",
+        "_stopped",
+    )
+
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        if max_event_bytes < 1:
+            raise ValueError("max_event_bytes must be positive")
+        self._max = max_event_bytes
+        self._held = bytearray()  # the unfinished line; first bytes until BOM check
+        self._offset = 0  # stream offset of _held[0]
+        self._bom = True  # a leading BOM may still be arriving
+        self._skip_lf = False  # the last chunk ended in CR: drop a leading LF
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._data_offset = 0
+        self._event = b""
+        self._id = ""
+        self._retry: int | None = None
+        self._closed = False
+        self._stopped = False  # the parser saw its terminator: ignore the rest
+        self._error: MalformedStream | None = None
+
+    def feed(self, data: Buffer) -> list[Any]:
+        """Consume a chunk of the body; return what it completed (maybe nothing).
+
+        Raises:
+            MalformedStream: the input breaks a limit or the payload format.
+            ValueError: called after ``close()``.
+        """
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise ValueError("feed() called after close()")
+        out: list[Any] = []
+        if self._stopped or not len(data):
+            return out
+        if type(data) is not bytes:
+            data = bytes(data)
+        held = self._held
+        if held and not self._bom and b"\n" not in data and b"\r" not in data:
+            held += data  # only the unfinished line grows: no copy of it
+            if len(held) > self._max:
+                self._fail(_line_error(self._offset, self._max), out)
+            return out
+        if held:
+            data = bytes(held) + data
+            held.clear()
+        self._run(data, out, False)
+        return out
+
+    def close(self) -> list[Any]:
+        """End of input: finish the last line and dispatch a pending event with data."""
+        if self._error is not None:
+            raise self._error
+        out: list[Any] = []
+        if not self._closed:
+            self._closed = True
+            if not self._stopped:
+                data = bytes(self._held)
+                self._held.clear()
+                self._run(data, out, True)
+        return out
+
+    def _fail(self, exc: MalformedStream, out: list[Any]) -> None:
+        """Poison this object; raise now unless ``out`` must be returned first."""
+        self._error = exc
+        self._held.clear()
+        self._parts = []
+        if not out:
+            raise exc
+
+    def _run(self, buf: bytes, out: list[Any], final: bool) -> None:
+        try:
+            if self._bom:
+                if not final and len(buf) < 3 and _BOM.startswith(buf):
+                    self._held += buf
+                    return
+                self._bom = False
+                if buf.startswith(_BOM):
+                    buf = buf[3:]
+                    self._offset += 3
+            if self._skip_lf and buf:
+                self._skip_lf = False
+                if buf[0] == 10:
+                    buf = buf[1:]
+                    self._offset += 1
+            pos = self._lines(buf, out)
+            if self._stopped:
+                return
+            rest = len(buf) - pos
+            if rest > self._max:
+                raise _line_error(self._offset + pos, self._max)
+            if final:
+                if rest:
+                    self._line(buf[pos:], self._offset + pos, out)
+                    pos = len(buf)
+                if self._parts and not self._stopped:
+                    self._flush(out)
+            elif rest:
+                self._held += buf[pos:]
+            self._offset += pos
+        except MalformedStream as exc:
+            self._fail(exc, out)
+
+    def _lines(self, buf: bytes, out: list[Any]) -> int:
+        """Apply each complete line; return where the unfinished one starts."""
+        base = self._offset
+        if b"\r" in buf:
+            pos = 0
+            end = len(buf)
+            for m in _EOL.finditer(buf):
+                self._line(buf[pos : m.start()], base + pos, out)
+                pos = m.end()
+                if self._stopped:
+                    break
+                if pos == end and m.group() == b"\r":
+                    self._skip_lf = True
+            return pos
+        # LF only: whole events at a time; the two usual shapes skip _line.
+        blocks = buf.split(b"\n\n")
+        rest = blocks.pop()
+        pos = 0
+        limit = self._max
+        dispatch = self._dispatch
+        for block in blocks:
+            size = len(block)
+            if self._parts or size > limit:
+                pass
+            elif block.startswith(b"data: ") and b"\n" not in block:
+                self._data_offset = base + pos
+                dispatch(block[6:], out)
+                self._event = b""
+                self._retry = None
+                pos += size + 2
+                if self._stopped:
+                    return pos
+                continue
+            elif block.startswith(b"event: "):
+                nl = block.find(b"\n")
+                if (
+                    block.startswith(b"data: ", nl + 1)
+                    and block.find(b"\n", nl + 1) < 0
+                ):
+                    if self._names_events:
+                        self._event = block[7:nl]
+                    self._data_offset = base + pos + nl + 1
+                    dispatch(block[nl + 7 :], out)
+                    self._event = b""
+                    self._retry = None
+                    pos += size + 2
+                    if self._stopped:
+                        return pos
+                    continue
+            self._lf_lines(block, base + pos, out, whole=True)
+            if not self._stopped:
+                self._line(b"", base + pos + size + 1, out)
+            pos += size + 2
+            if self._stopped:
+                return pos
+        return pos + self._lf_lines(rest, base + pos, out)
+
+    def _lf_lines(
+        self, text: bytes, offset: int, out: list[Any], whole: bool = False
+    ) -> int:
+        """Apply the LF-ended lines of ``text`` (all of it if ``whole``); return the
+        length used."""
+        pos = 0
+        find = text.find
+        while (nl := find(b"\n", pos)) >= 0:
+            self._line(text[pos:nl], offset + pos, out)
+            pos = nl + 1
+            if self._stopped:
+                return pos
+        if whole:
+            self._line(text[pos:], offset + pos, out)
+            pos = len(text)
+        return pos
+
+    def _line(self, line: bytes, offset: int, out: list[Any]) -> None:
+        """Apply one line (without its terminator) to the pending event."""
+        if not line:
+            if self._parts:
+                self._flush(out)
+            else:
+                self._event = b""
+                self._retry = None
+            return
+        if len(line) > self._max:
+            raise _line_error(offset, self._max)
+        if line[0] == 58:  # ":" starts a comment
+            return
+        colon = line.find(b":")
+        if colon < 0:
+            name, value = line, b""
+        else:
+            name = line[:colon]
+            value = (
+                line[colon + 2 :]
+                if line[colon + 1 : colon + 2] == b" "
+                else line[colon + 1 :]
+            )
+        if name == b"data":
+            parts = self._parts
+            if parts:
+                self._size += len(value) + 1
+            else:
+                self._size = len(value)
+                self._data_offset = offset
+            if self._size > self._max:
+                raise MalformedStream(
+                    f"SSE event data at byte {offset} exceeds "
+                    f"max_event_bytes ({self._max})",
+                    offset=offset,
+                )
+            parts.append(value)
+        elif name == b"event":
+            self._event = value
+        elif name == b"id":
+            if b"\x00" not in value:
+                self._id = value.decode("utf-8", "replace")
+        elif name == b"retry" and value.isdigit():
+            self._retry = int(value)
+
+    def _flush(self, out: list[Any]) -> None:
+        parts = self._parts
+        data = parts[0] if len(parts) == 1 else b"\n".join(parts)
+        self._parts = []
+        self._dispatch(data, out)
+        self._event = b""
+        self._retry = None
+
+    def _dispatch(self, data: bytes, out: list[Any]) -> None:
+        raise NotImplementedError
+
+
+class SSEDecoder(_Framer):
+    """Incremental ``text/event-stream`` decoder: bytes in, ``SSEEvent`` values out."""
+
+    __slots__ = ()
+
+    def feed(self, data: Buffer) -> list[SSEEvent]:
+        """Consume a chunk; return the events it completed (maybe none)."""
+        return super().feed(data)
+
+    def close(self) -> list[SSEEvent]:
+        """End of input: return the pending event if it has data."""
+        return super().close()
+
+    def _dispatch(self, data: bytes, out: list[Any]) -> None:
+        out.append(
+            SSEEvent(
+                self._event.decode("utf-8", "replace") or "message",
+                data.decode("utf-8", "replace"),
+                self._id,
+                self._retry,
+            )
+        )
