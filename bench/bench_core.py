@@ -1,0 +1,436 @@
+"""Core parser throughput: navi_core's compiled and pure parsers beside the usual stacks.
+
+Every contender reads the same bytes (``bench/corpus.py``), handed over by one
+``httpx.MockTransport`` in seeded 1-16 KiB network-sized chunks, and accumulates the
+text, thinking and tool arguments as a user would:
+
+* navi_core Cython and pure twin: ``parser.feed(chunk)`` over ``response.iter_bytes()``;
+* ``httpx-sse`` + ``orjson``: ``EventSource(response).iter_sse()`` then ``orjson.loads``;
+* the official ``openai`` SDK: ``chat.completions.create(stream=True)`` (OpenAI corpora);
+* the official ``anthropic`` SDK: ``messages.create(stream=True)`` raw events;
+* msgspec typed structs over the payloads already framed (no SSE, no transport): a
+  stretch reference for decoding alone, set against the Cython parser fed the same
+  chunks directly (no transport either).
+
+Rounds are interleaved (each round runs every contender once); the table shows median
+times, MB/s over the whole body, and how many times faster the Cython parser is. All
+contenders must produce identical accumulated results, or the run stops.
+
+Run: ``python bench/bench_core.py`` (``--quick`` for fewer rounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anthropic
+import corpus
+import httpx
+import httpx2
+import msgspec
+import openai
+import orjson
+from httpx_sse import EventSource
+
+sys.path.insert(0, str(Path(__file__).absolute().parent.parent))  # a plain checkout
+
+import navi_core._core as cy
+import navi_core._core_py as py
+from navi_core.deltas import TEXT, THINKING, TOOL_ARGS
+
+__all__ = ["main"]
+
+Result = tuple[str, str, tuple[str, ...]]  # text, thinking, tool arguments in order
+Contender = Callable[[], Result]
+PROMPT = [{"role": "user", "content": "Go."}]
+
+
+class Accumulator:
+    """What a caller keeps: text, thinking and each tool call's arguments."""
+
+    __slots__ = ("args", "text", "thinking")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.thinking: list[str] = []
+        self.args: defaultdict[int, list[str]] = defaultdict(list)
+
+    def result(self) -> Result:
+        args = tuple("".join(self.args[k]) for k in sorted(self.args))
+        return "".join(self.text), "".join(self.thinking), args
+
+
+def transport(chunks: list[bytes], http: Any = httpx) -> Any:
+    """A mock transport of ``http`` (httpx, or httpx2 for the anthropic SDK)."""
+
+    def handler(request: Any) -> Any:
+        headers = {"content-type": "text/event-stream"}
+        return http.Response(200, headers=headers, content=iter(chunks))
+
+    return http.MockTransport(handler)
+
+
+@contextmanager
+def response(chunks: list[bytes]) -> Iterator[httpx.Response]:
+    with (
+        httpx.Client(transport=transport(chunks)) as client,
+        client.stream("POST", "http://bench.invalid/stream") as resp,
+    ):
+        yield resp
+
+
+# -- contenders ---------------------------------------------------------------------
+
+
+def navi(module: ModuleType, parser: str, chunks: list[bytes]) -> Contender:
+    def run() -> Result:
+        acc = Accumulator()
+        text, thinking, args = acc.text.append, acc.thinking.append, acc.args
+        p = getattr(module, parser)()
+
+        def take(deltas: list[tuple[Any, ...]]) -> None:
+            for d in deltas:
+                kind = d[0]
+                if kind == TEXT:
+                    text(d[1])
+                elif kind == TOOL_ARGS:
+                    args[d[1]].append(d[2])
+                elif kind == THINKING:
+                    thinking(d[1])
+
+        with response(chunks) as resp:
+            for data in resp.iter_bytes():
+                take(p.feed(data))
+        take(p.close())
+        return acc.result()
+
+    return run
+
+
+def navi_raw(module: ModuleType, parser: str, chunks: list[bytes]) -> Contender:
+    """The parser fed the chunks directly, like msgspec its payloads: no transport."""
+
+    def run() -> Result:
+        acc = Accumulator()
+        text, thinking, args = acc.text.append, acc.thinking.append, acc.args
+        p = getattr(module, parser)()
+        for data in chunks:
+            for d in p.feed(data):
+                kind = d[0]
+                if kind == TEXT:
+                    text(d[1])
+                elif kind == TOOL_ARGS:
+                    args[d[1]].append(d[2])
+                elif kind == THINKING:
+                    thinking(d[1])
+        p.close()
+        return acc.result()
+
+    return run
+
+
+def httpx_sse_openai(chunks: list[bytes]) -> Contender:
+    def run() -> Result:
+        acc = Accumulator()
+        with response(chunks) as resp:
+            for sse in EventSource(resp).iter_sse():
+                if sse.data == "[DONE]":
+                    break
+                obj = orjson.loads(sse.data)
+                choices = obj.get("choices")
+                if not choices:
+                    continue
+                delta = choices[0].get("delta") or {}
+                if content := delta.get("content"):
+                    acc.text.append(content)
+                for call in delta.get("tool_calls") or ():
+                    if fragment := (call.get("function") or {}).get("arguments"):
+                        acc.args[call["index"]].append(fragment)
+        return acc.result()
+
+    return run
+
+
+def httpx_sse_anthropic(chunks: list[bytes]) -> Contender:
+    def run() -> Result:
+        acc = Accumulator()
+        with response(chunks) as resp:
+            for sse in EventSource(resp).iter_sse():
+                obj = orjson.loads(sse.data)
+                if obj["type"] != "content_block_delta":
+                    continue
+                delta = obj["delta"]
+                kind = delta["type"]
+                if kind == "text_delta":
+                    acc.text.append(delta["text"])
+                elif kind == "thinking_delta":
+                    acc.thinking.append(delta["thinking"])
+                elif kind == "input_json_delta" and delta["partial_json"]:
+                    acc.args[obj["index"]].append(delta["partial_json"])
+        return acc.result()
+
+    return run
+
+
+def openai_sdk(chunks: list[bytes]) -> Contender:
+    client = openai.OpenAI(
+        api_key="sk-bench",
+        base_url="http://bench.invalid/v1",
+        http_client=httpx.Client(transport=transport(chunks)),
+        max_retries=0,
+    )
+
+    def run() -> Result:
+        acc = Accumulator()
+        stream = client.chat.completions.create(
+            model="gpt-4o", messages=PROMPT, stream=True
+        )  # type: ignore[call-overload]
+        for chunk in stream:
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            if delta.content:
+                acc.text.append(delta.content)
+            for call in delta.tool_calls or ():
+                if call.function and call.function.arguments:
+                    acc.args[call.index].append(call.function.arguments)
+        return acc.result()
+
+    return run
+
+
+def anthropic_sdk(chunks: list[bytes]) -> Contender:
+    client = anthropic.Anthropic(
+        api_key="sk-ant-bench",
+        base_url="http://bench.invalid",
+        http_client=httpx2.Client(transport=transport(chunks, httpx2)),
+        max_retries=0,
+    )
+
+    def run() -> Result:
+        acc = Accumulator()
+        stream = client.messages.create(
+            model="claude-sonnet-4-20250514",
+            max_tokens=64000,
+            messages=PROMPT,
+            stream=True,
+        )  # type: ignore[call-overload]
+        for event in stream:
+            if event.type != "content_block_delta":
+                continue
+            delta = event.delta
+            if delta.type == "text_delta":
+                acc.text.append(delta.text)
+            elif delta.type == "thinking_delta":
+                acc.thinking.append(delta.thinking)
+            elif delta.type == "input_json_delta" and delta.partial_json:
+                acc.args[event.index].append(delta.partial_json)
+        return acc.result()
+
+    return run
+
+
+class OFunction(msgspec.Struct):
+    arguments: str | None = None
+
+
+class OToolCall(msgspec.Struct):
+    index: int
+    function: OFunction | None = None
+
+
+class ODelta(msgspec.Struct):
+    content: str | None = None
+    tool_calls: list[OToolCall] | None = None
+
+
+class OChoice(msgspec.Struct):
+    delta: ODelta
+
+
+class OChunk(msgspec.Struct):
+    choices: list[OChoice] = []
+
+
+class ADelta(msgspec.Struct):
+    type: str = ""
+    text: str | None = None
+    thinking: str | None = None
+    partial_json: str | None = None
+
+
+class AEvent(msgspec.Struct):
+    type: str
+    index: int = 0
+    delta: ADelta | None = None
+
+
+def msgspec_openai(payloads: list[bytes]) -> Contender:
+    decode = msgspec.json.Decoder(OChunk).decode
+
+    def run() -> Result:
+        acc = Accumulator()
+        for payload in payloads:
+            chunk = decode(payload)
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            if delta.content:
+                acc.text.append(delta.content)
+            for call in delta.tool_calls or ():
+                if call.function and call.function.arguments:
+                    acc.args[call.index].append(call.function.arguments)
+        return acc.result()
+
+    return run
+
+
+def msgspec_anthropic(payloads: list[bytes]) -> Contender:
+    decode = msgspec.json.Decoder(AEvent).decode
+
+    def run() -> Result:
+        acc = Accumulator()
+        for payload in payloads:
+            event = decode(payload)
+            delta = event.delta
+            if event.type != "content_block_delta" or delta is None:
+                continue
+            if delta.type == "text_delta" and delta.text:
+                acc.text.append(delta.text)
+            elif delta.type == "thinking_delta" and delta.thinking:
+                acc.thinking.append(delta.thinking)
+            elif delta.type == "input_json_delta" and delta.partial_json:
+                acc.args[event.index].append(delta.partial_json)
+        return acc.result()
+
+    return run
+
+
+# -- the run ------------------------------------------------------------------------
+
+BASELINE = "httpx-sse + orjson"
+CYTHON = "navi_core Cython"
+CYTHON_RAW = "navi_core Cython, no httpx"
+PURE = "navi_core pure twin"
+MSGSPEC = "msgspec structs, pre-framed"
+# corpus -> [(faster, slower, minimum ratio of slower's time to faster's)]
+GOALS = {
+    "OpenAI text": [
+        (CYTHON, BASELINE, 3.0),
+        (CYTHON, "openai SDK", 100.0),
+        (PURE, BASELINE, 1.5),
+    ],
+    "Anthropic thinking + text + tool_use": [
+        (CYTHON, BASELINE, 3.0),
+        (CYTHON, "anthropic SDK", 20.0),
+        (PURE, BASELINE, 1.5),
+    ],
+}
+STRETCH = [(CYTHON_RAW, MSGSPEC, 1.0)]  # both without transport
+
+
+def contenders(kind: str, body: bytes, chunks: list[bytes]) -> dict[str, Contender]:
+    parser = "OpenAIChatParser" if kind == "openai" else "AnthropicParser"
+    framed = corpus.payloads(body)
+    out = {
+        CYTHON: navi(cy, parser, chunks),
+        PURE: navi(py, parser, chunks),
+    }
+    if kind == "openai":
+        out[BASELINE] = httpx_sse_openai(chunks)
+        out["openai SDK"] = openai_sdk(chunks)
+    else:
+        out[BASELINE] = httpx_sse_anthropic(chunks)
+        out["anthropic SDK"] = anthropic_sdk(chunks)
+    out[CYTHON_RAW] = navi_raw(cy, parser, chunks)
+    out[MSGSPEC] = (msgspec_openai if kind == "openai" else msgspec_anthropic)(framed)
+    return out
+
+
+def measure(runs: dict[str, Contender], rounds: int) -> dict[str, float]:
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    results = {name: run() for name, run in runs.items()}  # warm-up and check
+    for name, result in results.items():
+        if result != results[PURE]:
+            raise SystemExit(f"{name} accumulated a different result than the twin")
+    for _ in range(rounds):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def check(
+    name: str,
+    medians: dict[str, float],
+    goals: list[tuple[str, str, float]],
+    label: str,
+) -> list[str]:
+    missed = []
+    for faster, slower, goal in goals:
+        ratio = medians[slower] / medians[faster]
+        verdict = "ok" if ratio >= goal else "MISSED"
+        print(f"  {label}: {faster} >= {goal:g}x {slower}: {ratio:.1f}x {verdict}")
+        if ratio < goal:
+            missed.append(f"{name}: {faster} vs {slower} {ratio:.1f}x < {goal:g}x")
+    return missed
+
+
+def report(
+    name: str, kind: str, body: bytes, chunks: list[bytes], rounds: int
+) -> tuple[list[str], list[str]]:
+    medians = measure(contenders(kind, body, chunks), rounds)
+    fast = medians[CYTHON]
+    mb = len(body) / 1e6
+    events = body.count(b"\ndata: ") + body.startswith(b"data: ")
+    print(f"\n{name}: {mb:.2f} MB, {events:,} events, {len(chunks)} chunks of 1-16 KiB")
+    print(f"  {'contender':<30}{'MB/s':>9}{'ms':>10}{'Cython is':>12}")
+    for contender, t in medians.items():
+        print(f"  {contender:<30}{mb / t:>9.1f}{t * 1e3:>10.1f}{t / fast:>11.1f}x")
+    missed = check(name, medians, GOALS.get(name, []), "goal")
+    if name not in GOALS:
+        print("  (no stated goal for this corpus)")
+    return missed, check(name, medians, STRETCH, "stretch")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="3 rounds instead of 7")
+    parser.add_argument("--chunks", type=int, default=20_000, help="deltas per corpus")
+    args = parser.parse_args()
+    rounds = 3 if args.quick else 7
+    print(f"navi_core core parsers, median of {rounds} interleaved rounds")
+    corpora = {
+        "OpenAI text": ("openai", corpus.openai_text(args.chunks)),
+        "OpenAI parallel tool calls": ("openai", corpus.openai_tool_calls(args.chunks)),
+        "Anthropic thinking + text + tool_use": (
+            "anthropic",
+            corpus.anthropic_mixed(args.chunks),
+        ),
+    }
+    missed: list[str] = []
+    stretch: list[str] = []
+    for name, (kind, body) in corpora.items():
+        goals, stretches = report(name, kind, body, corpus.network_chunks(body), rounds)
+        missed += goals
+        stretch += stretches
+    print("\nall goals met" if not missed else "\nmissed: " + "; ".join(missed))
+    print(
+        "all stretch goals met"
+        if not stretch
+        else "stretch missed: " + "; ".join(stretch)
+    )
+
+
+if __name__ == "__main__":
+    main()
