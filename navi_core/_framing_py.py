@@ -32,7 +32,7 @@ _EOL: Final = re.compile(rb"\r\n|\r|\n")
 _EXCERPT: Final = 80
 DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
 
-Buffer = bytes | memoryview
+Buffer = bytes | bytearray | memoryview
 Delta = tuple[Any, ...]
 
 

@@ -9,6 +9,8 @@ import inspect
 import os
 import subprocess
 import sys
+import types
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +23,6 @@ import navi_core.core
 ROOT = Path(__file__).resolve().parent.parent.parent
 STUB = Path(navi_core.__file__).parent / "_core.pyi"
 TRUTHY = {"1", "true", "yes", "on"}
-ALIASES = {
-    "Buffer": "bytes | bytearray | memoryview",
-    "_Buffer": "bytes | bytearray | memoryview",
-    "Delta": "tuple[Any, ...]",
-    "_Delta": "tuple[Any, ...]",
-}
 
 
 def implementation(**env: str) -> str:
@@ -95,42 +91,69 @@ def test_the_compiled_core_exports_the_twin_names() -> None:
 
 
 class _Unalias(ast.NodeTransformer):
+    def __init__(self, aliases: Mapping[str, str]) -> None:
+        self.aliases = aliases
+
     def visit_Name(self, node: ast.Name) -> ast.expr:
-        if node.id in ALIASES:
-            return ast.parse(ALIASES[node.id], mode="eval").body
+        if node.id in self.aliases:
+            return ast.parse(self.aliases[node.id], mode="eval").body
         return node
 
 
-def _normal(annotation: str) -> str:
-    """The annotation with the stub's and the twin's type aliases spelled out."""
-    return ast.unparse(_Unalias().visit(ast.parse(annotation, mode="eval")))
+def _normal(annotation: str, aliases: Mapping[str, str]) -> str:
+    """``annotation`` with type aliases spelled out, as text."""
+    return ast.unparse(_Unalias(aliases).visit(ast.parse(annotation, mode="eval")))
 
 
-def _text(node: ast.expr | None) -> str | None:
-    return None if node is None else _normal(ast.unparse(node))
+def _stub_aliases() -> dict[str, str]:
+    """The stub's ``Name: TypeAlias = ...`` definitions."""
+    return {
+        node.target.id: ast.unparse(node.value)
+        for node in ast.parse(STUB.read_text()).body
+        if isinstance(node, ast.AnnAssign)
+        and isinstance(node.target, ast.Name)
+        and ast.unparse(node.annotation) == "TypeAlias"
+        and node.value is not None
+    }
+
+
+def _module_aliases(obj: Any) -> dict[str, str]:
+    """The type aliases in the globals of the module that defines ``obj``."""
+    namespace = vars(sys.modules[obj.__module__])
+    return {
+        name: str(value).replace("typing.", "")
+        for name, value in namespace.items()
+        if isinstance(value, types.UnionType | types.GenericAlias)
+    }
 
 
 def _stub_signature(fn: ast.FunctionDef, method: bool) -> list[Any]:
+    aliases = _stub_aliases()
+
+    def text(node: ast.expr | None) -> str | None:
+        return None if node is None else _normal(ast.unparse(node), aliases)
+
     args = fn.args
     params = args.posonlyargs + args.args
     if method:
         params = params[1:]  # self
     defaults = [None] * (len(params) - len(args.defaults)) + list(args.defaults)
     shape = [
-        (p.arg, _text(p.annotation), None if d is None else ast.literal_eval(d))
+        (p.arg, text(p.annotation), None if d is None else ast.literal_eval(d))
         for p, d in zip(params, defaults, strict=True)
     ]
-    return [*shape, ("return", _text(fn.returns), None)]
+    return [*shape, ("return", text(fn.returns), None)]
 
 
 def _twin_signature(obj: Any) -> list[Any]:
     sig = inspect.signature(obj)
     empty = inspect.Parameter.empty
+    aliases = _module_aliases(obj)
 
     def text(annotation: Any) -> str | None:
         if annotation is empty:
             return None
-        return _normal(annotation if isinstance(annotation, str) else repr(annotation))
+        return _normal(str(annotation), aliases)
 
     shape = [
         (p.name, text(p.annotation), None if p.default is empty else p.default)
@@ -187,7 +210,7 @@ def test_stub_event_matches_the_twin_dataclass() -> None:
     node = _stub()["SSEEvent"]
     assert isinstance(node, ast.ClassDef)
     props = [
-        (f.name, _text(f.returns))
+        (f.name, f.returns and ast.unparse(f.returns))
         for f in node.body
         if isinstance(f, ast.FunctionDef) and f.name != "__init__"
     ]
