@@ -88,7 +88,9 @@ cdef void _init_plain() noexcept:
 _init_plain()
 
 
-cdef Py_ssize_t _string(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, _Str* s) noexcept nogil:
+cdef Py_ssize_t _string(
+    const unsigned char* p, Py_ssize_t i, Py_ssize_t n, _Str* s
+) noexcept nogil:
     """Scan the string whose opening quote is p[i]."""
     cdef unsigned char c
     cdef Py_ssize_t k
@@ -117,7 +119,7 @@ cdef Py_ssize_t _string(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, _Str
                 if cp < 0 or 0xD800 <= cp <= 0xDFFF:
                     return -1
                 i += 6
-            elif c == 34 or c == 92 or c == 47 or c == 98 or c == 102 or c == 110 or c == 114 or c == 116:
+            elif c in b'"\\/bfnrt':
                 i += 2
             else:
                 return -1
@@ -169,7 +171,9 @@ cdef inline Py_ssize_t _literal(
     return -1
 
 
-cdef Py_ssize_t _skip(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, int depth) noexcept nogil:
+cdef Py_ssize_t _skip(
+    const unsigned char* p, Py_ssize_t i, Py_ssize_t n, int depth
+) noexcept nogil:
     """Validate and step over the value starting at p[i]."""
     cdef _Str s
     cdef unsigned char c
@@ -216,7 +220,9 @@ cdef Py_ssize_t _skip(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, int de
     return _number(p, i, n)
 
 
-cdef inline bint _is(const unsigned char* p, _Str* s, const char* word, Py_ssize_t k) noexcept nogil:
+cdef inline bint _is(
+    const unsigned char* p, _Str* s, const char* word, Py_ssize_t k
+) noexcept nogil:
     return s.end - s.start == k and memcmp(p + s.start, word, k) == 0
 
 
