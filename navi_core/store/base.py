@@ -67,9 +67,7 @@ class SessionStore(Protocol):
         """The latest window of the session, in order."""
         ...
 
-    def history(
-        self, session_id: str
-    ) -> builtins.list[builtins.list[Message]]:
+    def history(self, session_id: str) -> builtins.list[builtins.list[Message]]:
         """Every window of the session, oldest first."""
         ...
 

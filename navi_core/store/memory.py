@@ -108,9 +108,7 @@ class MemoryStore:
             s = self._find(session_id)
             return Conversation(list(s.windows[-1]), s.id)
 
-    def history(
-        self, session_id: str
-    ) -> builtins.list[builtins.list[Message]]:
+    def history(self, session_id: str) -> builtins.list[builtins.list[Message]]:
         with self._mutex:
             return [list(w) for w in self._find(session_id).windows]
 

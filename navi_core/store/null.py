@@ -40,9 +40,7 @@ class NullStore:
     def load(self, session_id: str) -> Conversation:
         raise SessionNotFound(f"NullStore keeps no sessions ({session_id!r})")
 
-    def history(
-        self, session_id: str
-    ) -> builtins.list[builtins.list[Message]]:
+    def history(self, session_id: str) -> builtins.list[builtins.list[Message]]:
         raise SessionNotFound(f"NullStore keeps no sessions ({session_id!r})")
 
     def append(self, session_id: str, messages: Sequence[Message]) -> None:
