@@ -291,9 +291,10 @@ class Stream:
                 self._compaction = pending
                 self._queue.append(pending.started)
                 return
-        wait = self._retry_at - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
+        while (wait := self._retry_at - time.monotonic()) > 0:
+            if self._cancelled:
+                return  # next() ends the turn as cancelled
+            time.sleep(min(wait, _POLL_SECONDS))
         request = ProviderRequest(
             tuple(agent.conversation.dialogue()),
             agent.conversation.system_prompt(),

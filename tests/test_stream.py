@@ -347,6 +347,20 @@ def test_cancel_ends_with_cancelled():
     assert events[-1].stop_reason is StopReason.CANCELLED
 
 
+def test_cancel_from_another_thread_interrupts_a_retry_wait():
+    import threading
+
+    cfg = Config(retry=RetryPolicy(initial_delay_ms=30_000, max_delay_ms=30_000))
+    p = Scripted([RateLimited("wait", status_code=429, retry_after_ms=30_000)])
+    stream = Agent(p, config=cfg).run("x")
+    assert isinstance(stream.next(), ProviderRetry)
+    threading.Timer(0.2, stream.cancel).start()
+    t0 = time.monotonic()
+    done = stream.next()
+    assert isinstance(done, TurnComplete) and done.stop_reason is StopReason.CANCELLED
+    assert time.monotonic() - t0 < 5 and p.calls == 1
+
+
 def test_steering_message_is_applied_before_next_response():
     p = Scripted([[ToolUse("a", "echo", '{"text":"1"}')], [Text("ok")]])
     agent = Agent(p, tools=[echo])
