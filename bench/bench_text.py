@@ -57,7 +57,9 @@ def best(fn: Callable[[], object], repeat: int, budget: float = 0.05) -> float:
 def compare(title: str, rows: dict[str, float], unit: float, unit_name: str) -> None:
     """Print each row's time, throughput and speed relative to the first row."""
     first = next(iter(rows.values()))
-    print(f"\n{title}{'time':>{44 - len(title)}}  {'throughput':>17}  speed vs 1st")
+    print(
+        f"\n{title} {'time':>{max(4, 43 - len(title))}}  {'throughput':>17}  speed vs 1st"
+    )
     for name, seconds in rows.items():
         print(
             f"  {name:28} {seconds * 1e6:10.1f} us  {unit / seconds / 1e6:9.1f} {unit_name}/s"
