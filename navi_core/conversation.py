@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
+
+import orjson
 
 __all__ = [
     "Block",
@@ -28,6 +30,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "WireIdentity",
+    "decode_arguments",
 ]
 
 Role: TypeAlias = Literal["system", "user", "assistant"]
@@ -62,6 +65,17 @@ class ToolUse:
     id: str
     name: str
     input: str
+
+
+def decode_arguments(raw: str) -> dict[str, Any] | str:
+    """Tool-call arguments as a dict, or the reason they are not one JSON object."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return f"invalid JSON ({exc})"
+    if not isinstance(value, dict):
+        return f"expected a JSON object, got {type(value).__name__}"
+    return value
 
 
 @dataclass(frozen=True, slots=True)

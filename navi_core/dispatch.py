@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import queue
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -18,12 +18,20 @@ from typing import Any
 import orjson
 
 from .config import ImageLimits
-from .conversation import Message, Part, TextPart, ToolResult, ToolUse, WireIdentity
+from .conversation import (
+    Message,
+    Part,
+    TextPart,
+    ToolResult,
+    ToolUse,
+    WireIdentity,
+    decode_arguments,
+)
 from .errors import Cancelled
 from .events import Event, ToolFinished, ToolStarted
 from .tools import Tool, ToolCall, ToolRegistry, ToolSource, to_parts
 
-__all__ = ["ABORTING", "Dispatch", "error_result", "interrupted_results"]
+__all__ = ["ABORTING", "Dispatch", "describe", "error_result", "interrupted_results"]
 
 #: Exceptions that abort the whole turn instead of becoming an error result.
 ABORTING: tuple[type[BaseException], ...] = (Cancelled, KeyboardInterrupt, MemoryError)
@@ -35,34 +43,33 @@ def error_result(call_id: str, text: str) -> ToolResult:
 
 
 def interrupted_results(
-    uses: Sequence[ToolUse], wire: WireIdentity | None = None
+    uses: Sequence[ToolUse],
+    wire: WireIdentity | None = None,
+    known: Mapping[str, ToolResult] | None = None,
 ) -> Message:
-    """Error results for calls whose run was interrupted; they are never re-run."""
+    """Results for calls whose run was interrupted (crash, abort, close).
+
+    Calls whose result is ``known`` keep it; the others get an error result saying
+    they may or may not have run. They are never re-run by navi_core.
+    """
+    known = known or {}
     results = tuple(
-        error_result(
+        known.get(u.id)
+        or error_result(
             u.id,
-            f"Tool {u.name!r} was interrupted before it returned a result; it was not "
-            "run again. Call it again if it is still needed.",
+            f"Tool {u.name!r} was interrupted before it returned a result: it may or "
+            "may not have taken effect, and it was not run again. Check before "
+            "calling it again.",
         )
         for u in uses
     )
     return Message("user", results, wire=wire)
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
+    """``Type: message`` (or just ``Type``), for error texts."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def parse_arguments(use: ToolUse) -> dict[str, Any] | str:
-    """The decoded argument object, or the reason it is not a complete JSON object."""
-    try:
-        value = orjson.loads(use.input)
-    except orjson.JSONDecodeError as exc:
-        return f"invalid JSON ({exc})"
-    if not isinstance(value, dict):
-        return f"expected a JSON object, got {type(value).__name__}"
-    return value
 
 
 @dataclass(slots=True)
@@ -99,7 +106,7 @@ class Dispatch:
                 known = ", ".join(registry.names()) or "none"
                 self._reject(i, f"Unknown tool {use.name!r}; available tools: {known}.")
                 continue
-            args = parse_arguments(use)
+            args = decode_arguments(use.input)
             if isinstance(args, str):
                 self._reject(
                     i,
@@ -133,7 +140,7 @@ class Dispatch:
             self._inbox.put(("abort", exc))
             return
         except BaseException as exc:  # every other failure becomes a readable result
-            text = f"Tool {t.name!r} failed: {_describe(exc)}"
+            text = f"Tool {t.name!r} failed: {describe(exc)}"
             outcome = _Outcome((TextPart(text),), True, time.perf_counter() - t0)
         self._inbox.put(("finished", i, outcome))
 
@@ -156,7 +163,7 @@ class Dispatch:
         except BaseException as exc:
             seconds = time.perf_counter() - t0
             for i, call in calls:
-                text = f"Tool {call.name!r} failed: {_describe(exc)}"
+                text = f"Tool {call.name!r} failed: {describe(exc)}"
                 self._inbox.put(
                     ("finished", i, _Outcome((TextPart(text),), True, seconds))
                 )
@@ -167,13 +174,13 @@ class Dispatch:
                 self._inbox.put(("abort", value))
                 return
             if isinstance(value, BaseException):
-                text = f"Tool {call.name!r} failed: {_describe(value)}"
+                text = f"Tool {call.name!r} failed: {describe(value)}"
                 outcome = _Outcome((TextPart(text),), True, seconds)
             else:
                 try:
                     outcome = _Outcome(to_parts(value, self._limits), False, seconds)
                 except Exception as exc:
-                    text = f"Tool {call.name!r} returned an unusable value: {_describe(exc)}"
+                    text = f"Tool {call.name!r} returned an unusable value: {describe(exc)}"
                     outcome = _Outcome((TextPart(text),), True, seconds)
             self._inbox.put(("finished", i, outcome))
 
@@ -214,6 +221,22 @@ class Dispatch:
                     ToolFinished(use.id, use.name, outcome.is_error, outcome.seconds)
                 )
         return events
+
+    def finished_results(self) -> dict[str, ToolResult]:
+        """The results of the calls that finished so far, by call id."""
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if item[0] == "finished" and self._outcomes[item[1]] is None:
+                self._outcomes[item[1]] = item[2]
+                self._pending -= 1
+        return {
+            use.id: ToolResult(use.id, o.parts, o.is_error)
+            for use, o in zip(self._uses, self._outcomes, strict=True)
+            if o is not None
+        }
 
     def cancelled_message(self) -> Message:
         """Results for a cancelled batch: finished calls keep theirs, the rest say so."""

@@ -23,7 +23,7 @@ import httpx
 import orjson
 
 from ..config import Timeout
-from ..conversation import WireIdentity
+from ..conversation import WireIdentity, decode_arguments
 from ..errors import MalformedStream, ProviderError, TransportError
 from .base import DeltaStream, ProviderRequest
 from .errormap import clip, error_fields, error_for_stream, error_from_body, redact
@@ -60,10 +60,7 @@ def json_object(raw: str) -> dict[str, Any] | None:
     templates that parse them refuse the whole request. The error result the dispatch
     sent for that call already tells the model why it failed.
     """
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
+    value = decode_arguments(raw)
     return value if isinstance(value, dict) else None
 
 
