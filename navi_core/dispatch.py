@@ -15,8 +15,6 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from .config import ImageLimits
 from .conversation import (
     Message,
