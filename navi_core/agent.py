@@ -9,7 +9,15 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from .config import Config
-from .conversation import Conversation, Message, System, ToolUse, UserMessage
+from .conversation import (
+    Conversation,
+    Message,
+    System,
+    ToolResult,
+    ToolUse,
+    UserMessage,
+    scrub_text,
+)
 from .dispatch import Dispatch, interrupted_results
 from .events import Compacted
 from .providers.base import Provider, ToolSpec
@@ -33,7 +41,8 @@ class Agent:
         store: where the session lives; a ``MemoryStore`` by default.
         session: None starts a new session, "latest" resumes the most recent one,
             anything else is a session id or unique id prefix.
-        system: a system prompt added to a new session.
+        system: the system prompt; added to a new session, and replacing the
+            stored one when a resumed session has a different prompt.
         config: loop settings; ``set_config`` replaces them between responses.
 
     Raises:
@@ -63,7 +72,9 @@ class Agent:
         self._mutex = threading.Lock()
         self._steering: list[Message] = []
         self._unsaved: list[Message] = []
+        self._known_results: dict[str, ToolResult] = {}
         self._executor: ThreadPoolExecutor | None = None
+        self._executor_size = 0
         self._stream: Stream | None = None
         self._closed = False
         if session is None:
@@ -81,7 +92,8 @@ class Agent:
             )
             self.conversation.session_id = info.id
             if system is not None and system != self.conversation.system_prompt():
-                self.add_system_message(system)
+                new_session = not self.conversation.messages
+                self.add_system_message(system, "append" if new_session else "replace")
         except BaseException:
             self._lock.release()
             raise
@@ -243,10 +255,17 @@ class Agent:
             return
         uses: Sequence[ToolUse] = last.tool_uses
         if uses:
-            self._commit(interrupted_results(uses, self.provider.wire))
+            known, self._known_results = self._known_results, {}
+            self._commit(interrupted_results(uses, self.provider.wire, known))
+
+    def _keep_results(self, results: dict[str, ToolResult]) -> None:
+        """Results of calls that finished in a batch the turn abandoned."""
+        self._known_results.update(results)
 
     def _commit(self, message: Message) -> None:
         """Append a message to the conversation and persist it at once."""
+        if message.role != "assistant":
+            message = scrub_text(message)
         if message.wire is None:
             message = message.with_wire(self.provider.wire)
         self.conversation.messages.append(message)
@@ -259,6 +278,10 @@ class Agent:
             self.store.append(self.session_id, batch)
             del self._unsaved[: len(batch)]
 
+    def _has_steering(self) -> bool:
+        with self._mutex:
+            return bool(self._steering)
+
     def _apply_steering(self) -> None:
         with self._mutex:
             steering, self._steering = self._steering, []
@@ -266,10 +289,13 @@ class Agent:
             self._commit(m)
 
     def _dispatch(self, uses: Sequence[ToolUse], config: Config) -> Dispatch:
-        if self._executor is None:
+        if self._executor is None or self._executor_size != config.max_tool_threads:
+            if self._executor is not None:
+                self._executor.shutdown(wait=False)
             self._executor = ThreadPoolExecutor(
                 max_workers=config.max_tool_threads, thread_name_prefix="navi-tool"
             )
+            self._executor_size = config.max_tool_threads
         return Dispatch(
             uses, self._registry, self._executor, config.images, self.provider.wire
         )

@@ -31,6 +31,7 @@ __all__ = [
     "UserMessage",
     "WireIdentity",
     "decode_arguments",
+    "scrub_text",
 ]
 
 Role: TypeAlias = Literal["system", "user", "assistant"]
@@ -225,6 +226,46 @@ class Message:
     def with_wire(self, wire: WireIdentity | None) -> Message:
         """A copy stamped with a wire identity."""
         return Message(self.role, self.content, self.usage, self.stop_reason, wire)
+
+
+def _clean(text: str) -> str:
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates, e.g. from os.fsdecode
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def _clean_block(block: Block) -> Block:
+    if isinstance(block, Text):
+        return Text(_clean(block.text))
+    if isinstance(block, ToolResult):
+        parts = tuple(
+            TextPart(_clean(p.text)) if isinstance(p, TextPart) else p
+            for p in block.parts
+        )
+        return ToolResult(block.tool_use_id, parts, block.is_error)
+    if isinstance(block, System):
+        return System(_clean(block.text), block.mode)
+    if isinstance(block, CompactionSummary):
+        return CompactionSummary(_clean(block.text))
+    return block
+
+
+def scrub_text(message: Message) -> Message:
+    """The message with lone surrogates replaced by U+FFFD, so it can be encoded.
+
+    Text from ``os.listdir`` or ``sys.argv`` may hold them; no JSON encoder or store
+    accepts them. Returns the same object when there is nothing to replace.
+    """
+    content = tuple(_clean_block(b) for b in message.content)
+    if content == message.content:
+        return message
+    return Message(
+        message.role, content, message.usage, message.stop_reason, message.wire
+    )
 
 
 def UserMessage(content: str | Iterable[Block]) -> Message:

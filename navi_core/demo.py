@@ -61,7 +61,8 @@ def demo_tools(root: Path) -> list[Tool]:
             path: file relative to the workspace root.
             max_chars: read at most this many characters.
         """
-        return resolve(path).read_text(encoding="utf-8")[:max_chars]
+        with resolve(path).open(encoding="utf-8", errors="replace") as f:
+            return f.read(max_chars)
 
     @tool
     def word_count(path: str) -> dict[str, int]:

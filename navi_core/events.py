@@ -151,7 +151,8 @@ class ProviderRetry(Event):
 
     ``error`` is the error class name (e.g. "RateLimited"), ``message`` its text,
     ``retry_after_ms`` the provider's own hint as sent (before capping), and
-    ``compaction`` is True when the retry follows a compaction of the context.
+    ``compaction`` is True when the retry concerns compaction: the request is re-sent
+    after compacting an overflowing context, or a failed summary request is retried.
     """
 
     attempt: int

@@ -24,6 +24,7 @@ Phases::
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import random
 import time
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Final
 
 from .config import Config
 from .conversation import Message, Usage
-from .dispatch import Dispatch
+from .dispatch import Dispatch, describe
 from .errors import (
     Cancelled,
     ContextOverflow,
@@ -79,9 +80,7 @@ class Phase(enum.Enum):
 
 
 TRANSITIONS: Final[Mapping[Phase, frozenset[Phase]]] = {
-    Phase.TURN_START: frozenset(
-        {Phase.TURN_START, Phase.STREAMING, Phase.DONE, Phase.FAILED}
-    ),
+    Phase.TURN_START: frozenset({Phase.STREAMING, Phase.DONE, Phase.FAILED}),
     # STREAMING -> DONE only through cancel()
     Phase.STREAMING: frozenset(
         {Phase.AFTER_RESPONSE, Phase.TURN_START, Phase.DONE, Phase.FAILED}
@@ -122,6 +121,7 @@ class Stream:
         self._compaction: PendingCompaction | None = None  # announced, not yet run
         self._compacted_for_request = False
         self._after_compaction: ProviderRetry | None = None
+        self._summary_attempt = 1
         self._iterations = 0
         self._tool_calls = 0
         self._usage = Usage()
@@ -166,11 +166,11 @@ class Stream:
                 if self._phase is Phase.FAILED:
                     self._raise_failure()
                 return None
-            if self._cancelled:
-                self._cancel_turn()
-                continue
             try:
-                step()
+                if self._cancelled:
+                    self._cancel_turn()
+                else:
+                    step()
             except BaseException as exc:
                 self._fail(exc)
 
@@ -187,6 +187,7 @@ class Stream:
             return
         self._closed = True
         self._release_response()
+        self._keep_finished_results()
         if self._phase not in (Phase.DONE, Phase.FAILED):
             self._error = Cancelled("the stream was closed before the turn ended")
             self._error_raised = True
@@ -211,7 +212,13 @@ class Stream:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        if exc is None:
+            self.close()
+            return
+        # The error in flight matters more than a failure to persist on the way out;
+        # unsaved messages stay queued on the agent for its next flush.
+        with contextlib.suppress(Exception):
+            self.close()
 
     def __repr__(self) -> str:
         return (
@@ -229,9 +236,22 @@ class Stream:
 
     def _fail(self, exc: BaseException) -> None:
         self._release_response()
+        self._keep_finished_results()
         self._error = exc
         self._enter(Phase.FAILED)
-        self._agent._flush()
+        # persist what was committed; a store failure here must not hide ``exc``
+        with contextlib.suppress(Exception):
+            self._agent._flush()
+
+    def _keep_finished_results(self) -> None:
+        """Hand the results of calls that finished to the agent when a batch is abandoned.
+
+        The turn appends nothing more; the agent uses them when it answers the
+        abandoned calls before the next turn, so no finished call is reported lost.
+        """
+        dispatch, self._dispatch = self._dispatch, None
+        if dispatch is not None:
+            self._agent._keep_results(dispatch.finished_results())
 
     def _raise_failure(self) -> None:
         err = self._error
@@ -239,7 +259,7 @@ class Stream:
         if not self._error_raised:
             self._error_raised = True
             raise err
-        raise StreamPoisoned(f"the turn failed earlier: {_describe(err)}") from err
+        raise StreamPoisoned(f"the turn failed earlier: {describe(err)}") from err
 
     def _finish(self, reason: StopReason) -> None:
         self._release_response()
@@ -269,32 +289,26 @@ class Stream:
     # -- handlers ---------------------------------------------------------------------
 
     def _turn_start(self) -> None:
-        """Take the config snapshot, apply steering, then open a response (with retries)."""
+        """Take the config snapshot, compact if needed, apply steering, open a response."""
         agent = self._agent
         self._config = config = agent.config
         if self._iterations >= config.max_iterations:
             self._finish(StopReason.MAX_ITERATIONS)
             return
-        agent._apply_steering()
-        pending = self._compaction
-        if pending is not None:
-            self._compaction = None
-            self._compacted_for_request = True
-            self._queue.append(agent._run_compaction(config, pending))
-            notice, self._after_compaction = self._after_compaction, None
-            if notice is not None:
-                self._queue.append(notice)
+        while (wait := self._retry_at - time.monotonic()) > 0:
+            if self._cancelled:
+                return  # next() ends the turn as cancelled
+            time.sleep(min(wait, _POLL_SECONDS))
+        if self._compaction is not None:
+            self._compact(config, self._compaction)
             return
+        agent._apply_steering()
         if self._attempt == 1 and not self._compacted_for_request:
             pending = agent._plan_compaction(config, reason="threshold")
             if pending is not None:
                 self._compaction = pending
                 self._queue.append(pending.started)
                 return
-        while (wait := self._retry_at - time.monotonic()) > 0:
-            if self._cancelled:
-                return  # next() ends the turn as cancelled
-            time.sleep(min(wait, _POLL_SECONDS))
         request = ProviderRequest(
             tuple(agent.conversation.dialogue()),
             agent.conversation.system_prompt(),
@@ -308,6 +322,34 @@ class Stream:
             return
         self._enter(Phase.STREAMING)
 
+    def _compact(self, config: Config, pending: PendingCompaction) -> None:
+        """Run an announced compaction; its summary request is retried like any other.
+
+        When the summary keeps failing, a threshold compaction is skipped (the request
+        still fits) and an overflow compaction fails the turn.
+        """
+        try:
+            compacted = self._agent._run_compaction(config, pending)
+        except ProviderError as exc:
+            policy = config.retry
+            if exc.retryable and self._summary_attempt < policy.max_attempts:
+                self._schedule_retry(exc, self._summary_attempt, compaction=True)
+                self._summary_attempt += 1
+                return
+            self._compaction = self._after_compaction = None
+            self._summary_attempt = 1
+            if pending.started.reason == "overflow":
+                raise
+            self._compacted_for_request = True  # send the request uncompacted
+            return
+        self._compaction = None
+        self._summary_attempt = 1
+        self._compacted_for_request = True
+        self._queue.append(compacted)
+        notice, self._after_compaction = self._after_compaction, None
+        if notice is not None:
+            self._queue.append(notice)
+
     def _streaming(self) -> None:
         """Pump the response; commit the message once it is complete."""
         response = self._response
@@ -315,7 +357,7 @@ class Stream:
         queue = self._queue
         try:
             while not response.produce(queue):
-                if queue:
+                if queue or self._cancelled:
                     return
         except ProviderError as exc:
             self._release_response()
@@ -329,6 +371,7 @@ class Stream:
         self._last = message
         self._attempt = 1
         self._compacted_for_request = False
+        self._overflow_compacted = False
         self._retry_at = 0.0
         self._iterations += 1
         self._usage = self._usage + complete.usage
@@ -350,6 +393,9 @@ class Stream:
         if dispatch is None:
             uses = message.tool_uses
             if not uses:
+                if self._agent._has_steering():
+                    self._enter(Phase.TURN_START)  # answer what arrived meanwhile
+                    return
                 max_tokens = message.stop_reason == "max_tokens"
                 self._finish(
                     StopReason.MAX_TOKENS if max_tokens else StopReason.END_TURN
@@ -400,22 +446,25 @@ class Stream:
         policy = config.retry
         if not exc.retryable or self._attempt >= policy.max_attempts:
             raise exc
-        delay = policy.delay_ms(self._attempt, exc.retry_after_ms, self._rng)
+        self._schedule_retry(exc, self._attempt)
+        self._attempt += 1
+
+    def _schedule_retry(
+        self, exc: ProviderError, attempt: int, *, compaction: bool = False
+    ) -> None:
+        """Queue the ``ProviderRetry`` notice and set when the next attempt may start."""
+        policy = self._config.retry
+        delay = policy.delay_ms(attempt, exc.retry_after_ms, self._rng)
         self._queue.append(
             ProviderRetry(
-                self._attempt,
+                attempt,
                 policy.max_attempts,
                 delay,
                 type(exc).__name__,
                 exc.status_code,
                 exc.retry_after_ms,
                 exc.message,
+                compaction,
             )
         )
-        self._attempt += 1
         self._retry_at = time.monotonic() + delay / 1000.0
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -54,6 +54,9 @@ class Tool:
     description: str
     parameters: dict[str, Any] = field(hash=False, repr=False)
     fn: Callable[..., Any] = field(repr=False)
+    hints: dict[str, Any] = field(
+        default_factory=dict, hash=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -68,7 +71,10 @@ class Tool:
 
     def invoke(self, arguments: Mapping[str, Any]) -> Any:
         """Call the function with JSON arguments converted to the annotated types."""
-        return self.fn(**_convert_arguments(self.fn, arguments))
+        hints = self.hints
+        return self.fn(
+            **{k: _convert(hints.get(k, Any), v) for k, v in arguments.items()}
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -118,6 +124,7 @@ def tool(
             description if description is not None else summary,
             _function_schema(f, arg_docs),
             f,
+            _hints(f),
         )
 
     return build(fn) if fn is not None else build
@@ -241,7 +248,12 @@ def schema_for(tp: Any, *, where: str = "value") -> dict[str, Any]:
         return options[0] if len(options) == 1 else {"anyOf": options}
     if origin is Literal:
         return {"enum": list(args)}
-    if tp in (list, Sequence, tuple) or origin in (list, Sequence, set, frozenset):
+    if tp in (list, Sequence, tuple, set, frozenset) or origin in (
+        list,
+        Sequence,
+        set,
+        frozenset,
+    ):
         out: dict[str, Any] = {"type": "array"}
         if args:
             out["items"] = schema_for(args[0], where=where)
@@ -272,16 +284,19 @@ def schema_for(tp: Any, *, where: str = "value") -> dict[str, Any]:
 
 def _record_schema(tp: type, where: str, *, dataclass_fields: bool) -> dict[str, Any]:
     hints = typing.get_type_hints(tp)
-    props = {k: schema_for(v, where=f"{where}.{k}") for k, v in hints.items()}
     if dataclass_fields:
+        fields = [f for f in dataclasses.fields(tp) if f.init]
+        props = {
+            f.name: schema_for(hints[f.name], where=f"{where}.{f.name}") for f in fields
+        }
         required = [
             f.name
-            for f in dataclasses.fields(tp)
+            for f in fields
             if f.default is dataclasses.MISSING
             and f.default_factory is dataclasses.MISSING
         ]
-        props = {f.name: props[f.name] for f in dataclasses.fields(tp) if f.init}
     else:
+        props = {k: schema_for(v, where=f"{where}.{k}") for k, v in hints.items()}
         required = sorted(getattr(tp, "__required_keys__", hints.keys()))
     out: dict[str, Any] = {"type": "object", "properties": props}
     if required:
@@ -292,15 +307,12 @@ def _record_schema(tp: type, where: str, *, dataclass_fields: bool) -> dict[str,
     return out
 
 
-def _convert_arguments(
-    fn: Callable[..., Any], arguments: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Map JSON values onto the annotated parameter types (dataclasses, enums, tuples)."""
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The parameter type hints, read once when the tool is built."""
     try:
-        hints = typing.get_type_hints(fn)
+        return typing.get_type_hints(fn)
     except Exception:
-        return dict(arguments)
-    return {k: _convert(hints.get(k, Any), v) for k, v in arguments.items()}
+        return {}
 
 
 def _convert(tp: Any, value: Any) -> Any:

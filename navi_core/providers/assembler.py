@@ -6,6 +6,7 @@ tool-call assembly behave the same whatever produced the deltas.
 
 from __future__ import annotations
 
+import secrets
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -161,7 +162,7 @@ class ResponseAssembler:
                 push(ThinkingDelta(text))
             elif kind == D.SIGNATURE:
                 cur = self._cur
-                if cur is None or cur[0] != _THINKING:
+                if cur is None or cur[0] not in (_THINKING, _SEALED_THINKING):
                     cur = self._open(_THINKING)
                 cur[0] = _SEALED_THINKING
                 cur[2] = (cur[2] or "") + d[1]
@@ -169,7 +170,8 @@ class ResponseAssembler:
                 index, call_id, name = d[1], d[2], d[3]
                 if index in self._tools:
                     continue
-                call_id = call_id or f"call_{index}"
+                # servers that send no id (some llama.cpp builds) still need unique ones
+                call_id = call_id or f"call_{secrets.token_hex(6)}_{index}"
                 self._tools[index] = self._open(_TOOL, (call_id, name))
                 self._cur = None
                 push(ToolCallStart(index, call_id, name))

@@ -6,6 +6,7 @@ import builtins
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -39,18 +40,21 @@ class _Session:
     locked: bool = False
 
 
+def _unlock(store: MemoryStore, session: _Session) -> None:
+    with store._mutex:
+        session.locked = False
+
+
 class _MemoryLock:
-    __slots__ = ("_session", "_store")
+    """Freed by ``release()`` or, like a dead process's flock, when it is collected."""
+
+    __slots__ = ("__weakref__", "_finalizer")
 
     def __init__(self, store: MemoryStore, session: _Session) -> None:
-        self._store: MemoryStore | None = store
-        self._session = session
+        self._finalizer = weakref.finalize(self, _unlock, store, session)
 
     def release(self) -> None:
-        store, self._store = self._store, None
-        if store is not None:
-            with store._mutex:
-                self._session.locked = False
+        self._finalizer()
 
 
 class MemoryStore:
