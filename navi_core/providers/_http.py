@@ -4,31 +4,39 @@ One ``httpx.Client`` per provider (keep-alive across requests), ``Timeout`` turn
 ``httpx.Timeout``, httpx failures turned into ``TransportError`` at one boundary,
 error statuses turned into the navi_core error tree (``errormap``), the server's
 retry hint, and the streaming loop that feeds raw body bytes to a core parser.
-Secrets (the API key, credential headers) are redacted from every message built here.
+Secrets (the API key, credential headers, credentials in the base URL) are redacted
+from every error message raised here, in-stream error objects included, and the base
+URL is shown and recorded only in its public form (``codec.public_url``).
 """
 
 from __future__ import annotations
 
+import copy
 import email.utils
 import math
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timezone
 from itertools import islice
 from typing import Any, ClassVar, Protocol, TypeVar
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 import httpx
 import orjson
 
+from ..codec import public_url
 from ..config import Timeout
 from ..conversation import WireIdentity, decode_arguments
 from ..errors import MalformedStream, ProviderError, TransportError
+from ..events import Event
 from .base import DeltaStream, ProviderRequest
 from .errormap import clip, error_fields, error_for_stream, error_from_body, redact
 
 __all__ = [
+    "MAX_RETRY_AFTER_MS",
     "HTTPProvider",
     "Parser",
     "ResponseStream",
@@ -42,6 +50,13 @@ __all__ = [
 _MAX_ERROR_BODY = 64 * 1024
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie", re.IGNORECASE)
 _NUMBER = re.compile(r"\s*(\d+(?:\.\d*)?)\s*")
+
+MAX_RETRY_AFTER_MS = 24 * 60 * 60 * 1000
+"""Longest server retry hint taken as given (one day); longer or endless ones are cut.
+
+``RetryPolicy.max_delay_ms`` caps the actual wait; this bound keeps an absurd header
+(hundreds of digits, a date in the year 9999) a number instead of an OverflowError.
+"""
 
 
 class Parser(Protocol):
@@ -119,7 +134,9 @@ def parse_retry_after(
     """The server's retry hint in milliseconds, or None when it sent none we can read.
 
     ``retry-after-ms`` wins; then ``Retry-After`` as seconds (int or float) or as an
-    HTTP date (the wait until then, never negative). ``now`` is a Unix time for tests.
+    HTTP date (the wait until then, never negative). Hints above
+    ``MAX_RETRY_AFTER_MS`` (or too large for a float) become that bound, so a hostile
+    or broken header still leaves a retryable error. ``now`` is a Unix time for tests.
     """
     if not isinstance(headers, httpx.Headers):
         headers = httpx.Headers(headers)
@@ -127,21 +144,28 @@ def parse_retry_after(
     if raw is not None:
         ms = _non_negative(raw)
         if ms is not None:
-            return math.ceil(ms)
+            return _bounded_ms(ms)
     raw = headers.get("retry-after")
     if raw is None:
         return None
     seconds = _non_negative(raw)
     if seconds is not None:
-        return math.ceil(seconds * 1000)
+        return _bounded_ms(seconds * 1000)
     try:
         when = email.utils.parsedate_to_datetime(raw.strip())
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     wait = when.timestamp() - (time.time() if now is None else now)
-    return max(0, math.ceil(wait * 1000))
+    return _bounded_ms(max(0.0, wait * 1000))
+
+
+def _bounded_ms(ms: float) -> int:
+    """A non-negative wait in ms as an int, at most ``MAX_RETRY_AFTER_MS``."""
+    if not math.isfinite(ms) or ms >= MAX_RETRY_AFTER_MS:
+        return MAX_RETRY_AFTER_MS
+    return math.ceil(ms)
 
 
 def _non_negative(raw: str) -> float | None:
@@ -180,9 +204,40 @@ class ResponseStream(DeltaStream):
     After the terminator the rest of the body (normally just the end of the chunked
     encoding) is read, as the vendors' SDKs do, so the connection returns to the pool
     instead of being dropped; a stream closed early closes its connection.
+
+    Errors raised while producing carry redacted, clipped messages: an error object
+    sent inside the stream is the server's text, and a server may echo the key.
     """
 
-    __slots__ = ()
+    __slots__ = ("_secrets",)
+
+    def __init__(
+        self,
+        batches: Iterator[Sequence[tuple[Any, ...]]],
+        wire: WireIdentity,
+        *,
+        on_close: Callable[[], None] | None = None,
+        secrets: Sequence[str] = (),
+    ) -> None:
+        super().__init__(batches, wire, on_close=on_close)
+        self._secrets = tuple(secrets)
+
+    def produce(self, queue: deque[Event]) -> bool:
+        """``DeltaStream.produce``, with secrets redacted from any ``ProviderError``.
+
+        Raises:
+            ProviderError: of the class the failure mapped to, its message redacted
+                and cut to ``MAX_MESSAGE_CHARS``.
+        """
+        try:
+            return super().produce(queue)
+        except ProviderError as exc:
+            clean = _scrubbed(exc, self._secrets)
+            if clean is exc:
+                raise
+        # Raised outside the handler, so the unredacted original is neither the
+        # cause nor the context of what the caller sees (tracebacks print both).
+        raise clean
 
     def close(self) -> None:
         if self._complete:
@@ -195,6 +250,23 @@ class ResponseStream(DeltaStream):
         if close is not None:
             close()
         super().close()
+
+
+def _scrubbed(exc: ProviderError, secrets: Sequence[str]) -> ProviderError:
+    """``exc`` itself when its message is clean, else a copy with a clean message.
+
+    The copy has the same class and attributes (status_code, retry_after_ms, offset),
+    the original's traceback and cause, and no context.
+    """
+    message = clip(redact(exc.message, secrets))
+    if message == exc.message and exc.args == (message,):
+        return exc
+    clean = copy.copy(exc)
+    clean.message = message
+    clean.args = (message,)
+    clean.__cause__ = exc.__cause__
+    clean.__suppress_context__ = True
+    return clean.with_traceback(exc.__traceback__)
 
 
 _DRAIN_BATCHES = 16
@@ -224,13 +296,22 @@ class HTTPProvider:
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty string")
-        base_url = base_url.rstrip("/")
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(
-                f"base_url must start with http:// or https://: {base_url!r}"
+                "base_url must start with http:// or https://: "
+                f"{public_url(base_url)!r}"
             )
-        self._wire = WireIdentity(self.api_style, base_url, model)
-        self._url = base_url + self.path
+        try:
+            parts = urlsplit(base_url)
+        except ValueError as exc:
+            raise ValueError(
+                f"base_url is not a URL: {public_url(base_url)!r}"
+            ) from exc
+        root = parts._replace(path=parts.path.rstrip("/"))
+        # Only the request URL keeps user info and query; everything shown or stored
+        # (wire, repr, messages, sessions) gets the public form.
+        self._wire = WireIdentity(self.api_style, public_url(root.geturl()), model)
+        self._url = urlunsplit(root._replace(path=root.path + self.path))
         merged = {
             "content-type": "application/json",
             "accept": "text/event-stream",
@@ -243,7 +324,8 @@ class HTTPProvider:
         self._secrets = tuple(
             sorted(
                 {v for k, v in merged.items() if _SECRET_HEADER.search(k) and v}
-                | {part for v in merged.values() for part in _bearer(v)},
+                | {part for v in merged.values() for part in _bearer(v)}
+                | _url_secrets(root.geturl(), self._wire.base_url),
                 key=len,
                 reverse=True,
             )
@@ -264,7 +346,7 @@ class HTTPProvider:
 
     @property
     def base_url(self) -> str:
-        """The API root, without a trailing slash."""
+        """The public API root: no trailing slash, user info or secret parameters."""
         return self._wire.base_url
 
     def __repr__(self) -> str:
@@ -305,6 +387,7 @@ class HTTPProvider:
             _batches(response, self._parser(), self._secrets),
             self._wire,
             on_close=response.close,
+            secrets=self._secrets,
         )
 
     def _check(self, response: httpx.Response) -> None:
@@ -338,6 +421,25 @@ class HTTPProvider:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _url_secrets(url: str, public: str) -> set[str]:
+    """What ``public_url`` dropped from ``url``: the password (or a lone user name,
+    as in ``https://KEY@host``) and the values of the query parameters it removed."""
+    if url == public:
+        return set()
+    parts = urlsplit(url)
+    found = {parts.password or parts.username or ""}
+    try:
+        kept = set(parse_qsl(urlsplit(public).query, keep_blank_values=True))
+    except ValueError:
+        kept = set()
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    found.update(v for k, v in pairs if (k, v) not in kept)
+    # Both spellings: a message may quote the URL (encoded) or the value (decoded).
+    found |= {unquote(v) for v in found} | {quote(v, safe="") for v in found}
+    found.discard("")
+    return found
 
 
 def _bearer(value: str) -> tuple[str, ...]:

@@ -3,6 +3,13 @@
 An HTTP status, the error body's own message and type, or an error object sent inside
 a stream become one ``ProviderError`` subclass. Messages are the provider's words,
 with secrets redacted and cut to ``MAX_MESSAGE_CHARS``.
+
+Statuses: 429 ``RateLimited``; 529 (or an ``overloaded_error``) ``Overloaded``; a
+context-length message on 400/413/422/500 ``ContextOverflow``; 408 Request Timeout
+``TransportError`` (the request did not reach the server in time, like a timeout on
+our side); 409 Conflict ``ServerError`` (a lock or a concurrent update on the
+provider's side); other 5xx ``ServerError``; 401/403 ``AuthFailed``; any other 4xx
+``BadRequest``. 408 and 409 are retried, as the OpenAI and Anthropic SDKs retry them.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from ..errors import (
     ProviderError,
     RateLimited,
     ServerError,
+    TransportError,
 )
 
 __all__ = [
@@ -80,6 +88,8 @@ def error_for_status(
     ``kind`` is the provider's own error type or code when the body named one
     (``overloaded_error``, ``context_length_exceeded``, ``exceed_context_size_error``);
     it refines the status: an overload is an overload whatever the status says.
+    408 becomes a retryable ``TransportError`` and 409 a retryable ``ServerError``
+    (see the module docstring).
     """
     cls: type[ProviderError]
     overflow = is_context_overflow(message) or (
@@ -91,7 +101,9 @@ def error_for_status(
         cls = Overloaded
     elif status in (400, 413, 422, 500) and overflow:
         cls = ContextOverflow
-    elif status >= 500:
+    elif status == 408:
+        cls = TransportError
+    elif status == 409 or status >= 500:  # 409: a conflict on the provider's side
         cls = ServerError
     elif status in (401, 403):
         cls = AuthFailed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import traceback
 from collections.abc import Iterator
 
 import pytest
@@ -33,6 +34,7 @@ from navi_core.errors import (
 from navi_core.events import TextDelta, ThinkingDelta, ToolCallStart
 from navi_core.providers.anthropic import Anthropic
 from navi_core.providers.base import ToolSpec
+from navi_core.providers.errormap import MAX_MESSAGE_CHARS
 
 KEY = "sk-ant-api03-test-0123456789abcdef"
 
@@ -135,6 +137,22 @@ class TestStreams:
         loopback.add(Reply.sse(body))
         with pytest.raises(RateLimited, match="Too fast"):
             drain(provider, request("hi"))
+
+    def test_in_stream_error_echoing_the_key_is_redacted_and_cut(
+        self, loopback: LoopbackServer, provider: Anthropic
+    ) -> None:
+        words = f"invalid x-api-key {KEY} " + "z" * 3_000 + KEY
+        body = anthropic_body([("text", ["x"])], error=("authentication_error", words))
+        assert b"event: error" in body
+        loopback.add(Reply.sse(body))
+        with pytest.raises(AuthFailed) as info:
+            drain(provider, request("hi"))
+        raised = info.value
+        assert raised.message.startswith("invalid x-api-key [REDACTED] zzz")
+        assert len(raised.message) == MAX_MESSAGE_CHARS
+        shown = "".join(traceback.format_exception(raised))
+        for text in (str(raised), repr(raised), repr(raised.args), shown):
+            assert KEY not in text
 
     def test_cut_before_message_stop(
         self, loopback: LoopbackServer, provider: Anthropic
@@ -403,3 +421,21 @@ class TestRequest:
         assert provider.wire.api_style == "anthropic-messages"
         with pytest.raises(ValueError, match="max_tokens"):
             Anthropic("c", loopback.url, max_tokens=0)
+
+    def test_credentials_in_base_url_are_sent_but_never_shown(
+        self, loopback: LoopbackServer
+    ) -> None:
+        raw = "https://user:s3cret@host/v1?api_key=s3cret"
+        with Anthropic("c", raw) as p:
+            assert p.wire.base_url == p.base_url == "https://host/v1"
+            assert repr(p) == "Anthropic(model='c', base_url='https://host/v1')"
+        port = loopback.url.rpartition(":")[2]
+        loopback.add(Reply.sse(anthropic_body([("text", ["ok"])])))
+        with Anthropic("c", f"http://user:s3cret@127.0.0.1:{port}/?key=s3cret") as p:
+            _, message = drain(p, request("hi"))
+        assert message.wire is not None
+        assert message.wire.base_url == f"http://127.0.0.1:{port}"
+        assert "s3cret" not in repr(message)
+        sent = loopback.requests[0]
+        assert sent.path == "/v1/messages?key=s3cret"
+        assert sent.headers["authorization"] == "Basic dXNlcjpzM2NyZXQ="

@@ -19,6 +19,7 @@ from navi_core.errors import (
     TransportError,
 )
 from navi_core.providers._http import (
+    MAX_RETRY_AFTER_MS,
     json_object,
     make_client,
     map_transport_errors,
@@ -66,6 +67,24 @@ class TestRetryAfter:
 
     def test_httpx_headers(self) -> None:
         assert parse_retry_after(httpx.Headers({"Retry-After": "4"})) == 4000
+
+    @pytest.mark.parametrize(
+        "headers",
+        [
+            {"retry-after": "9" * 400},  # float("9" * 400) is inf
+            {"retry-after-ms": "9" * 400},
+            {"retry-after": "1" + "0" * 300 + ".5"},
+            {"retry-after": "86401"},
+            {"retry-after-ms": "86400001"},
+            {"retry-after": "Fri, 31 Dec 9999 23:59:59 GMT"},
+        ],
+    )
+    def test_huge_hints_are_capped_at_one_day(self, headers: dict[str, str]) -> None:
+        assert parse_retry_after(headers, now=NOW) == MAX_RETRY_AFTER_MS == 86_400_000
+
+    def test_one_day_itself_is_kept(self) -> None:
+        assert parse_retry_after({"retry-after": "86400"}, now=NOW) == 86_400_000
+        assert parse_retry_after({"retry-after": "86399.5"}, now=NOW) == 86_399_500
 
 
 class TestProviderMessage:
@@ -138,6 +157,9 @@ class TestStatusMapping:
             (403, b"forbidden", AuthFailed),
             (404, b'{"error":{"message":"no such model"}}', BadRequest),
             (400, b'{"error":{"message":"bad field"}}', BadRequest),
+            (408, b"Request Timeout", TransportError),
+            (409, b'{"error":{"message":"lock timeout"}}', ServerError),
+            (410, b"gone", BadRequest),
         ],
     )
     def test_class(self, status: int, body: bytes, cls: type) -> None:
@@ -145,6 +167,11 @@ class TestStatusMapping:
         assert type(error) is cls
         assert error.status_code == status
         assert error.retry_after_ms == 2000
+
+    @pytest.mark.parametrize("status", [408, 409])
+    def test_timeout_and_conflict_are_retried(self, status: int) -> None:
+        # Both vendors' SDKs retry these; a 409 is a lock or race on their side.
+        assert error_from_body(status, "Reason", b"").retryable
 
     def test_empty_body_names_the_status(self) -> None:
         error = error_from_body(502, "Bad Gateway", b"")

@@ -6,6 +6,7 @@ import email.utils
 import json
 import logging
 import time
+import traceback
 from collections.abc import Iterator
 
 import httpx
@@ -27,6 +28,7 @@ from navi_core.conversation import (
 )
 from navi_core.errors import (
     AuthFailed,
+    BadRequest,
     ContextOverflow,
     MalformedStream,
     Overloaded,
@@ -37,6 +39,7 @@ from navi_core.errors import (
 )
 from navi_core.events import TextDelta, ThinkingDelta, ToolCallDelta, ToolCallStart
 from navi_core.providers.base import ToolSpec
+from navi_core.providers.errormap import MAX_MESSAGE_CHARS
 from navi_core.providers.openai_chat import OpenAIChat
 
 KEY = "sk-test-4f9a8b7c6d5e4f3a2b1c"
@@ -58,6 +61,10 @@ def _expected_text(body: bytes) -> str:
                     delta = choice["delta"]
                     out.append(delta.get("content") or delta.get("refusal") or "")
     return "".join(out)
+
+
+def _data(obj: object) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
 class TestStreams:
@@ -205,6 +212,43 @@ class TestStreams:
         loopback.add(Reply.sse(body))
         with pytest.raises(ServerError, match="The server had an error"):
             drain(provider, request("hi"))
+
+    def test_in_stream_error_echoing_the_key_is_redacted_and_cut(
+        self, loopback: LoopbackServer, provider: OpenAIChat
+    ) -> None:
+        # The key straddles the length cap: redacting after cutting would leak a part.
+        words = "x" * (MAX_MESSAGE_CHARS - 10) + f" {KEY} " + "y" * 5_000
+        error = {"error": {"message": words, "type": "invalid_request_error"}}
+        loopback.add(Reply.sse(openai_chunk({"content": "par"}) + _data(error)))
+        with pytest.raises(BadRequest) as info:
+            drain(provider, request("hi"))
+        raised = info.value
+        assert len(raised.message) == MAX_MESSAGE_CHARS
+        assert raised.message.startswith("x" * 100) and raised.message.endswith("...")
+        shown = "".join(traceback.format_exception(raised))
+        for text in (
+            str(raised),
+            repr(raised),
+            raised.message,
+            repr(raised.args),
+            shown,
+        ):
+            assert KEY not in text and KEY[:12] not in text
+
+    def test_in_stream_error_keeps_class_and_traceback(
+        self, loopback: LoopbackServer, provider: OpenAIChat
+    ) -> None:
+        error = {"error": {"message": f"boom {KEY}", "type": "server_error"}}
+        loopback.add(Reply.sse(openai_chunk({"content": "par"}) + _data(error)))
+        with pytest.raises(ServerError) as info:
+            drain(provider, request("hi"))
+        raised = info.value
+        assert raised.message == "boom [REDACTED]" and raised.args == (raised.message,)
+        assert raised.retryable and raised.status_code is None
+        assert raised.__cause__ is None and raised.__context__ is None
+        # where the error object was read is still in the traceback
+        frames = [f.name for f in traceback.extract_tb(raised.__traceback__)]
+        assert "feed" in frames
 
     def test_cut_before_done_is_malformed(
         self, loopback: LoopbackServer, provider: OpenAIChat
@@ -672,6 +716,40 @@ class TestRequest:
     def test_bad_base_url(self) -> None:
         with pytest.raises(ValueError, match="base_url"):
             OpenAIChat("m", "localhost:11434/v1")
+        with pytest.raises(ValueError, match="base_url") as info:
+            OpenAIChat("m", "ftp://user:s3cret@host/v1")
+        assert "s3cret" not in str(info.value)
+
+    def test_credentials_in_base_url_are_sent_but_never_shown(self) -> None:
+        raw = "https://user:s3cret@host/v1?api_key=s3cret"
+        with OpenAIChat("m", raw) as p:
+            assert p.wire.base_url == p.base_url == "https://host/v1"
+            assert repr(p) == "OpenAIChat(model='m', base_url='https://host/v1')"
+            assert "s3cret" not in repr(p.wire)
+
+    def test_base_url_credentials_reach_the_server(
+        self, loopback: LoopbackServer
+    ) -> None:
+        port = loopback.url.rpartition(":")[2]
+        raw = f"http://user:s3cret@127.0.0.1:{port}/v1/?api_key=s3cret&api-version=2"
+        loopback.add(Reply.sse(openai_body(["ok"])))
+        with OpenAIChat("m", raw) as p:
+            _, message = drain(p, request("hi"))
+            assert p.base_url == f"http://127.0.0.1:{port}/v1?api-version=2"
+        assert message.wire == p.wire and "s3cret" not in repr(message)
+        sent = loopback.requests[0]
+        assert sent.path == "/v1/chat/completions?api_key=s3cret&api-version=2"
+        assert sent.headers["authorization"] == "Basic dXNlcjpzM2NyZXQ="
+
+    def test_base_url_secrets_are_redacted_from_errors(
+        self, loopback: LoopbackServer
+    ) -> None:
+        port = loopback.url.rpartition(":")[2]
+        raw = f"http://127.0.0.1:{port}/v1?api_key=url-secret-77"
+        loopback.add(Reply.json(400, {"error": {"message": "bad url-secret-77"}}))
+        with OpenAIChat("m", raw) as p, pytest.raises(BadRequest) as info:
+            p.open(request("hi"))
+        assert info.value.message == "bad [REDACTED]"
 
     def test_custom_headers_and_shared_client(self, loopback: LoopbackServer) -> None:
         loopback.add(Reply.sse(openai_body(["a"])), Reply.sse(openai_body(["b"])))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from loopback import LoopbackServer, Reply
-from wire_streams import anthropic_body, openai_body
+from wire_streams import anthropic_body, openai_body, openai_chunk
 
 from navi_core import (
     Agent,
@@ -18,8 +19,11 @@ from navi_core import (
     TurnComplete,
     tool,
 )
+from navi_core.errors import BadRequest, StreamPoisoned
 from navi_core.events import Event
+from navi_core.providers._http import MAX_RETRY_AFTER_MS
 from navi_core.providers.anthropic import Anthropic
+from navi_core.providers.errormap import MAX_MESSAGE_CHARS
 from navi_core.providers.openai_chat import OpenAIChat
 from navi_core.stream import Stream
 
@@ -156,3 +160,100 @@ def test_anthropic_tool_round_trip_with_thinking(loopback: LoopbackServer) -> No
         "user",
         "assistant",
     ]
+
+
+KEY = "sk-proj-echoed-9f8e7d6c5b4a"
+
+
+def test_openai_in_stream_error_with_the_key_is_redacted_in_the_retry(
+    loopback: LoopbackServer,
+) -> None:
+    words = f"upstream said: bad key {KEY}; " + "w" * 2_000
+    error = {"error": {"message": words, "type": "server_error"}}
+    failing = (
+        openai_chunk({"content": "par"}) + b"data: %b\n\n" % json.dumps(error).encode()
+    )
+    loopback.add(Reply.sse(failing), Reply.sse(openai_body(["fine"])))
+    with OpenAIChat("gpt-test", loopback.url, KEY) as provider:
+        agent = Agent(provider, config=FAST)
+        events = _events(agent.run("hi"))
+    (retry,) = [e for e in events if isinstance(e, ProviderRetry)]
+    assert retry.error == "ServerError"
+    assert retry.message.startswith("upstream said: bad key [REDACTED]; www")
+    assert len(retry.message) == MAX_MESSAGE_CHARS
+    assert KEY not in repr(events)
+    assert agent.conversation.messages[-1].text == "fine"
+
+
+def test_anthropic_error_events_with_the_key_are_redacted(
+    loopback: LoopbackServer,
+) -> None:
+    overloaded = anthropic_body([], error=("overloaded_error", f"busy {KEY}"))
+    refused = anthropic_body(
+        [("text", ["x"])], error=("invalid_request_error", f"bad {KEY} " + "q" * 900)
+    )
+    loopback.add(Reply.sse(overloaded), Reply.sse(refused))
+    with Anthropic("claude-test", loopback.url, KEY) as provider:
+        agent = Agent(provider, config=FAST)
+        stream = agent.run("hi")
+        seen: list[Event] = []
+        with pytest.raises(BadRequest) as info:
+            while ev := stream.next():
+                seen.append(ev)
+        with pytest.raises(StreamPoisoned) as poisoned:
+            stream.next()
+        stream.close()
+    (retry,) = [e for e in seen if isinstance(e, ProviderRetry)]
+    assert (retry.error, retry.message) == ("Overloaded", "busy [REDACTED]")
+    error = info.value
+    assert error.message.startswith("bad [REDACTED] qqq")
+    assert len(error.message) == MAX_MESSAGE_CHARS
+    assert poisoned.value.__cause__ is error
+    assert KEY not in repr(seen) and KEY not in str(error)
+
+
+def test_huge_retry_after_is_still_retried(loopback: LoopbackServer) -> None:
+    limited = Reply.json(
+        429, {"error": {"message": "slow down"}}, [("retry-after", "9" * 400)]
+    )
+    loopback.add(limited, Reply.sse(openai_body(["fine"])))
+    with OpenAIChat("gpt-test", loopback.url) as provider:
+        agent = Agent(provider, config=FAST)
+        events = _events(agent.run("hi"))
+    (retry,) = [e for e in events if isinstance(e, ProviderRetry)]
+    assert retry.retry_after_ms == MAX_RETRY_AFTER_MS
+    assert retry.delay_ms == FAST.retry.max_delay_ms
+    assert agent.conversation.messages[-1].text == "fine"
+
+
+def test_request_timeout_and_conflict_are_retried(loopback: LoopbackServer) -> None:
+    loopback.add(
+        Reply.text(408, "Request Timeout"),
+        Reply.json(409, {"error": {"message": "lock timeout"}}),
+        Reply.sse(openai_body(["fine"])),
+    )
+    with OpenAIChat("gpt-test", loopback.url) as provider:
+        agent = Agent(provider, config=FAST)
+        events = _events(agent.run("hi"))
+    retries = [e for e in events if isinstance(e, ProviderRetry)]
+    assert [(r.error, r.status_code) for r in retries] == [
+        ("TransportError", 408),
+        ("ServerError", 409),
+    ]
+    assert agent.conversation.messages[-1].text == "fine"
+
+
+def test_base_url_credentials_stay_out_of_agent_and_messages(
+    loopback: LoopbackServer,
+) -> None:
+    port = loopback.url.rpartition(":")[2]
+    raw = f"http://user:s3cret@127.0.0.1:{port}/v1?api_key=s3cret"
+    loopback.add(Reply.sse(openai_body(["fine"])))
+    with OpenAIChat("gpt-test", raw) as provider:
+        agent = Agent(provider, config=FAST)
+        _events(agent.run("hi"))
+        assert "s3cret" not in repr(agent)
+        assert "s3cret" not in repr(agent.conversation.messages)
+        assert agent.conversation.messages[-1].wire == provider.wire
+        assert provider.wire.base_url == f"http://127.0.0.1:{port}/v1"
+    assert loopback.requests[0].path == "/v1/chat/completions?api_key=s3cret"
