@@ -97,13 +97,13 @@ class Overloaded(ProviderError):
 
 
 class ServerError(ProviderError):
-    """HTTP 5xx: the provider failed on its side."""
+    """HTTP 5xx (and 409): the provider failed on its side."""
 
     retryable = True
 
 
 class TransportError(ProviderError):
-    """Connect/read/write failure or timeout: the bytes did not arrive."""
+    """Connect/read/write failure, a timeout, or HTTP 408: the bytes did not arrive."""
 
     retryable = True
 
@@ -135,7 +135,7 @@ class AuthFailed(ProviderError):
 
 
 class BadRequest(ProviderError):
-    """Another 4xx: the request itself is wrong; retrying cannot help."""
+    """Any other 4xx: the request itself is wrong; retrying cannot help."""
 
 
 class ContextOverflow(ProviderError):
