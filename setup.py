@@ -3,6 +3,10 @@
 NAVI_CORE_PURE=1 skips the extension (the pure-Python twin is used);
 NAVI_CORE_REQUIRE_EXTENSION=1 makes a failed build fatal instead of optional;
 NAVI_CORE_CYTHON_TRACE=1 compiles with line tracing for coverage.
+
+Without that requirement, any failure on the way to the extension (no Cython, a
+cythonize error, no compiler) leaves an install on the twin, so an sdist installs
+wherever Python does.
 """
 
 from __future__ import annotations
@@ -41,15 +45,23 @@ def extensions() -> list[Extension]:
         optional=not require,
     )
     print("navi_core: building the Cython core", file=sys.stderr)
-    built = cythonize(
-        [ext],
-        compiler_directives={
-            "language_level": 3,
-            "embedsignature": True,
-            "linetrace": trace,
-        },
-        quiet=True,
-    )
+    try:
+        built = cythonize(
+            [ext],
+            compiler_directives={
+                "language_level": 3,
+                "embedsignature": True,
+                "linetrace": trace,
+            },
+            quiet=True,
+        )
+    except Exception as exc:  # a missing or broken csrc/: the twin still installs
+        if require:
+            raise
+        print(
+            f"navi_core: cythonize failed ({exc}), pure-Python build", file=sys.stderr
+        )
+        return []
     for e in built:  # cythonize drops the flag; without it a compiler failure is fatal
         e.optional = not require
     return built
