@@ -12,11 +12,16 @@ A message becomes one JSON object::
 ``usage``, ``stop_reason`` and ``wire`` are left out when None. ``v`` is the format
 version: a reader refuses a newer version instead of guessing. Tool-call arguments
 stay the model's raw JSON text, so a round trip is byte-exact. A base URL is stored
-without user info or secret-looking query parameters: no key ever reaches a store.
+without user info, fragment, ``;params`` or secret-looking query parameters, and a URL
+that does not parse cleanly is cut down rather than kept: no key ever reaches a store.
+Text that is not valid Unicode (a lone surrogate, as from ``os.listdir`` on a file name
+that is not UTF-8) is stored with U+FFFD in its place, so no text makes a session
+unwritable.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -51,6 +56,7 @@ __all__ = [
     "public_wire",
     "stored_row",
     "to_obj",
+    "valid_text",
 ]
 
 #: the version written into every encoded message
@@ -70,30 +76,118 @@ def _looks_secret(name: str) -> bool:
     return any(word in lowered for word in _SECRET_WORDS)
 
 
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD: what UTF-8 can hold.
+
+    A surrogate pair written as two code points becomes the character it encodes.
+    Text that is already valid (nearly all) is returned as it is, checked cheaply.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+def _cut_url(url: str) -> str:
+    """What is left of a URL that does not parse cleanly once anything secret is gone.
+
+    Everything up to the last ``@`` (user info, whatever its characters) and
+    everything from the first ``?``, ``#`` or ``;`` after it is dropped.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    rest = rest.rpartition("@")[2]
+    for mark in "?#;":
+        rest = rest.partition(mark)[0]
+    return f"{scheme}{sep}{rest}"
+
+
+def _public_query(query: str) -> str:
+    """``query`` without parameters whose names look like secrets (``&`` or ``;``)."""
+    pairs = parse_qsl(query.replace(";", "&"), keep_blank_values=True)
+    kept = [(k, v) for k, v in pairs if not _looks_secret(k)]
+    if len(kept) == len(pairs) and ";" not in query:
+        return query
+    return urlencode(kept)
+
+
 def public_url(url: str) -> str:
-    """``url`` without user info and without query parameters that look like secrets."""
+    """``url`` safe to store: no user info, fragment, ``;params`` or secret query.
+
+    Fails closed: a URL that does not parse (a bad IPv6 host, a port that is not a
+    number) or that has an ``@`` past its host (a password holding ``/``, ``?`` or
+    ``#``) keeps only what follows its last ``@``, up to any ``?``, ``#`` or ``;``.
+    """
     try:
         parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError:
-        return url
+        return _cut_url(url)
     netloc = parts.netloc.rpartition("@")[2]
-    query = parts.query
+    path, query = parts.path, parts.query
+    if "@" in path or "@" in query or "@" in parts.fragment:
+        return _cut_url(url)
+    if ";" in path:
+        path = "/".join(segment.partition(";")[0] for segment in path.split("/"))
     if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        kept = [(k, v) for k, v in pairs if not _looks_secret(k)]
-        if len(kept) != len(pairs):
-            query = urlencode(kept)
-    if netloc == parts.netloc and query == parts.query:
+        query = _public_query(query)
+    unchanged = (netloc, path, query) == (parts.netloc, parts.path, parts.query)
+    if unchanged and "#" not in url:
         return url
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return urlunsplit((parts.scheme, netloc, path, query, ""))
 
 
 def public_wire(wire: WireIdentity) -> WireIdentity:
-    """``wire`` with a base URL that is safe to store (see ``public_url``)."""
+    """``wire`` with a base URL that is safe to store (see ``public_url``).
+
+    Cached: a provider's identity is the same for every message it makes, so the
+    URL is parsed once per identity, not once per stored message.
+    """
+    return _cached_public_wire(wire)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_public_wire(wire: WireIdentity) -> WireIdentity:
     url = public_url(wire.base_url)
     if url == wire.base_url:
         return wire
     return WireIdentity(wire.api_style, url, wire.model)
+
+
+def _public_wire(wire: WireIdentity | None) -> WireIdentity | None:
+    return None if wire is None else public_wire(wire)
+
+
+def _valid_obj(value: Any) -> Any:
+    """A copy of JSON-ready ``value`` whose strings are all ``valid_text``."""
+    if type(value) is str:
+        return valid_text(value)
+    if type(value) is dict:
+        return {k: _valid_obj(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_valid_obj(v) for v in value]
+    return value
+
+
+def _dumps(obj: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+    """``obj`` as JSON, and the object written: ``obj``, or its ``_valid_obj`` copy.
+
+    orjson refuses lone surrogates; only then is the copy made, so valid text pays
+    nothing.
+    """
+    try:
+        return orjson.dumps(obj), obj
+    except orjson.JSONEncodeError:
+        pass
+    valid = _valid_obj(obj)
+    try:
+        return orjson.dumps(valid), valid
+    except orjson.JSONEncodeError as exc:
+        raise CodecError(f"cannot encode {obj['role']} message: {exc}") from exc
 
 
 def _part_obj(part: Part) -> dict[str, Any]:
@@ -131,6 +225,11 @@ _BLOCK_ENCODERS: Final[dict[type, Callable[[Any], dict[str, Any]]]] = {
 
 def to_obj(message: Message) -> dict[str, Any]:
     """``message`` as JSON-ready data (dicts, lists, str, int, bool, None)."""
+    return _to_obj(message, _public_wire(message.wire))
+
+
+def _to_obj(message: Message, wire: WireIdentity | None) -> dict[str, Any]:
+    """``to_obj`` with the message's wire identity already made public."""
     content = []
     for block in message.content:
         encoder = _BLOCK_ENCODERS.get(type(block))
@@ -153,27 +252,22 @@ def to_obj(message: Message) -> dict[str, Any]:
         }
     if message.stop_reason is not None:
         obj["stop_reason"] = message.stop_reason
-    if message.wire is not None:
-        w = public_wire(message.wire)
+    if wire is not None:
         obj["wire"] = {
-            "api_style": w.api_style,
-            "base_url": w.base_url,
-            "model": w.model,
+            "api_style": wire.api_style,
+            "base_url": wire.base_url,
+            "model": wire.model,
         }
     return obj
 
 
 def encode(message: Message) -> bytes:
-    """``message`` as compact UTF-8 JSON.
+    """``message`` as compact UTF-8 JSON; a lone surrogate is written as U+FFFD.
 
     Raises:
-        CodecError: a block of unknown type, or text that is not valid Unicode
-            (a lone surrogate), or an integer beyond 64 bits.
+        CodecError: a block of unknown type, or an integer beyond 64 bits.
     """
-    try:
-        return orjson.dumps(to_obj(message))
-    except orjson.JSONEncodeError as exc:
-        raise CodecError(f"cannot encode {message.role} message: {exc}") from exc
+    return _dumps(to_obj(message))[0]
 
 
 def _invalid(obj: dict[str, Any], where: str, *fields: tuple[str, type]) -> CodecError:
@@ -357,12 +451,17 @@ class StoredRow(NamedTuple):
 
 
 def stored_row(message: Message) -> StoredRow:
-    """``message`` encoded, with its (key-free) wire identity as separate columns."""
-    body = encode(message)
-    if message.wire is None:
+    """``message`` encoded, with its (key-free) wire identity as separate columns.
+
+    The columns hold what the body holds: valid text, the public base URL.
+    """
+    body, written = _dumps(_to_obj(message, _public_wire(message.wire)))
+    wire = written.get("wire")
+    if wire is None:
         return StoredRow(message.role, None, None, None, body)
-    w = public_wire(message.wire)
-    return StoredRow(message.role, w.api_style, w.base_url, w.model, body)
+    return StoredRow(
+        message.role, wire["api_style"], wire["base_url"], wire["model"], body
+    )
 
 
 def decode(data: bytes | bytearray | memoryview | str) -> Message:

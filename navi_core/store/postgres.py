@@ -116,8 +116,11 @@ def _schema_v1(conn: psycopg.Connection[Any]) -> None:
 
 
 def _text(value: str | None) -> str | None:
-    """A listing column value PostgreSQL text can hold (it refuses NUL characters)."""
-    return value.replace("\x00", "\ufffd") if value and "\x00" in value else value
+    """A column value PostgreSQL text can hold: valid UTF-8 without NUL characters."""
+    if not value:
+        return value
+    value = codec.valid_text(value)
+    return value.replace("\x00", "\ufffd") if "\x00" in value else value
 
 
 def _parse_dsn(dsn: str) -> dict[str, Any] | None:

@@ -10,7 +10,8 @@ The schema version lives in ``PRAGMA user_version``. ``MIGRATIONS[i]`` upgrades
 version ``i`` to ``i + 1``; opening a file runs the missing steps in one transaction,
 and a file from a newer navi_core is refused rather than misread.
 
-``lock(session_id)`` takes ``flock(LOCK_EX | LOCK_NB)`` on ``<path>.locks/<id>.lock``.
+``lock(session_id)`` takes ``flock(LOCK_EX | LOCK_NB)`` on ``<path>.locks/<id>.lock``,
+``<path>`` resolved (symlinks followed), so every name of one file shares one lock.
 The kernel drops it when the holding process dies, so a crash never leaves a session
 stuck. Two locks in one process conflict too (one open file description each).
 """
@@ -137,7 +138,6 @@ class SQLiteStore:
             raise ValueError(
                 "SQLiteStore needs a file path; use MemoryStore for memory"
             )
-        self._lock_dir = self.path.with_name(self.path.name + ".locks")
         self._mutex = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         with self._errors():
@@ -157,6 +157,10 @@ class SQLiteStore:
                 conn.close()
                 raise
         self._conn = conn
+        # After connecting, so the file exists: a symlink to it, or a path through a
+        # symlinked directory, must lock where every other name of the file does.
+        real = self.path.resolve()
+        self._lock_dir = real.with_name(real.name + ".locks")
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -315,7 +319,10 @@ class SQLiteStore:
     ) -> None:
         with self._errors():  # encode first: a bad message writes nothing
             rows = [codec.stored_row(m) for m in messages]
-        last_user, model = session_summary(messages)
+        last_user, model = (
+            None if v is None else codec.valid_text(v)
+            for v in session_summary(messages)
+        )
         n, now = len(rows), time.time()
         with self._tx(write=True) as conn:
             sid = self._resolve(conn, session_id)

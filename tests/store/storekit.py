@@ -28,10 +28,18 @@ from navi_core.conversation import (
     ToolResult,
     ToolUse,
     Usage,
+    UserMessage,
     WireIdentity,
 )
+from navi_core.store import SessionStore
 
-__all__ = ["EVERY_BLOCK", "child_env", "fresh_schema", "postgres_dsn"]
+__all__ = [
+    "EVERY_BLOCK",
+    "check_text_that_is_not_unicode",
+    "child_env",
+    "fresh_schema",
+    "postgres_dsn",
+]
 
 EVERY_BLOCK = Message(
     "assistant",
@@ -89,3 +97,23 @@ def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     return env
+
+
+def check_text_that_is_not_unicode(store: SessionStore) -> None:
+    """A persistent ``store`` writes lone surrogates as U+FFFD: body, wire and listing."""
+    name = "notes-\udce9.txt"  # os.listdir's name for a file named in Latin-1
+    wire = WireIdentity("openai_chat", "http://h:1/v1", "m\udcff")
+    sid = store.create().id
+    store.append(
+        sid,
+        [
+            UserMessage(f"read {name}"),
+            Message("assistant", (Text(f"{name} is empty"),), wire=wire),
+        ],
+    )
+    prompt, answer = store.load(sid).messages
+    assert prompt == UserMessage("read notes-\ufffd.txt")
+    assert answer.text == "notes-\ufffd.txt is empty"
+    assert answer.wire == WireIdentity("openai_chat", "http://h:1/v1", "m\ufffd")
+    info = store.get(sid)
+    assert (info.last_user_message, info.model) == ("read notes-\ufffd.txt", "m\ufffd")

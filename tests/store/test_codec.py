@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import orjson
 import pytest
 from hypothesis import given, strategies as st
-from storekit import EVERY_BLOCK
+from storekit import EVERY_BLOCK, child_env
 
 from navi_core import codec
 from navi_core.codec import CodecError
@@ -120,9 +123,42 @@ def test_malformed_input_names_the_problem(data: bytes, complaint: str) -> None:
         codec.decode(data)
 
 
-def test_unencodable_text_is_a_codec_error() -> None:
-    with pytest.raises(CodecError, match="cannot encode user message"):
-        codec.encode(Message("user", (Text("lone \ud800 surrogate"),)))
+def test_lone_surrogates_are_stored_as_replacement_characters() -> None:
+    # os.listdir gives names like this for bytes that are not UTF-8
+    name = "report-\udce9t\udcc3.txt"
+    message = Message(
+        "user",
+        (
+            Text(f"read {name}"),
+            ToolResult("c1", (TextPart(name), TextPart("ok \ud83d\ude00")), True),
+        ),
+        wire=WireIdentity("s", "http://h:1", "model-\ud800"),
+    )
+    decoded = codec.decode(codec.encode(message))
+    assert decoded.content == (
+        Text("read report-\ufffdt\ufffd.txt"),
+        ToolResult(
+            "c1",
+            (TextPart("report-\ufffdt\ufffd.txt"), TextPart("ok \U0001f600")),
+            True,
+        ),
+    )
+    assert decoded.wire == WireIdentity("s", "http://h:1", "model-\ufffd")
+    row = codec.stored_row(message)
+    assert codec.decode(row.body) == decoded
+    assert row.model == "model-\ufffd"  # the columns hold what the body holds
+
+
+def test_valid_text_is_returned_unchanged() -> None:
+    for text in ("plain", "héllo \x00 \u2028 😀", ""):
+        assert codec.valid_text(text) is text
+    assert codec.valid_text("a\udc80b\ud800") == "a\ufffdb\ufffd"
+
+
+def test_an_integer_beyond_64_bits_is_a_codec_error() -> None:
+    message = Message("assistant", (Text("lone \ud800"),), Usage(2**64, 0, 0, 0, 0))
+    with pytest.raises(CodecError, match="cannot encode assistant message"):
+        codec.encode(message)
 
 
 def test_unknown_block_object_is_a_codec_error() -> None:
@@ -138,6 +174,17 @@ def test_unknown_block_object_is_a_codec_error() -> None:
         ("https://host/v1?api_key=sk-secret&version=2", "https://host/v1?version=2"),
         ("https://host/v1?X-Auth-Token=sk-secret", "https://host/v1"),
         ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+        # unparsable (an unclosed IPv6 host): cut down, never kept as it was
+        ("http://user:sk-secret@[::1/v1", "http://[::1/v1"),
+        ("http://user:sk-secret@[::1/v1?token=sk-secret", "http://[::1/v1"),
+        # a password holding "#", "/" or "?" splits the URL before its "@"
+        ("http://user:sk#secret@[::1]:8000/v1", "http://[::1]:8000/v1"),
+        ("http://user:12/sk-secret@host/v1", "http://host/v1"),
+        ("http://user:12?sk-secret@host/v1", "http://host/v1"),
+        ("https://host/v1#access_token=sk-secret", "https://host/v1"),
+        ("https://host/v1;key=sk-secret/chat", "https://host/v1/chat"),
+        ("https://host/v1?version=2;api_key=sk-secret", "https://host/v1?version=2"),
+        ("https://host:99999/v1?key=sk-secret", "https://host:99999/v1"),
     ],
 )
 def test_stored_base_url_carries_no_credentials(url: str, public: str) -> None:
@@ -148,3 +195,41 @@ def test_stored_base_url_carries_no_credentials(url: str, public: str) -> None:
     row = codec.stored_row(message)
     assert row.base_url == public
     assert (row.role, row.api_style, row.model) == ("assistant", "s", "m")
+
+
+def test_public_wire_is_cached_per_identity() -> None:
+    url = "https://me:sk-secret@host/v1"
+    first = codec.public_wire(WireIdentity("s", url, "m"))
+    assert first == WireIdentity("s", "https://host/v1", "m")
+    assert codec.public_wire(WireIdentity("s", url, "m")) is first
+
+
+def test_stored_row_makes_the_wire_identity_public_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[WireIdentity] = []
+    real = codec.public_wire
+
+    def counting(wire: WireIdentity) -> WireIdentity:
+        calls.append(wire)
+        return real(wire)
+
+    monkeypatch.setattr(codec, "public_wire", counting)
+    wire = WireIdentity("s", "https://me:sk-secret@host/v1", "m")
+    row = codec.stored_row(Message("assistant", (Text("x"),), wire=wire))
+    assert calls == [wire]
+    assert row.base_url == "https://host/v1"
+    assert b"sk-secret" not in row.body
+
+
+def test_codec_imports_no_http_client() -> None:
+    """Providers build their wire identity with it: it must stay cheap to import."""
+    code = "import sys, navi_core.codec; print(sorted({'httpx', 'psycopg'} & set(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out == "[]\n"

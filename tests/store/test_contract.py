@@ -15,6 +15,7 @@ from navi_core.conversation import (
     TextPart,
     ToolResult,
     ToolUse,
+    Usage,
     UserMessage,
     WireIdentity,
 )
@@ -230,7 +231,8 @@ def test_a_message_that_cannot_be_stored_writes_nothing(store: SessionStore) -> 
         pytest.skip("MemoryStore keeps objects and encodes nothing")
     sid = store.create().id
     store.append(sid, [UserMessage("kept")])
-    bad = [_assistant("fine"), UserMessage("lone \ud800 surrogate")]
+    too_big = Usage(2**64, 0, 0, 0, 0)  # JSON integers stop at 64 bits
+    bad = [_assistant("fine"), Message("assistant", (Text("x"),), too_big)]
     with pytest.raises(SessionError, match="cannot encode"):
         store.append(sid, bad)
     with pytest.raises(SessionError):

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from storekit import EVERY_BLOCK, child_env
+from storekit import EVERY_BLOCK, check_text_that_is_not_unicode, child_env
 
 from navi_core.conversation import Message, Text, UserMessage, WireIdentity
 from navi_core.errors import SessionBusy, SessionError
@@ -129,6 +129,12 @@ def test_bodies_are_jsonb_except_when_jsonb_cannot_hold_them(
     assert store.load(sid).messages == [UserMessage("plain"), EVERY_BLOCK]
 
 
+def test_text_that_is_not_unicode_is_stored_with_replacement_characters(
+    store: PostgresStore,
+) -> None:
+    check_text_that_is_not_unicode(store)
+
+
 def test_no_column_holds_a_key(store: PostgresStore, pg_dsn: str) -> None:
     key = "sk-live-9f8e7d6c5b4a39281706"
     wire = WireIdentity(
@@ -158,10 +164,24 @@ def _chain(exc: BaseException | None) -> str:
 
 def test_password_is_never_shown(pg_dsn: str) -> None:
     secret = "pw-do-not-show-4711"
-    with pytest.raises(SessionError) as info:
-        PostgresStore(f"postgresql://postgres:{secret}@127.0.0.1:1/nowhere", timeout=1)
-    assert "127.0.0.1:1/nowhere" in str(info.value)
-    assert secret not in _chain(info.value)
+    from psycopg.conninfo import make_conninfo
+
+    with PostgresStore(make_conninfo(pg_dsn, password=secret)) as store:
+        assert secret not in repr(store)
+        sid = store.create().id
+        # A server error that quotes a value it was given, here the password.
+        _sql(
+            pg_dsn,
+            f"""CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+               BEGIN RAISE EXCEPTION 'refused %', '{secret}'; END $$;
+               CREATE TRIGGER refuse BEFORE INSERT ON navi_messages
+               FOR EACH ROW EXECUTE FUNCTION refuse();""",
+        )
+        with pytest.raises(SessionError, match=r"refused \*\*\*") as info:
+            store.append(sid, [UserMessage("hi")])
+        assert str(info.value).startswith("PostgreSQL ")
+        assert isinstance(info.value.__cause__, psycopg.Error)
+        assert secret not in _chain(info.value)
     with pytest.raises(SessionError, match=r"\*\*\*") as info:
         # libpq quotes the option value it cannot parse: here, the password itself
         PostgresStore(f"host=127.0.0.1 port=1 sslmode={secret} password={secret}")
@@ -169,10 +189,6 @@ def test_password_is_never_shown(pg_dsn: str) -> None:
     with pytest.raises(SessionError, match="invalid PostgreSQL DSN") as info:
         PostgresStore(f"host=127.0.0.1 password={secret} {secret}")
     assert secret not in _chain(info.value)
-    from psycopg.conninfo import make_conninfo
-
-    with PostgresStore(make_conninfo(pg_dsn, password=secret)) as store:
-        assert secret not in repr(store)
 
 
 def test_lock_is_freed_when_its_connection_dies(store: PostgresStore) -> None:

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from storekit import EVERY_BLOCK, child_env
+from storekit import EVERY_BLOCK, check_text_that_is_not_unicode, child_env
 
 from navi_core.conversation import Message, Text, UserMessage, WireIdentity
 from navi_core.errors import SessionBusy, SessionError
@@ -178,6 +178,40 @@ def test_raw_file_holds_no_key(tmp_path: Path) -> None:
     assert b"api.example" in data  # the row is there ...
     assert key.encode() not in data  # ... without the key
     store.close()
+
+
+def test_text_that_is_not_unicode_is_stored_with_replacement_characters(
+    tmp_path: Path,
+) -> None:
+    with SQLiteStore(tmp_path / "navi.db") as store:
+        check_text_that_is_not_unicode(store)
+
+
+def test_every_name_of_one_file_shares_its_session_locks(tmp_path: Path) -> None:
+    real_dir = tmp_path / "real"
+    real_dir.mkdir()
+    path = real_dir / "navi.db"
+    store = SQLiteStore(path)
+    sid = store.create().id
+    (tmp_path / "alias.db").symlink_to(path)
+    (tmp_path / "linked").symlink_to(real_dir, target_is_directory=True)
+    aliases = [
+        SQLiteStore(tmp_path / "alias.db"),
+        SQLiteStore(tmp_path / "linked" / "navi.db"),
+        SQLiteStore(Path(os.path.relpath(path))),
+    ]
+    try:
+        with store.lock(sid):
+            for alias in aliases:
+                with pytest.raises(SessionBusy, match=sid):
+                    alias.lock(sid)
+        for alias in aliases:
+            alias.lock(sid).release()
+    finally:
+        for alias in aliases:
+            alias.close()
+        store.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alias.db", "linked", "real"]
 
 
 _HOLDER = textwrap.dedent(
