@@ -19,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
-import navi_core
 from navi_core import Agent, Scripted, Text, ToolResult, ToolUse, TurnComplete, tool
 from navi_core.store import SQLiteStore
+
+sys.path.insert(0, str(Path(__file__).parent / "store"))
+from storekit import child_env
 
 _CHILD = textwrap.dedent(
     """
@@ -58,13 +60,6 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _env() -> dict[str, str]:
-    root = str(Path(navi_core.__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    return env
-
-
 def _wait_for(path: Path, child: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 60
     while not path.exists():
@@ -92,7 +87,7 @@ def run_and_kill(tmp_path: Path) -> Iterator[Callable[[str], str]]:
             ],
             stdout=subprocess.PIPE,
             text=True,
-            env=_env(),
+            env=child_env(),
         )
         children.append(child)
         assert child.stdout is not None
