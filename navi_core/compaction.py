@@ -7,13 +7,18 @@ system prompt, to the compaction provider; its answer becomes a user message hol
 ``CompactionSummary``. The store receives the result as a new window.
 
 Sizing. Each message is sized by ``estimate_message_tokens`` unless provider usage says
-better: an assistant message with usage costs its ``output`` tokens, and between two
-assistant messages with usage the messages in between cost together
+better: an assistant message with usage costs its ``output - reasoning`` tokens (the
+reasoning is not sent back: OpenAI drops it, Anthropic strips earlier thinking), and
+between two assistant messages with usage the messages in between cost together
 ``next.prompt_total - prev.prompt_total - size(prev)`` tokens, spread over them in
 proportion to their estimates. Differences of prompt totals cancel the system prompt
 and tool declarations, so these sizes are dialogue-only and stay valid after a
 compaction restates usage (``input`` = the sizes of the messages before it, summary
 included; cache buckets zeroed; ``output`` and ``reasoning`` kept).
+
+Messages are frozen values, so a ``SizeCache`` keeps each one's estimate between the
+threshold checks made before every response instead of estimating the whole
+conversation again.
 """
 
 from __future__ import annotations
@@ -24,19 +29,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from .config import Config
+from .config import CompactionConfig, Config
 from .conversation import (
     CompactionSummary,
     Conversation,
-    MediaPart,
     Message,
-    RedactedThinking,
-    System,
-    Text,
-    TextPart,
-    Thinking,
     ToolResult,
-    ToolUse,
     Usage,
     UserMessage,
 )
@@ -44,6 +42,7 @@ from .errors import EmptyAssistantResponse, NoCompactionPrompt, ProviderError
 from .events import Compacted, CompactionStarted, Event, MessageComplete
 from .providers.base import Provider, ProviderRequest, ToolSpec
 from .tokens import estimate_message_tokens, estimate_tokens
+from .transcript import is_summary, render_transcript
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -53,13 +52,12 @@ __all__ = [
     "MIN_FOLD_TOKENS",
     "CompactionResult",
     "PendingCompaction",
+    "SizeCache",
     "Split",
-    "auto_compact",
     "compact",
     "estimate_request_tokens",
     "message_sizes",
     "plan_compaction",
-    "render_transcript",
     "run_compaction",
     "split",
 ]
@@ -129,16 +127,58 @@ class Split:
 # -- sizing ---------------------------------------------------------------------------
 
 
-def message_sizes(messages: Sequence[Message]) -> list[int]:
-    """The token size of each message, from usage where it exists (module docstring)."""
-    sizes = [estimate_message_tokens(m) for m in messages]
+class SizeCache:
+    """The token estimate of each message seen, kept between calls.
+
+    Messages are frozen, so an estimate stays valid as long as its message lives.
+    Entries are keyed by ``id(message)`` and hold the message itself, so an id cannot
+    be reused while its entry exists. Entries of messages that left the conversation
+    (after a compaction) are dropped once the cache holds over twice as many entries
+    as the conversation has messages. One cache serves one conversation, from one
+    thread at a time.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[Message, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def estimates(self, messages: Sequence[Message]) -> list[int]:
+        """``estimate_message_tokens`` of each message, computed once per message."""
+        entries = self._entries
+        out: list[int] = []
+        for m in messages:
+            entry = entries.get(id(m))
+            if entry is None or entry[0] is not m:
+                entry = entries[id(m)] = (m, estimate_message_tokens(m))
+            out.append(entry[1])
+        if len(entries) > 2 * len(messages) + 64:
+            self._entries = {id(m): entries[id(m)] for m in messages}
+        return out
+
+
+def message_sizes(
+    messages: Sequence[Message], cache: SizeCache | None = None
+) -> list[int]:
+    """The token size of each message, from usage where it exists (module docstring).
+
+    ``cache`` keeps the estimates for the next call on the same conversation.
+    """
+    if cache is None:
+        sizes = [estimate_message_tokens(m) for m in messages]
+    else:
+        sizes = cache.estimates(messages)
     prev = -1
     for i, m in enumerate(messages):
         u = m.usage
         if m.role != "assistant" or u is None:
             continue
-        if u.output > 0:
-            sizes[i] = u.output
+        sent_back = u.output - u.reasoning
+        if sent_back > 0:
+            sizes[i] = sent_back
         if u.prompt_total <= 0:
             continue
         if prev >= 0 and i - prev > 1:
@@ -165,7 +205,9 @@ def _spread(sizes: list[int], start: int, stop: int, total: int) -> None:
 
 
 def estimate_request_tokens(
-    messages: Sequence[Message], tools: Sequence[ToolSpec] = ()
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec] = (),
+    cache: SizeCache | None = None,
 ) -> int:
     """The estimated prompt size of a request made of ``messages`` and ``tools``.
 
@@ -175,7 +217,7 @@ def estimate_request_tokens(
     """
     conversation = Conversation(list(messages))
     dialogue = conversation.dialogue()
-    sizes = message_sizes(dialogue)
+    sizes = message_sizes(dialogue, cache)
     return _request_tokens(conversation.system_prompt(), dialogue, sizes, tools)
 
 
@@ -198,10 +240,6 @@ def _request_tokens(
 
 
 # -- the split ------------------------------------------------------------------------
-
-
-def _is_summary(m: Message) -> bool:
-    return any(isinstance(b, CompactionSummary) for b in m.content)
 
 
 def _is_prompt(m: Message) -> bool:
@@ -234,7 +272,7 @@ def _split(
     start = 0
     previous: Message | None = None
     for i in range(len(dialogue) - 1, -1, -1):
-        if _is_summary(dialogue[i]):
+        if is_summary(dialogue[i]):
             previous, start = dialogue[i], i + 1
             break
     window = dialogue[start:]
@@ -277,52 +315,6 @@ def _cut(window: Sequence[Message], sizes: Sequence[int], budget: int) -> int:
     return best
 
 
-# -- the transcript -------------------------------------------------------------------
-
-
-def render_transcript(messages: Sequence[Message]) -> str:
-    """A readable transcript: roles, text, tool calls with their arguments, results.
-
-    Images appear as placeholders such as ``[image: image/png, 12 KB]``.
-    """
-    names: dict[str, str] = {}
-    return "\n\n".join(_render(m, names) for m in messages)
-
-
-def _render(m: Message, names: dict[str, str]) -> str:
-    if _is_summary(m):
-        head = "## Summary of the earlier conversation"
-    elif m.role == "user" and m.tool_results:
-        head = "## Tool results"
-    else:
-        head = f"## {m.role.capitalize()}"
-    lines = [head]
-    for b in m.content:
-        if isinstance(b, (Text, System, CompactionSummary)):
-            lines.append(b.text)
-        elif isinstance(b, Thinking):
-            lines.append(f"(thinking) {b.text}")
-        elif isinstance(b, RedactedThinking):
-            lines.append("(redacted thinking)")
-        elif isinstance(b, ToolUse):
-            names[b.id] = b.name
-            lines.append(f"[tool call {b.name} id={b.id}] {b.input}")
-        elif isinstance(b, ToolResult):
-            name = names.get(b.tool_use_id, "unknown tool")
-            error = " (error)" if b.is_error else ""
-            lines.append(f"[tool result {name} id={b.tool_use_id}{error}]")
-            lines.extend(
-                p.text if isinstance(p, TextPart) else _media(p) for p in b.parts
-            )
-    return "\n".join(lines)
-
-
-def _media(part: MediaPart) -> str:
-    n = len(part.data.rstrip("=")) * 3 // 4  # decoded bytes
-    size = f"{n} bytes" if n < 1024 else f"{round(n / 1024)} KB"
-    return f"[image: {part.media_type}, {size}]"
-
-
 # -- compacting -----------------------------------------------------------------------
 
 
@@ -337,28 +329,48 @@ def compact(
         EmptyAssistantResponse: the summary came back empty.
         The conversation and the store are unchanged when any of these is raised.
     """
-    if config.compaction.prompt is None:
+    cc = config.compaction
+    if cc.prompt is None:
         raise NoCompactionPrompt(
             "set Config.compaction.prompt (e.g. compaction.DEFAULT_SUMMARY_PROMPT) "
             "to compact a conversation"
         )
-    plan = split(agent.conversation.messages, config.compaction.keep_verbatim)
+    plan = split(agent.conversation.messages, cc.keep_verbatim)
     if not plan.prefix:
         return CompactionResult(False, 0, plan.kept_turns)
-    _apply(agent, config, plan, extra_instructions)
+    _apply(agent, config, cc.prompt, cc.provider, plan, extra_instructions)
     return CompactionResult(True, len(plan.prefix), plan.kept_turns)
 
 
 @dataclass(frozen=True, slots=True)
 class PendingCompaction:
-    """A compaction decided on but not yet run: the event announcing it and the split."""
+    """A compaction decided on but not yet run.
 
+    ``config`` is the snapshot it was planned with: the compaction runs with that
+    snapshot's prompt and summary provider even if ``Agent.set_config`` replaced the
+    config after ``started`` was returned.
+    """
+
+    #: the event announcing the compaction
     started: CompactionStarted
+    #: what to summarise and what to keep
     plan: Split
+    #: the config snapshot the plan was made with
+    config: Config
+
+    @property
+    def settings(self) -> CompactionConfig:
+        """The compaction settings of the snapshot."""
+        return self.config.compaction
 
 
 def plan_compaction(
-    agent: Agent, config: Config, *, reason: str, force: bool = False
+    agent: Agent,
+    config: Config,
+    *,
+    reason: str,
+    force: bool = False,
+    cache: SizeCache | None = None,
 ) -> PendingCompaction | None:
     """Decide whether to compact before a response; cheap, makes no provider call.
 
@@ -367,7 +379,8 @@ def plan_compaction(
     above ``threshold * context_window`` and more than ``MIN_FOLD_TOKENS`` would be
     folded. With ``force`` (after a context overflow) it plans whenever there is
     anything to summarise, keeping at most half the dialogue when ``keep_verbatim``
-    would keep all of it.
+    would keep all of it. ``cache``, kept from one call to the next, spares
+    re-estimating the messages already seen.
     """
     cc = config.compaction
     if cc.prompt is None or (not force and cc.context_window is None):
@@ -375,7 +388,7 @@ def plan_compaction(
     conversation = agent.conversation
     messages = conversation.messages
     dialogue = conversation.dialogue()
-    sizes = message_sizes(dialogue)
+    sizes = message_sizes(dialogue, cache)
     system = conversation.system_prompt()
     estimated = _request_tokens(system, dialogue, sizes, agent.tool_specs())
     if not force:
@@ -387,34 +400,41 @@ def plan_compaction(
         plan = _split(messages, dialogue, sizes, sum(plan.kept_sizes) // 2)
     if not plan.prefix or (not force and plan.prefix_tokens <= MIN_FOLD_TOKENS):
         return None
-    return PendingCompaction(CompactionStarted(reason, len(messages), estimated), plan)
+    started = CompactionStarted(reason, len(messages), estimated)
+    return PendingCompaction(started, plan, config)
 
 
 def run_compaction(
     agent: Agent, config: Config, pending: PendingCompaction
 ) -> Compacted:
-    """Summarise a planned prefix (one provider call) and rewrite the conversation."""
+    """Summarise a planned prefix (one provider call) and rewrite the conversation.
+
+    The prompt and summary provider come from ``pending.config``, the snapshot the
+    plan was made with; ``config`` (the current one) carries the request options.
+
+    Raises:
+        ProviderError, EmptyAssistantResponse: the summary request failed; the
+            conversation and the store are unchanged, and ``pending`` can run again.
+    """
+    cc = pending.settings
+    if cc.prompt is None:  # plan_compaction never plans without a prompt
+        raise NoCompactionPrompt("the planned compaction has no summary prompt")
     plan = pending.plan
     before = pending.started.messages_before
-    after = _apply(agent, config, plan, None)
+    after = _apply(agent, config, cc.prompt, cc.provider, plan, None)
     return Compacted(before, after, len(plan.prefix), plan.kept_turns)
 
 
-def auto_compact(
-    agent: Agent, config: Config, *, reason: str, force: bool = False
-) -> list[Event]:
-    """Plan and run a compaction at once: ``[CompactionStarted, Compacted]`` or []."""
-    pending = plan_compaction(agent, config, reason=reason, force=force)
-    if pending is None:
-        return []
-    return [pending.started, run_compaction(agent, config, pending)]
-
-
 def _apply(
-    agent: Agent, config: Config, plan: Split, extra_instructions: str | None
+    agent: Agent,
+    config: Config,
+    prompt: str,
+    provider: Provider | None,
+    plan: Split,
+    extra_instructions: str | None,
 ) -> int:
     """Summarise ``plan``, store the new window, then replace the conversation."""
-    text = _summarise(agent, config, plan, extra_instructions)
+    text = _summarise(agent, config, prompt, provider, plan, extra_instructions)
     summary = Message("user", (CompactionSummary(text),), wire=agent.provider.wire)
     running = estimate_message_tokens(summary)
     kept: list[Message] = []
@@ -432,22 +452,26 @@ def _apply(
 
 
 def _summarise(
-    agent: Agent, config: Config, plan: Split, extra_instructions: str | None
+    agent: Agent,
+    config: Config,
+    prompt: str,
+    provider: Provider | None,
+    plan: Split,
+    extra_instructions: str | None,
 ) -> str:
-    cc = config.compaction
-    assert cc.prompt is not None
-    system = cc.prompt
+    """Ask ``provider`` (else the agent's, also the fallback) for the summary text."""
+    system = prompt
     if plan.previous is not None:
         system += "\n\n" + _CHAIN_NOTE
     if extra_instructions:
         system += "\n\nAdditional instructions:\n" + extra_instructions
     shown = (plan.previous, *plan.prefix) if plan.previous else plan.prefix
     transcript = render_transcript(shown)
-    prompt = UserMessage(
+    message = UserMessage(
         f"Summarise this conversation.\n\n<transcript>\n{transcript}\n</transcript>"
     )
-    request = ProviderRequest((prompt,), system, (), config)
-    first = cc.provider if cc.provider is not None else agent.provider
+    request = ProviderRequest((message,), system, (), config)
+    first = provider if provider is not None else agent.provider
     try:
         text = _complete(first, request)
     except ProviderError:

@@ -1,13 +1,18 @@
 """``navi-core compact SESSION [instructions]``: summarise a stored session now.
 
 The session's old prefix is summarised by the chosen endpoint and stored as a new
-window; ``navi-core sessions show --all`` still shows every earlier message.
+window; ``navi-core sessions show --all`` still shows every earlier message. The
+endpoint is OpenAI-compatible unless ``--anthropic`` or ``--anthropic-base-url`` (which
+implies ``--anthropic``) is given. Every failure, opening the store or the endpoint
+included, is one ``error:`` line on stderr and exit status 1; both are closed in any
+case.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import ExitStack
 from typing import Any
 
 from .compaction import DEFAULT_SUMMARY_PROMPT
@@ -46,7 +51,9 @@ def register(subparsers: Any) -> None:
         help="use the Anthropic Messages API (key: $ANTHROPIC_API_KEY)",
     )
     p.add_argument(
-        "--anthropic-base-url", metavar="URL", help="with --anthropic: its base URL"
+        "--anthropic-base-url",
+        metavar="URL",
+        help="an Anthropic Messages API endpoint, without /v1; implies --anthropic",
     )
     p.add_argument(
         "--prompt",
@@ -64,8 +71,8 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_cmd_compact)
 
 
-def _provider(args: argparse.Namespace) -> Provider:
-    if args.anthropic:
+def _provider(args: argparse.Namespace, anthropic: bool) -> Provider:
+    if anthropic:
         from .providers.anthropic import Anthropic
 
         return Anthropic(args.model, base_url=args.anthropic_base_url)
@@ -74,12 +81,25 @@ def _provider(args: argparse.Namespace) -> Provider:
     return OpenAIChat(args.model, base_url=args.openai_base_url)
 
 
+def _error(exc: Exception) -> str:
+    """``exc`` on one line; provider and store errors never hold a key or password."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, NaviError):
+        return f"error: {type(exc).__name__}: {text}"
+    return f"error: {text}"
+
+
 def _cmd_compact(args: argparse.Namespace) -> int:
     from .agent import Agent
     from .sessions_cli import store_from_args
 
-    if args.anthropic and args.openai_base_url:
-        print("error: give --anthropic or --openai-base-url, not both", file=sys.stderr)
+    anthropic = args.anthropic or args.anthropic_base_url is not None
+    if anthropic and args.openai_base_url:
+        print(
+            "error: give --anthropic / --anthropic-base-url or --openai-base-url, "
+            "not both",
+            file=sys.stderr,
+        )
         return 2
     if args.keep_verbatim < 0:
         print("error: --keep-verbatim must not be negative", file=sys.stderr)
@@ -90,23 +110,22 @@ def _cmd_compact(args: argparse.Namespace) -> int:
         )
     )
     try:
-        store = store_from_args(args)
-    except NaviError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        with ExitStack() as resources:
+            store = store_from_args(args)
+            resources.callback(store.close)
+            provider = _provider(args, anthropic)
+            resources.callback(provider.close)
+            with Agent(
+                provider, store=store, session=args.session, config=config
+            ) as agent:
+                before = len(agent.conversation)
+                result = agent.compact(args.instructions)
+                after = len(agent.conversation)
+                sid = agent.session_id
+    except (NaviError, ValueError) as exc:
+        # ValueError: an endpoint the provider refuses, such as a bad base URL
+        print(_error(exc), file=sys.stderr)
         return 1
-    provider = _provider(args)
-    try:
-        with Agent(provider, store=store, session=args.session, config=config) as agent:
-            before = len(agent.conversation)
-            result = agent.compact(args.instructions)
-            after = len(agent.conversation)
-            sid = agent.session_id
-    except NaviError as exc:
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        provider.close()
-        store.close()
     if not result.compacted:
         print(f"session {sid}: nothing to summarise ({before} messages fit verbatim)")
     else:

@@ -1,8 +1,9 @@
 """``navi-core sessions list`` and ``sessions show``: read stored sessions as text.
 
 ``register(subparsers)`` adds the commands to the ``navi-core`` parser; each sets
-``func`` to a function that returns the exit code. ``store_from_args`` opens the store
-named by ``--db`` / ``--postgres`` (or ``$NAVI_DB`` / ``$NAVI_POSTGRES_DSN``).
+``func`` to a function that returns the exit code. Every ``navi-core`` command that
+opens sessions defines its store flags with ``add_store_arguments`` and opens the store
+with ``store_from_args``, so they all choose it the same way.
 """
 
 from __future__ import annotations
@@ -11,30 +12,19 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .conversation import (
-    Block,
-    CompactionSummary,
-    MediaPart,
-    Message,
-    RedactedThinking,
-    System,
-    Text,
-    Thinking,
-    ToolResult,
-    ToolUse,
-    Usage,
-)
+from .conversation import Message, Usage
 from .errors import SessionError
 from .store.base import SessionInfo, SessionStore
+from .transcript import heading, render_block
 
 __all__ = [
     "add_store_arguments",
     "register",
     "render_listing",
-    "render_transcript",
+    "render_session",
     "store_from_args",
 ]
 
@@ -42,34 +32,49 @@ _PROMPT_WIDTH = 60
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--db`` and ``--postgres`` (defaults from the environment)."""
+    """Add the store flags, ``--db FILE`` and ``--postgres DSN``, to ``parser``.
+
+    Both default to None so that ``store_from_args`` can tell a flag given on the
+    command line from the environment, which only fills in when neither is given.
+    """
     parser.add_argument(
         "--db",
-        default=os.environ.get("NAVI_DB", "navi.db"),
-        help="SQLite file (default: $NAVI_DB or navi.db)",
+        metavar="FILE",
+        help="SQLite file; with neither --db nor --postgres: $NAVI_POSTGRES_DSN if "
+        "set, else $NAVI_DB, else navi.db",
     )
     parser.add_argument(
         "--postgres",
-        default=os.environ.get("NAVI_POSTGRES_DSN"),
         metavar="DSN",
-        help="PostgreSQL DSN instead of SQLite (default: $NAVI_POSTGRES_DSN)",
+        help="PostgreSQL DSN instead of SQLite (wins over --db)",
     )
 
 
-def store_from_args(args: argparse.Namespace) -> SessionStore:
-    """The store the arguments name: PostgreSQL when a DSN is given, else SQLite.
+def store_from_args(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> SessionStore:
+    """Open the store that ``add_store_arguments``' flags and the environment name.
+
+    Flags win over the environment. In order: ``--postgres DSN``, ``--db FILE``,
+    ``$NAVI_POSTGRES_DSN``, ``$NAVI_DB``, then ``navi.db`` in the working directory.
+    ``environ`` defaults to ``os.environ``; an empty variable counts as unset.
 
     Raises:
         SessionError: the database cannot be opened.
     """
-    dsn = getattr(args, "postgres", None) or os.environ.get("NAVI_POSTGRES_DSN")
+    env = os.environ if environ is None else environ
+    dsn: str | None = getattr(args, "postgres", None)
+    db: str | None = getattr(args, "db", None)
+    if not dsn and not db:
+        dsn = env.get("NAVI_POSTGRES_DSN") or None
+        db = env.get("NAVI_DB") or "navi.db"
     if dsn:
         from .store.postgres import PostgresStore
 
         return PostgresStore(dsn, max_size=2)
     from .store.sqlite import SQLiteStore
 
-    db = getattr(args, "db", None) or os.environ.get("NAVI_DB") or "navi.db"
+    assert db is not None
     return SQLiteStore(db)
 
 
@@ -133,35 +138,8 @@ def _usage(u: Usage) -> str:
     return text
 
 
-def _block(block: Block) -> str:
-    if isinstance(block, Text):
-        return _indent(block.text)
-    if isinstance(block, Thinking):
-        return "  (thinking)\n" + _indent(block.text)
-    if isinstance(block, RedactedThinking):
-        return "  (redacted thinking)"
-    if isinstance(block, ToolUse):
-        return f"  -> tool call {block.name} [{block.id}] {block.input}"
-    if isinstance(block, ToolResult):
-        head = f"  <- tool result [{block.tool_use_id}]"
-        if block.is_error:
-            head += " (error)"
-        body = [
-            _indent(p.text)
-            if not isinstance(p, MediaPart)
-            else f"    [{p.media_type}, {len(p.data) * 3 // 4} bytes]"
-            for p in block.parts
-        ]
-        return "\n".join([head, *body])
-    if isinstance(block, System):
-        return f"  (system prompt, {block.mode})\n" + _indent(block.text)
-    if isinstance(block, CompactionSummary):
-        return "  (summary of the earlier conversation)\n" + _indent(block.text)
-    return f"  ({type(block).__name__})"  # pragma: no cover - every Block is above
-
-
-def _message(m: Message) -> str:
-    head = f"[{m.role}]"
+def _message(m: Message, names: dict[str, str]) -> str:
+    head = f"[{heading(m).lower()}]"
     details = []
     if m.role == "assistant" and m.wire is not None:
         details.append(m.wire.model)
@@ -171,13 +149,14 @@ def _message(m: Message) -> str:
         details.append(_usage(m.usage))
     if details:
         head += " " + " · ".join(details)
-    return "\n".join([head, *(_block(b) for b in m.content)])
+    return "\n".join([head, *(_indent(render_block(b, names)) for b in m.content)])
 
 
-def render_transcript(info: SessionInfo, windows: Sequence[Sequence[Message]]) -> str:
+def render_session(info: SessionInfo, windows: Sequence[Sequence[Message]]) -> str:
     """The messages of ``windows``, readable, with a separator at each compaction.
 
     Pass every window to show the whole history, or ``[latest]`` for the current one.
+    Blocks read as in the compaction's transcript (``navi_core.transcript``).
     """
     lines = [
         f"session {info.id}",
@@ -190,12 +169,18 @@ def render_transcript(info: SessionInfo, windows: Sequence[Sequence[Message]]) -
             f"(the latest window; {earlier} earlier messages were compacted, "
             "--all shows them)"
         )
+    names: dict[str, str] = {}
     for n, window in enumerate(windows):
         if len(windows) > 1:
             label = "start" if n == 0 else "compaction"
             lines.append(f"\n===== {label}: window {n + 1} of {len(windows)} =====")
-        lines.extend("\n" + _message(m) for m in window)
+        lines.extend("\n" + _message(m, names) for m in window)
     return "\n".join(lines) + "\n"
+
+
+def _print_error(exc: SessionError) -> None:
+    """``exc`` as one line on stderr (a driver's message may span several)."""
+    print("error: " + " ".join(str(exc).split()), file=sys.stderr)
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -206,7 +191,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         finally:
             store.close()
     except SessionError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _print_error(exc)
         return 1
     if not infos:
         print("no sessions")
@@ -226,7 +211,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         finally:
             store.close()
     except SessionError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _print_error(exc)
         return 1
-    sys.stdout.write(render_transcript(info, windows))
+    sys.stdout.write(render_session(info, windows))
     return 0

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -42,19 +43,22 @@ from navi_core import (
     Usage,
     UserMessage,
     WireIdentity,
+    compaction,
 )
 from navi_core.compaction import (
     MIN_FOLD_TOKENS,
     CompactionResult,
+    SizeCache,
     estimate_request_tokens,
     message_sizes,
-    render_transcript,
+    plan_compaction,
     split,
 )
 from navi_core.core import estimate_tokens
 from navi_core.events import Event
 from navi_core.providers.base import ToolSpec
 from navi_core.tokens import estimate_message_tokens
+from navi_core.transcript import render_transcript
 
 PROMPT = "Summarise the conversation for the assistant."
 WIRE = WireIdentity("scripted", "scripted://local", "scripted")
@@ -189,10 +193,11 @@ def test_restated_usage_is_computed_from_sizes_exactly() -> None:
         "two files", Usage(127, 9, cache_read=900, cache_write=100, reasoning=3)
     )
     msgs = [p1, a1, p2, a2, t2, a3]
-    # usage says: p2 costs 1080 - 1000 - 50 = 30 and t2 costs 1127 - 1080 - 7 = 40
-    assert message_sizes(msgs)[1:] == [50, 30, 7, 40, 9]
+    # usage says: p2 costs 1080 - 1000 - 50 = 30 and t2 costs 1127 - 1080 - 7 = 40;
+    # a3 costs its output without the reasoning: 9 - 3 = 6
+    assert message_sizes(msgs)[1:] == [50, 30, 7, 40, 6]
     summariser = Scripted(["Setup was done."])
-    agent = open_agent(msgs, Scripted(), config(30 + 7 + 40 + 9, summariser))
+    agent = open_agent(msgs, Scripted(), config(30 + 7 + 40 + 6, summariser))
 
     assert agent.compact() == CompactionResult(True, 2, 1)
 
@@ -205,8 +210,70 @@ def test_restated_usage_is_computed_from_sizes_exactly() -> None:
     assert kept[3].usage == Usage(s + 30 + 7 + 40, 9, 0, 0, 3)
     assert kept[3].content == a3.content
     # the restated window reads the same sizes back from its usage
-    assert message_sizes(agent.conversation.messages)[2:] == [7, 40, 9]
+    assert message_sizes(agent.conversation.messages)[2:] == [7, 40, 6]
     agent.close()
+
+
+def test_reasoning_tokens_are_not_counted_as_context() -> None:
+    # the provider does not send reasoning back: 1,950 of a1's 2,000 output tokens
+    # were reasoning, so the next prompt grew by 50 for a1 and 30 for p2
+    p1 = prompt(words("setup", 200))
+    a1 = answer("ok", Usage(input=1000, output=2000, reasoning=1950))
+    p2 = prompt("list the files")
+    a2 = answer("two files", Usage(input=1080, output=4000, reasoning=3990))
+    msgs = [p1, a1, p2, a2]
+
+    assert message_sizes(msgs)[1:] == [50, 30, 10]
+    assert estimate_request_tokens(msgs) == 1080 + 10
+
+    summariser = Scripted(["Setup was done."])
+    agent = open_agent(msgs, Scripted(), config(30 + 10, summariser))
+    assert agent.compact() == CompactionResult(True, 2, 1)
+    summary, *kept = agent.conversation.messages
+    s = estimate_message_tokens(summary)
+    assert kept == [p2, a2.with_usage(Usage(s + 30, 4000, 0, 0, 3990))]
+    assert message_sizes(agent.conversation.messages)[2:] == [10]
+    agent.close()
+
+
+def test_size_cache_estimates_each_message_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    estimated: list[Message] = []
+
+    def counting(m: Message) -> int:
+        estimated.append(m)
+        return estimate_message_tokens(m)
+
+    monkeypatch.setattr(compaction, "estimate_message_tokens", counting)
+    msgs = three_turns()
+    cfg = config(0, context_window=10**9)  # the threshold is never reached
+    agent = open_agent(msgs, Scripted(), cfg)
+    cache = SizeCache()
+    dialogue = agent.conversation.dialogue()
+
+    assert plan_compaction(agent, cfg, reason="threshold", cache=cache) is None
+    assert estimated == dialogue
+    assert message_sizes(dialogue, cache) == message_sizes(dialogue)
+    estimated.clear()
+    agent.conversation.messages.append(prompt("fourth"))
+    # an equal message that is another object is estimated on its own
+    agent.conversation.messages[1] = replace(msgs[1])
+    assert plan_compaction(agent, cfg, reason="threshold", cache=cache) is None
+    assert estimated == [agent.conversation.messages[1], prompt("fourth")]
+    agent.close()
+
+
+def test_size_cache_forgets_messages_that_left_the_conversation() -> None:
+    many = [prompt(words(f"question {i}", 5)) for i in range(300)]
+    cache = SizeCache()
+    sizes = message_sizes(many, cache)
+    assert len(cache) == 300
+    few = many[-3:]
+    assert message_sizes(few, cache) == sizes[-3:]
+    assert len(cache) == 3
+    assert message_sizes(many[:10], cache) == sizes[:10]
+    assert len(cache) == 13  # a few stale entries are kept until they outnumber
 
 
 def test_nothing_to_summarise_is_a_no_op_without_provider_call() -> None:
@@ -318,6 +385,7 @@ def test_request_estimate_takes_the_larger_of_usage_and_the_estimator() -> None:
 
 def test_transcript_shows_tools_errors_and_images_as_placeholders() -> None:
     png = base64.b64encode(b"\x89PNG" + b"\0" * (12 * 1024 - 4)).decode()
+    tiny = base64.b64encode(b"\x89PNG\r").decode()  # 5 bytes: "iVBORw0="
     msgs = [
         prompt("look"),
         call("c1", "screenshot", '{"x": 1}'),
@@ -325,7 +393,7 @@ def test_transcript_shows_tools_errors_and_images_as_placeholders() -> None:
             "user",
             (
                 ToolResult("c1", (TextPart("captured"), MediaPart("image/png", png))),
-                ToolResult("c9", (TextPart("boom"),), is_error=True),
+                ToolResult("c9", (MediaPart("image/png", tiny),), is_error=True),
             ),
         ),
     ]
@@ -334,7 +402,8 @@ def test_transcript_shows_tools_errors_and_images_as_placeholders() -> None:
         "## User\nlook",
         '## Assistant\n[tool call screenshot id=c1] {"x": 1}',
         "## Tool results\n[tool result screenshot id=c1]\ncaptured\n"
-        "[image: image/png, 12 KB]\n[tool result unknown tool id=c9 (error)]\nboom",
+        "[image: image/png, 12 KB]\n[tool result unknown tool id=c9 (error)]\n"
+        "[image: image/png, 5 bytes]",
     ]
     assert png not in text
 
@@ -477,6 +546,33 @@ def test_compaction_started_is_returned_before_the_summary_call() -> None:
         assert isinstance(stream.next(), Compacted)
         assert summariser.calls == 1 and main.calls == 0
         list(stream)
+    agent.close()
+
+
+@pytest.mark.parametrize("replaced_prompt", [None, "Another prompt."])
+def test_set_config_after_compaction_started_runs_the_announced_compaction(
+    replaced_prompt: str | None,
+) -> None:
+    msgs = big_history()
+    summariser, other = Scripted(["summary"]), Scripted(["other summary"])
+    main = Scripted([[Text("fresh answer")]])
+    new = words("new", 30)
+    keep = size([*msgs[2:], UserMessage(new)])
+    cfg = config(keep, summariser, context_window=2 * size(msgs), threshold=0.5)
+    agent = open_agent(msgs, main, cfg)
+    with agent.run(new) as stream:
+        assert isinstance(stream.next(), CompactionStarted)
+        # compaction off, or another prompt and summary model, from now on
+        agent.set_config(
+            Config(compaction=CompactionConfig(prompt=replaced_prompt, provider=other))
+        )
+        assert stream.next() == Compacted(len(msgs) + 1, 4, 2, 2)
+        events = list(stream)
+    assert isinstance(events[-1], TurnComplete)
+    assert summariser.calls == 1 and other.calls == 0 and main.calls == 1
+    request = summariser.last_request
+    assert request is not None and request.system == PROMPT
+    assert summaries(agent.conversation.messages) == ["summary"]
     agent.close()
 
 
@@ -632,3 +728,136 @@ def test_cli_reports_an_unknown_session(tmp_path: Path) -> None:
     done = _cli("nope", "--db", str(tmp_path / "navi.db"), "--model", "m1")
     assert done.returncode == 1
     assert "SessionNotFound" in done.stderr and done.stdout == ""
+
+
+def _anthropic_sse(text: str) -> bytes:
+    events = [
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-test",
+                "content": [],
+                "stop_reason": None,
+                "usage": {"input_tokens": 90, "output_tokens": 1},
+            },
+        },
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "text", "text": ""},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": text},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 12},
+        },
+        {"type": "message_stop"},
+    ]
+    return b"".join(
+        f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events
+    )
+
+
+def test_cli_anthropic_base_url_implies_anthropic(
+    loopback: LoopbackServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from navi_core.store.sqlite import SQLiteStore
+
+    db = tmp_path / "navi.db"
+    msgs = three_turns()
+    with SQLiteStore(db) as store:
+        sid = store.create().id
+        store.append(sid, msgs)
+    loopback.add(Reply.sse(_anthropic_sse("Two questions answered.")))
+    # an OpenAI endpoint that refuses connections, should the flag be ignored
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-cli-test-5a4b3c")
+    keep = str(size(msgs[6:]))
+
+    done = _cli(
+        sid,
+        "--db",
+        str(db),
+        "--anthropic-base-url",
+        loopback.url,
+        "--model",
+        "c1",
+        "--keep-verbatim",
+        keep,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "summarised 4 messages" in done.stdout
+    (req,) = loopback.requests
+    assert req.path == "/v1/messages"
+    assert req.headers["x-api-key"] == "sk-ant-cli-test-5a4b3c"
+    assert "sk-ant-cli-test" not in done.stdout + done.stderr
+
+    both = _cli(
+        sid,
+        "--db",
+        str(db),
+        "--anthropic-base-url",
+        loopback.url,
+        "--openai-base-url",
+        loopback.url + "/v1",
+        "--model",
+        "c1",
+    )
+    assert both.returncode == 2 and "not both" in both.stderr
+
+
+class _ClosingStore(MemoryStore):
+    closed = 0
+
+    def close(self) -> None:
+        type(self).closed += 1
+        super().close()
+
+
+@pytest.mark.parametrize(
+    ("url", "error"),
+    [
+        ("ftp://host/v1", "error: base_url must start with http:// or https://: "),
+        ("http://127.0.0.1:9/v1", "error: SessionNotFound: "),
+    ],
+)
+def test_cli_failures_close_store_and_provider_and_print_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    url: str,
+    error: str,
+) -> None:
+    from navi_core import sessions_cli
+    from navi_core.cli import main
+    from navi_core.providers.openai_chat import OpenAIChat
+
+    closed_providers: list[object] = []
+    close_provider = OpenAIChat.close
+
+    def recording_close(self: OpenAIChat) -> None:
+        closed_providers.append(self)
+        close_provider(self)
+
+    monkeypatch.setattr(_ClosingStore, "closed", 0)
+    monkeypatch.setattr(sessions_cli, "store_from_args", lambda a: _ClosingStore())
+    monkeypatch.setattr(OpenAIChat, "close", recording_close)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-cli-test-9f8e7d6c")
+
+    code = main(["compact", "nope", "--model", "m1", "--openai-base-url", url])
+
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, "")
+    assert err.startswith(error) and err.count("\n") == 1, err
+    assert "sk-cli-test" not in err
+    assert _ClosingStore.closed == 1
+    assert len(closed_providers) == (0 if url.startswith("ftp") else 1)

@@ -146,3 +146,47 @@ def test_second_overflow_over_http_propagates(
         agent.close()
     assert kinds == [CompactionStarted, Compacted, ProviderRetry]
     assert len(loopback.requests) == 3
+
+
+def test_reasoning_tokens_do_not_trigger_a_threshold_compaction(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    # o-series usage: 6,000 completion tokens of which 5,950 were reasoning, which the
+    # next request does not carry; the context holds about 1,300 tokens of 4,000
+    reasoning = {
+        "prompt_tokens": 1100,
+        "completion_tokens": 6000,
+        "completion_tokens_details": {"reasoning_tokens": 5950},
+    }
+    loopback.add(
+        Reply.sse(openai_body(["Port 8443."], usage=reasoning)),
+        Reply.sse(openai_body(["Use port 5432."])),
+    )
+    notes = [
+        f"note {i}: " + "the staging stack runs behind nginx " * 40 for i in range(3)
+    ]
+    config = Config(
+        compaction=CompactionConfig(
+            keep_verbatim=40, prompt=PROMPT, context_window=4000, threshold=0.8
+        )
+    )
+    with (
+        OpenAIChat("o-test", loopback.url + "/v1", "sk-test-1234567") as provider,
+        SQLiteStore(tmp_path / "navi.db") as store,
+    ):
+        sid = store.create().id
+        store.append(sid, [UserMessage(n).with_wire(provider.wire) for n in notes])
+        agent = Agent(provider, store=store, session=sid, config=config)
+        for question in ("Which port?", "And the database?"):
+            with agent.run(question) as stream:
+                events = list(stream)
+            assert not any(isinstance(e, CompactionStarted) for e in events)
+        first_usage = agent.conversation.messages[-3].usage
+        agent.close()
+
+    assert first_usage is not None and first_usage.reasoning == 5950
+    assert len(loopback.requests) == 2  # no summary request between the turns
+    assert loopback.requests[1].json["messages"][-1] == {
+        "role": "user",
+        "content": "And the database?",
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,7 @@ from navi_core.store import SessionStore, SQLiteStore
 
 WIRE = WireIdentity("openai_chat", "http://127.0.0.1:11434/v1", "qwen2.5")
 LONG = "Please read every file\nin the repository and then " + "summarise it " * 10
+TINY_PNG = base64.b64encode(b"\x89PNG\r").decode()  # 5 bytes, padded: "iVBORw0="
 
 
 def _cli(
@@ -61,7 +63,9 @@ def _fill(store: SessionStore) -> tuple[str, str]:
             "user",
             (
                 ToolResult("call_7", (TextPart("alpha\nbeta"),)),
-                ToolResult("call_8", (MediaPart("image/png", "AAAA"),), is_error=True),
+                ToolResult(
+                    "call_8", (MediaPart("image/png", TINY_PNG),), is_error=True
+                ),
             ),
         ),
         Message(
@@ -98,14 +102,45 @@ def test_list_shows_sessions_newest_first(db: tuple[Path, str, str]) -> None:
     assert second.endswith("…") and len(second) < 150
 
 
-def test_list_reads_navi_db_from_the_environment(db: tuple[Path, str, str]) -> None:
-    path, _, sid = db
+def _env(**variables: str) -> dict[str, str]:
     env = child_env()
-    env["NAVI_DB"] = str(path)
+    env.pop("NAVI_DB", None)
     env.pop("NAVI_POSTGRES_DSN", None)
-    result = _cli("list", env=env)
+    env.update(variables)
+    return env
+
+
+# nothing listens on port 9: the command fails if it opens this server
+UNREACHABLE_DSN = "postgresql://navi@127.0.0.1:9/navi?connect_timeout=2"
+
+
+def test_list_reads_navi_db_from_the_environment(
+    db: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    path, _, sid = db
+    result = _cli("list", env=_env(NAVI_DB=str(path)))
     assert result.returncode == 0, result.stderr
     assert sid in result.stdout
+    # an explicit --db wins over both variables
+    other = tmp_path / "other.db"
+    for env in (
+        _env(NAVI_DB=str(other)),
+        _env(NAVI_DB=str(other), NAVI_POSTGRES_DSN=UNREACHABLE_DSN),
+        _env(NAVI_POSTGRES_DSN=UNREACHABLE_DSN),
+    ):
+        result = _cli("list", "--db", str(path), env=env)
+        assert result.returncode == 0, result.stderr
+        assert sid in result.stdout
+    assert not other.exists()
+
+
+def test_navi_postgres_dsn_wins_over_navi_db(db: tuple[Path, str, str]) -> None:
+    path, _, _ = db
+    env = _env(NAVI_DB=str(path), NAVI_POSTGRES_DSN=UNREACHABLE_DSN)
+    result = _cli("list", env=env)
+    assert result.returncode == 1
+    assert result.stdout == "" and result.stderr.startswith("error: ")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
 def test_list_of_an_empty_database(tmp_path: Path) -> None:
@@ -138,11 +173,20 @@ def test_show_all_prints_every_window_with_a_separator(
         "[assistant] qwen2.5 · tool_use · tokens: 120 in, 30 out, cache 64 read"
         in first
     )
-    assert "(thinking)\n    need the file" in first
-    assert '-> tool call read_file [call_7] {"path": "a.txt"}' in first
-    assert "<- tool result [call_7]\n    alpha\n    beta" in first
-    assert "<- tool result [call_8] (error)\n    [image/png, 3 bytes]" in first
-    assert "read a.txt: alpha" in second and "The file says alpha." in second
+    # blocks read as in the summary request's transcript (navi_core.transcript)
+    assert "    (thinking) need the file" in first
+    assert '    [tool call read_file id=call_7] {"path": "a.txt"}' in first
+    assert (
+        "[tool results]\n    [tool result read_file id=call_7]\n    alpha\n    beta"
+        in first
+    )
+    assert (
+        "    [tool result unknown tool id=call_8 (error)]\n"
+        "    [image: image/png, 5 bytes]"
+    ) in first
+    assert TINY_PNG not in out
+    assert "[summary of the earlier conversation]\n    read a.txt: alpha" in second
+    assert "The file says alpha." in second
 
 
 @pytest.mark.parametrize("target", ["nope", ""])
@@ -166,15 +210,20 @@ def test_corrupt_database_is_a_clear_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_list_and_show_on_postgres(pg_dsn: str) -> None:
+def test_list_and_show_on_postgres(pg_dsn: str, tmp_path: Path) -> None:
     from navi_core.store.postgres import PostgresStore
 
     with PostgresStore(pg_dsn) as store:
         old, sid = _fill(store)
-    result = _cli("list", "--postgres", pg_dsn)
+    sqlite = tmp_path / "unused.db"
+    # --postgres wins over --db and over $NAVI_DB
+    result = _cli(
+        "list", "--postgres", pg_dsn, "--db", str(sqlite), env=_env(NAVI_DB=str(sqlite))
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[1].startswith(sid) and lines[2].startswith(old)
+    assert not sqlite.exists()
     env = child_env()
     env["NAVI_POSTGRES_DSN"] = pg_dsn
     result = _cli("show", sid, "--all", env=env)
