@@ -27,7 +27,7 @@ from .stream import Phase, Stream
 from .tools import Tool, ToolRegistry, ToolSource
 
 if TYPE_CHECKING:
-    from .compaction import CompactionResult, PendingCompaction
+    from .compaction import CompactionResult, PendingCompaction, SizeCache
 
 __all__ = ["Agent"]
 
@@ -75,6 +75,7 @@ class Agent:
         self._known_results: dict[str, ToolResult] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._executor_size = 0
+        self._sizes: SizeCache | None = None  # token estimates, kept between responses
         self._stream: Stream | None = None
         self._closed = False
         if session is None:
@@ -303,9 +304,13 @@ class Agent:
     def _plan_compaction(
         self, config: Config, *, reason: str, force: bool = False
     ) -> PendingCompaction | None:
-        from .compaction import plan_compaction
+        from .compaction import SizeCache, plan_compaction
 
-        return plan_compaction(self, config, reason=reason, force=force)
+        if self._sizes is None:
+            self._sizes = SizeCache()
+        return plan_compaction(
+            self, config, reason=reason, force=force, cache=self._sizes
+        )
 
     def _run_compaction(self, config: Config, pending: PendingCompaction) -> Compacted:
         from .compaction import run_compaction

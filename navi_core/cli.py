@@ -4,18 +4,21 @@ session listing and compaction."""
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .errors import NaviError
+
+if TYPE_CHECKING:
+    from .providers.base import Provider
+    from .store.base import SessionStore
 
 __all__ = ["build_parser", "main"]
 
 
-def _default_db() -> str:
-    return os.environ.get("NAVI_DB", "navi.db")
-
-
-def _open_store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _open_store(args: argparse.Namespace) -> SessionStore:
     from .sessions_cli import store_from_args
 
     return store_from_args(args)
@@ -24,7 +27,11 @@ def _open_store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    store = _open_store(args)
+    try:
+        store = _open_store(args)
+    except NaviError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     try:
         return run_demo(store, sys.stdout)
     finally:
@@ -38,44 +45,44 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .config import Config
     from .console import EventPrinter
     from .demo import demo_tools
-    from .errors import NaviError
     from .events import TurnComplete
 
-    provider = _provider_from_args(args)
-    store = _open_store(args)
-    tools = demo_tools(Path(args.workspace)) if args.workspace else []
-    config = Config(max_output_tokens=args.max_tokens)
     printer = EventPrinter(sys.stdout)
     try:
-        with Agent(
-            provider,
-            tools=tools,
-            store=store,
-            session=args.session,
-            config=config,
-            system=args.system,
-        ) as agent:
-            stream = agent.run(args.prompt) if args.prompt else agent.resume()
-            with stream:
-                while ev := stream.next():
-                    printer.handle(ev)
-                    if isinstance(ev, TurnComplete):
-                        u = ev.usage
-                        print(
-                            f"[{ev.stop_reason}] {ev.iterations} responses, "
-                            f"{ev.tool_calls} tool calls, {u.prompt_total} in / "
-                            f"{u.output} out tokens, session {agent.session_id[:12]}"
-                        )
-    except NaviError as exc:
+        with contextlib.ExitStack() as stack:
+            provider = _provider_from_args(args)
+            stack.callback(provider.close)
+            store = _open_store(args)
+            stack.callback(store.close)
+            agent = stack.enter_context(
+                Agent(
+                    provider,
+                    tools=demo_tools(Path(args.workspace)) if args.workspace else [],
+                    store=store,
+                    session=args.session,
+                    config=Config(max_output_tokens=args.max_tokens),
+                    system=args.system,
+                )
+            )
+            stream = stack.enter_context(
+                agent.run(args.prompt) if args.prompt else agent.resume()
+            )
+            while ev := stream.next():
+                printer.handle(ev)
+                if isinstance(ev, TurnComplete):
+                    u = ev.usage
+                    print(
+                        f"[{ev.stop_reason}] {ev.iterations} responses, "
+                        f"{ev.tool_calls} tool calls, {u.prompt_total} in / "
+                        f"{u.output} out tokens, session {agent.session_id[:12]}"
+                    )
+    except (NaviError, ValueError) as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    finally:
-        provider.close()
-        store.close()
     return 0
 
 
-def _provider_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _provider_from_args(args: argparse.Namespace) -> Provider:
     if args.anthropic:
         from .providers.anthropic import Anthropic
 
@@ -85,28 +92,19 @@ def _provider_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-de
     return OpenAIChat(args.model, base_url=args.base_url)
 
 
-def _add_store_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--db", default=_default_db(), help="SQLite file (default: $NAVI_DB or navi.db)"
-    )
-    p.add_argument(
-        "--postgres",
-        default=os.environ.get("NAVI_POSTGRES_DSN"),
-        help="PostgreSQL DSN instead of SQLite (default: $NAVI_POSTGRES_DSN)",
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(
         prog="navi-core", description="A synchronous, pull-based LLM agent loop."
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    from . import compaction_cli, sessions_cli
+    from .sessions_cli import add_store_arguments
 
     demo = sub.add_parser(
         "demo", help="run one complete agent turn offline, with real tools"
     )
-    _add_store_args(demo)
+    add_store_arguments(demo)
     demo.set_defaults(func=_cmd_demo)
 
     run = sub.add_parser("run", help="run one turn against a real endpoint")
@@ -124,10 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--workspace", default=None, help="give the model file tools in this folder"
     )
     run.add_argument("--max-tokens", type=int, default=None)
-    _add_store_args(run)
+    add_store_arguments(run)
     run.set_defaults(func=_cmd_run)
-
-    from . import compaction_cli, sessions_cli
 
     sessions_cli.register(sub)
     compaction_cli.register(sub)

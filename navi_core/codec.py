@@ -43,6 +43,7 @@ from .conversation import (
     ToolUse,
     Usage,
     WireIdentity,
+    valid_text,
 )
 
 __all__ = [
@@ -74,21 +75,6 @@ class CodecError(ValueError):
 def _looks_secret(name: str) -> bool:
     lowered = name.lower()
     return any(word in lowered for word in _SECRET_WORDS)
-
-
-def valid_text(text: str) -> str:
-    """``text`` with each lone surrogate replaced by U+FFFD: what UTF-8 can hold.
-
-    A surrogate pair written as two code points becomes the character it encodes.
-    Text that is already valid (nearly all) is returned as it is, checked cheaply.
-    """
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return text
 
 
 def _cut_url(url: str) -> str:

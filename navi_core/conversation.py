@@ -32,6 +32,7 @@ __all__ = [
     "WireIdentity",
     "decode_arguments",
     "scrub_text",
+    "valid_text",
 ]
 
 Role: TypeAlias = Literal["system", "user", "assistant"]
@@ -228,38 +229,40 @@ class Message:
         return Message(self.role, self.content, self.usage, self.stop_reason, wire)
 
 
-def _clean(text: str) -> str:
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD: what UTF-8 can hold.
+
+    Text from ``os.listdir`` or ``sys.argv`` may hold lone surrogates, which no JSON
+    encoder or store accepts. A surrogate pair written as two code points becomes the
+    character it encodes. Valid text (nearly all) is returned as it is, checked cheaply.
+    """
     if text.isascii():
         return text
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates, e.g. from os.fsdecode
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return text
 
 
 def _clean_block(block: Block) -> Block:
     if isinstance(block, Text):
-        return Text(_clean(block.text))
+        return Text(valid_text(block.text))
     if isinstance(block, ToolResult):
         parts = tuple(
-            TextPart(_clean(p.text)) if isinstance(p, TextPart) else p
+            TextPart(valid_text(p.text)) if isinstance(p, TextPart) else p
             for p in block.parts
         )
         return ToolResult(block.tool_use_id, parts, block.is_error)
     if isinstance(block, System):
-        return System(_clean(block.text), block.mode)
+        return System(valid_text(block.text), block.mode)
     if isinstance(block, CompactionSummary):
-        return CompactionSummary(_clean(block.text))
+        return CompactionSummary(valid_text(block.text))
     return block
 
 
 def scrub_text(message: Message) -> Message:
-    """The message with lone surrogates replaced by U+FFFD, so it can be encoded.
-
-    Text from ``os.listdir`` or ``sys.argv`` may hold them; no JSON encoder or store
-    accepts them. Returns the same object when there is nothing to replace.
-    """
+    """The message with its text made ``valid_text``; the same object when already valid."""
     content = tuple(_clean_block(b) for b in message.content)
     if content == message.content:
         return message
