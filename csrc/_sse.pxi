@@ -5,7 +5,8 @@
 # Speed comes from three things: lines are found with memchr in the caller's buffer
 # (only an unfinished line is copied), fields are matched on char pointers, and the
 # common chunks (OpenAI content deltas, Anthropic content_block_delta) are read by a
-# strict hand scanner (_sse_fast.pxi); anything else goes through orjson.
+# strict hand scanner (_sse_fast.pxi); anything else goes through orjson. Cold paths
+# (errors, retry values, odd input types, JSON members) call the twin's own helpers.
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
@@ -16,7 +17,20 @@ from libc.string cimport memchr, memcmp, memset
 import orjson
 
 from navi_core import deltas as _deltas
-from navi_core._framing_py import DEFAULT_MAX_EVENT_BYTES, SSEEvent, _loads, _shape_error
+from navi_core._framing_py import (
+    _ANTHROPIC_USAGE,
+    _BOM,
+    DEFAULT_MAX_EVENT_BYTES,
+    SSEEvent,
+    _as_bytes,
+    _data_error,
+    _int,
+    _line_error,
+    _loads,
+    _retry,
+    _shape_error,
+    _str,
+)
 from navi_core.errors import MalformedStream
 
 include "_sse_scan.pxi"
@@ -33,22 +47,12 @@ cdef object _USAGE = _deltas.USAGE
 cdef object _MODEL = _deltas.MODEL
 cdef object _ERROR = _deltas.ERROR
 cdef tuple _DONE_DELTA = (_deltas.DONE,)
-cdef bytes _BOM = b"\xef\xbb\xbf"
-cdef tuple _ANTHROPIC_USAGE = (
-    "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"
-)
 
 
 cdef inline Py_ssize_t _eol(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
     while i < n and p[i] != 10 and p[i] != 13:
         i += 1
     return i
-
-
-cdef object _line_error(Py_ssize_t offset, Py_ssize_t limit):
-    return MalformedStream(
-        f"SSE line at byte {offset} exceeds max_event_bytes ({limit})", offset=offset
-    )
 
 
 cdef class _Framer:
@@ -59,28 +63,29 @@ cdef class _Framer:
     cdef Py_ssize_t _pos  # stream offset of the next byte fed
     cdef Py_ssize_t _max, _size, _data_offset
     cdef bint _bom, _skip_lf, _closed, _stopped
+    cdef bint _names_events  # False: _dispatch never reads _event, so it is not kept
     cdef list _parts
     cdef bytes _event
     cdef str _id
     cdef object _retry, _error
 
-    def __init__(self, max_event_bytes=DEFAULT_MAX_EVENT_BYTES):
+    def __cinit__(self, max_event_bytes=DEFAULT_MAX_EVENT_BYTES):
+        # Here rather than in __init__: an object made by cls.__new__(cls) is usable.
         if max_event_bytes < 1:
             raise ValueError("max_event_bytes must be positive")
         self._max = max_event_bytes
         self._buf = bytearray()
-        self._buf_offset = self._pos = self._size = self._data_offset = 0
         self._bom = True
-        self._skip_lf = self._closed = self._stopped = False
         self._parts = []
         self._event = b""
         self._id = ""
-        self._retry = self._error = None
 
     def feed(self, data):
         """Consume a chunk of the body; return what it completed (maybe nothing)."""
         cdef list out = []
         cdef Py_buffer view
+        if type(data) is not bytes and type(data) is not bytearray:
+            data = _as_bytes(data)
         if self._error is not None:
             raise self._error
         if self._closed:
@@ -235,7 +240,7 @@ cdef class _Framer:
         """Apply one line (without its terminator) to the pending event."""
         cdef const unsigned char* colon
         cdef const unsigned char* v
-        cdef Py_ssize_t name, k, vn
+        cdef Py_ssize_t name, vn
         if n == 0:
             if self._parts:
                 self._flush(out)
@@ -264,21 +269,18 @@ cdef class _Framer:
                 self._size = vn
                 self._data_offset = offset
             if self._size > self._max:
-                raise MalformedStream(
-                    f"SSE event data at byte {offset} exceeds max_event_bytes ({self._max})",
-                    offset=offset,
-                )
+                raise _data_error(offset, self._max)
             self._parts.append(PyBytes_FromStringAndSize(<const char*>v, vn))
         elif name == 5 and memcmp(p, b"event", 5) == 0:
-            self._event = PyBytes_FromStringAndSize(<const char*>v, vn)
+            if self._names_events:
+                self._event = PyBytes_FromStringAndSize(<const char*>v, vn)
         elif name == 2 and memcmp(p, b"id", 2) == 0:
             if memchr(v, 0, vn) == NULL:
                 self._id = PyUnicode_DecodeUTF8(<const char*>v, vn, b"replace")
-        elif name == 5 and memcmp(p, b"retry", 5) == 0 and vn:
-            for k in range(vn):
-                if not 48 <= v[k] <= 57:
-                    return 0
-            self._retry = int(PyBytes_FromStringAndSize(<const char*>v, vn))
+        elif name == 5 and memcmp(p, b"retry", 5) == 0:
+            retry = _retry(PyBytes_FromStringAndSize(<const char*>v, vn))
+            if retry is not None:
+                self._retry = retry
         return 0
 
     cdef int _flush(self, list out) except -1:
@@ -300,6 +302,9 @@ cdef class _Framer:
 cdef class SSEDecoder(_Framer):
     """Incremental ``text/event-stream`` decoder: bytes in, ``SSEEvent`` values out."""
 
+    def __cinit__(self, *args, **kwargs):
+        self._names_events = True
+
     cdef int _dispatch(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
         event = PyUnicode_DecodeUTF8(
             PyBytes_AS_STRING(self._event), PyBytes_GET_SIZE(self._event), b"replace"
@@ -307,21 +312,6 @@ cdef class SSEDecoder(_Framer):
         text = PyUnicode_DecodeUTF8(<const char*>p, n, b"replace")
         out.append(SSEEvent(event or "message", text, self._id, self._retry))
         return 0
-
-
-cdef inline object _count(value):
-    """A token count: absent or null is 0."""
-    if value is None:
-        return 0
-    if type(value) is not int:
-        raise TypeError("token count is not an integer")
-    return value
-
-
-cdef inline str _str(value):
-    if type(value) is not str:
-        raise TypeError("expected a string")
-    return value
 
 
 include "_sse_parsers.pxi"

@@ -10,13 +10,12 @@ cdef class OpenAIChatParser(_Framer):
     """Chat-completions stream (``data: {chunk}`` ... ``data: [DONE]``) to deltas."""
 
     cdef str _model
-    cdef bytes _model_raw  # the JSON text _model was read from by the fast path
+    cdef bytes _model_raw  # the JSON text _model was last read from by the fast path
     cdef set _tools
 
-    def __init__(self, max_event_bytes=DEFAULT_MAX_EVENT_BYTES):
-        _Framer.__init__(self, max_event_bytes)
+    def __cinit__(self, *args, **kwargs):
         self._model = ""
-        self._model_raw = None
+        self._model_raw = b""
         self._tools = set()
 
     cdef int _dispatch(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
@@ -37,15 +36,19 @@ cdef class OpenAIChatParser(_Framer):
     cdef bint _fast(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
         """Emit the deltas of a plain content chunk; False when orjson must decide."""
         cdef _OpenAIChunk c
-        cdef bytes raw
+        cdef Py_ssize_t size
         memset(&c, 0, sizeof(c))
         if _openai_chunk(p, n, &c) < 0:
             return False
         if c.model_st == 2 and _nonempty(&c.model):
-            raw = (<const char*>p)[c.model.start:c.model.end]
-            if raw != self._model_raw:
+            size = c.model.end - c.model.start
+            if size != PyBytes_GET_SIZE(self._model_raw) or memcmp(
+                p + c.model.start, PyBytes_AS_STRING(self._model_raw), size
+            ):  # not the text seen last: decode it (an escaped twin may still be equal)
                 model = _text(p, &c.model)
-                self._model_raw = raw
+                self._model_raw = PyBytes_FromStringAndSize(
+                    <const char*>p + c.model.start, size
+                )
                 if model != self._model:
                     self._model = model
                     out.append((_MODEL, model))
@@ -82,7 +85,7 @@ cdef class OpenAIChatParser(_Framer):
         model = obj.get("model")
         if model and model != self._model:
             self._model = _str(model)
-            self._model_raw = None
+            self._model_raw = b""
             out.append((_MODEL, model))
         choices = obj.get("choices")
         if choices:
@@ -93,12 +96,12 @@ cdef class OpenAIChatParser(_Framer):
                     break
         usage = obj.get("usage")
         if usage is not None:
-            prompt = _count(usage.get("prompt_tokens"))
+            prompt = _int(usage.get("prompt_tokens"))
             details = usage.get("prompt_tokens_details")
-            cached = _count(details.get("cached_tokens")) if details else 0
+            cached = _int(details.get("cached_tokens")) if details else 0
             details = usage.get("completion_tokens_details")
-            reasoning = _count(details.get("reasoning_tokens")) if details else 0
-            output = _count(usage.get("completion_tokens"))
+            reasoning = _int(details.get("reasoning_tokens")) if details else 0
+            output = _int(usage.get("completion_tokens"))
             out.append((_USAGE, max(prompt - cached, 0), output, cached, 0, reasoning))
         return 0
 
@@ -126,7 +129,7 @@ cdef class OpenAIChatParser(_Framer):
         cdef set tools = self._tools
         for position, call in enumerate(calls):
             index = call.get("index")
-            index = position if index is None else _count(index)
+            index = position if index is None else _int(index)
             function = call.get("function") or {}
             if index not in tools:
                 tools.add(index)
@@ -148,10 +151,8 @@ cdef class AnthropicParser(_Framer):
     cdef Py_ssize_t _tools
     cdef list _usage  # input, output, cache_read, cache_write
 
-    def __init__(self, max_event_bytes=DEFAULT_MAX_EVENT_BYTES):
-        _Framer.__init__(self, max_event_bytes)
+    def __cinit__(self, *args, **kwargs):
         self._blocks = {}
-        self._tools = 0
         self._usage = [0, 0, 0, 0]
 
     cdef int _dispatch(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
@@ -171,6 +172,12 @@ cdef class AnthropicParser(_Framer):
         cdef str text
         memset(&e, 0, sizeof(e))
         if _anthropic_event(p, n, &e) < 0 or e.type_st != 2:
+            return False
+        # The types are compared as raw bytes: an escaped one ("text\u005fdelta") may
+        # still mean one of them, so orjson decides.
+        if e.type.flags & _ESCAPED:
+            return False
+        if e.delta_type_st == 2 and e.delta_type.flags & _ESCAPED:
             return False
         if _is(p, &e.type, b"ping", 4) or _is(p, &e.type, b"content_block_stop", 18):
             return True
@@ -275,6 +282,6 @@ cdef class AnthropicParser(_Framer):
         for slot, key in enumerate(_ANTHROPIC_USAGE):
             value = usage.get(key)
             if value is not None:
-                totals[slot] = _count(value)
+                totals[slot] = _int(value)
         out.append((_USAGE, totals[0], totals[1], totals[2], totals[3], 0))
         return 0

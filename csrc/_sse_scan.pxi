@@ -5,7 +5,8 @@
 # shared in spirit with the pure twin. The scanner therefore accepts only what orjson
 # accepts with the same meaning, and gives up on anything it does not fully check:
 # exponents, surrogate escapes, deep nesting, duplicate keys of interest, keys with
-# escapes.
+# escapes. A string is only ever compared by its raw bytes when it holds no escape
+# (flag _ESCAPED): "text\u005fdelta" means text_delta, yet its bytes differ.
 
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp
@@ -13,14 +14,13 @@ from libc.string cimport memcmp
 cdef enum:
     _MAX_DEPTH = 32
     _MAX_NUMBER = 40  # long enough for any count, too short to overflow a double
-    _ESCAPED = 1
-    _NON_ASCII = 2
+    _ESCAPED = 1  # the string holds a backslash escape: its raw bytes are not its text
 
 
 cdef struct _Str:
     Py_ssize_t start  # first byte after the opening quote
     Py_ssize_t end  # the closing quote
-    int flags  # _ESCAPED | _NON_ASCII
+    int flags  # _ESCAPED
 
 
 cdef inline Py_ssize_t _ws(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
@@ -131,7 +131,6 @@ cdef Py_ssize_t _string(
             k = _utf8(p, i, n)
             if k == 0:
                 return -1
-            s.flags |= _NON_ASCII
             i += k
     return -1
 
@@ -223,6 +222,7 @@ cdef Py_ssize_t _skip(
 cdef inline bint _is(
     const unsigned char* p, _Str* s, const char* word, Py_ssize_t k
 ) noexcept nogil:
+    """Raw bytes equality: the caller rules out escaped strings (see _ESCAPED)."""
     return s.end - s.start == k and memcmp(p + s.start, word, k) == 0
 
 

@@ -11,6 +11,18 @@ from libc.string cimport memcpy
 
 from navi_core import _text_py as _tp
 
+cdef extern from *:
+    """
+    /* Before 3.12 a str made by the legacy wchar_t API is not "ready": its
+       PEP 393 storage does not exist until PyUnicode_READY builds it. */
+    #if PY_VERSION_HEX < 0x030C0000
+    #  define navi_unicode_ready(text) PyUnicode_READY(text)
+    #else
+    #  define navi_unicode_ready(text) 0
+    #endif
+    """
+    int navi_unicode_ready(object text) except -1
+
 cdef extern from "Python.h":
     ctypedef unsigned char Py_UCS1
     ctypedef unsigned short Py_UCS2
@@ -339,6 +351,7 @@ def estimate_tokens(text):
         raise TypeError(
             f"estimate_tokens() argument must be str, not {type(text).__name__}"
         )
+    navi_unicode_ready(text)
     n = PyUnicode_GET_LENGTH(text)
     kind = PyUnicode_KIND(text)
     data = PyUnicode_DATA(text)

@@ -9,10 +9,14 @@ on bytes, with three deliberate choices both twins share:
 * a line, or the data of one event, larger than ``max_event_bytes`` raises
   ``MalformedStream``, so memory stays bounded however the input is chunked;
 * an error found after some results of the same ``feed`` returns those results first
-  and raises on the next call; a failed or closed object refuses further input.
+  and raises on the next call; a failed or closed object refuses further input;
+* a ``retry`` value with more than 18 significant digits is ignored like one that is
+  not all digits: no delay that long means anything, and ``int()`` refuses past 4300.
 
-The delta parsers in ``_sse_py`` build on ``_Framer``; the JSON helpers here give both
-twins the same error messages.
+``feed()`` takes any bytes-like object (a strided ``memoryview`` is copied in order) and
+nothing else. The delta parsers in ``_sse_py`` build on ``_Framer``; the helpers here
+(errors, field values, JSON members) are shared with the compiled twin, so both raise
+the same errors with the same messages.
 """
 
 from __future__ import annotations
@@ -29,8 +33,15 @@ __all__ = ["DEFAULT_MAX_EVENT_BYTES", "SSEDecoder", "SSEEvent"]
 
 _BOM: Final = b"\xef\xbb\xbf"
 _EOL: Final = re.compile(rb"\r\n|\r|\n")
-_EXCERPT: Final = 80
+_EXCERPT: Final = 80  # bytes of a payload quoted in an error message
+_MAX_RETRY_DIGITS: Final = 18
 DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
+_ANTHROPIC_USAGE: Final = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
 
 Buffer = bytes | bytearray | memoryview
 Delta = tuple[Any, ...]
@@ -83,6 +94,52 @@ def _line_error(offset: int, limit: int) -> MalformedStream:
     )
 
 
+def _data_error(offset: int, limit: int) -> MalformedStream:
+    return MalformedStream(
+        f"SSE event data at byte {offset} exceeds max_event_bytes ({limit})",
+        offset=offset,
+    )
+
+
+def _int(value: Any) -> int:
+    """An integer member such as a token count: absent or null is 0."""
+    if value is None:
+        return 0
+    if type(value) is not int:
+        raise TypeError("token count is not an integer")
+    return value
+
+
+def _str(value: Any) -> str:
+    if type(value) is not str:
+        raise TypeError("expected a string")
+    return value
+
+
+def _as_bytes(data: object) -> bytes:
+    """``data`` copied to bytes if it is bytes-like; TypeError for anything else."""
+    if isinstance(data, bytes | bytearray):
+        return bytes(data)
+    try:
+        view = memoryview(data)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(
+            f"feed() argument must be a bytes-like object, not {type(data).__name__!r}"
+        ) from None
+    with view:
+        return view.tobytes()  # C order, whatever the strides
+
+
+def _retry(value: bytes) -> int | None:
+    """The milliseconds of a ``retry`` field, or None to ignore it."""
+    if not value.isdigit():  # ASCII digits only, and not empty
+        return None
+    digits = value.lstrip(b"0")
+    if len(digits) > _MAX_RETRY_DIGITS:
+        return None
+    return int(digits) if digits else 0
+
+
 class _Framer:
     """Splits bytes into SSE fields and hands each complete event to ``_dispatch``."""
 
@@ -127,18 +184,19 @@ class _Framer:
         """Consume a chunk of the body; return what it completed (maybe nothing).
 
         Raises:
+            TypeError: ``data`` is not a bytes-like object.
             MalformedStream: the input breaks a limit or the payload format.
             ValueError: called after ``close()``.
         """
+        if type(data) is not bytes:
+            data = _as_bytes(data)
         if self._error is not None:
             raise self._error
         if self._closed:
             raise ValueError("feed() called after close()")
         out: list[Any] = []
-        if self._stopped or not len(data):
+        if self._stopped or not data:
             return out
-        if type(data) is not bytes:
-            data = bytes(data)
         held = self._held
         if held and not self._bom and b"\n" not in data and b"\r" not in data:
             held += data  # only the unfinished line grows: no copy of it
@@ -310,19 +368,18 @@ class _Framer:
                 self._size = len(value)
                 self._data_offset = offset
             if self._size > self._max:
-                raise MalformedStream(
-                    f"SSE event data at byte {offset} exceeds "
-                    f"max_event_bytes ({self._max})",
-                    offset=offset,
-                )
+                raise _data_error(offset, self._max)
             parts.append(value)
         elif name == b"event":
-            self._event = value
+            if self._names_events:
+                self._event = value
         elif name == b"id":
             if b"\x00" not in value:
                 self._id = value.decode("utf-8", "replace")
-        elif name == b"retry" and value.isdigit():
-            self._retry = int(value)
+        elif name == b"retry":
+            retry = _retry(value)
+            if retry is not None:
+                self._retry = retry
 
     def _flush(self, out: list[Any]) -> None:
         parts = self._parts

@@ -18,14 +18,17 @@ from typing import Any, Final
 import orjson
 
 from ._framing_py import (
+    _ANTHROPIC_USAGE,
     DEFAULT_MAX_EVENT_BYTES,
     Buffer,
     Delta,
     SSEDecoder,
     SSEEvent,
     _Framer,
+    _int,
     _loads,
     _shape_error,
+    _str,
 )
 from .deltas import (
     DONE,
@@ -45,29 +48,8 @@ __all__ = ["AnthropicParser", "OpenAIChatParser", "SSEDecoder", "SSEEvent"]
 
 _PROBE: Final = "\u2603 probe"
 _PROBE_JSON: Final = orjson.dumps(_PROBE)[1:-1]
-_ANTHROPIC_USAGE: Final = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_input_tokens",
-    "cache_creation_input_tokens",
-)
 
 Slot = tuple[dict[str, Any], str]  # the container and key of the emitted string
-
-
-def _int(value: Any) -> int:
-    """A token count: absent or null is 0."""
-    if value is None:
-        return 0
-    if type(value) is not int:
-        raise TypeError("token count is not an integer")
-    return value
-
-
-def _str(value: Any) -> str:
-    if type(value) is not str:
-        raise TypeError("expected a string")
-    return value
 
 
 class _Template:

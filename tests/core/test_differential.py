@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import random
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
 import orjson
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -24,15 +25,15 @@ TEXT = st.text(
     | st.sampled_from("\u2028\u2029\x85\0:é😀"),
     max_size=12,
 )
-VALUE = TEXT.map(lambda t: t.replace("\n", "").replace("\r", "").encode()) | st.binary(
-    max_size=6
-).map(lambda b: b.replace(b"\n", b"").replace(b"\r", b""))
+FIELD_VALUE = TEXT.map(
+    lambda t: t.replace("\n", "").replace("\r", "").encode()
+) | st.binary(max_size=6).map(lambda b: b.replace(b"\n", b"").replace(b"\r", b""))
 NAME = st.sampled_from([b"data", b"event", b"id", b"retry", b"dat", b"x", b"", b"Data"])
 RETRY = st.integers(0, 10**6).map(lambda n: b"retry: %d" % n)
 LINE = st.one_of(
-    st.tuples(NAME, st.sampled_from([b":", b": ", b":  "]), VALUE).map(b"".join),
+    st.tuples(NAME, st.sampled_from([b":", b": ", b":  "]), FIELD_VALUE).map(b"".join),
     NAME,
-    VALUE.map(lambda v: b":" + v),  # comment
+    FIELD_VALUE.map(lambda v: b":" + v),  # comment
     RETRY,
     st.just(b""),
 )
@@ -204,6 +205,11 @@ anthropic_usage = st.fixed_dictionaries(
         "cache_creation_input_tokens": TOKENS,
     },
 )
+anthropic_content_delta = st.builds(
+    lambda i, d: {"type": "content_block_delta", "index": i, "delta": d},
+    st.integers(0, 4),
+    anthropic_delta,
+)
 anthropic_event = st.one_of(
     st.builds(
         lambda u, m: {"type": "message_start", "message": {"model": m, "usage": u}},
@@ -215,11 +221,7 @@ anthropic_event = st.one_of(
         st.integers(0, 4),
         anthropic_block,
     ),
-    st.builds(
-        lambda i, d: {"type": "content_block_delta", "index": i, "delta": d},
-        st.integers(0, 4),
-        anthropic_delta,
-    ),
+    anthropic_content_delta,
     st.builds(lambda i: {"type": "content_block_stop", "index": i}, st.integers(0, 4)),
     st.builds(
         lambda r, u: {"type": "message_delta", "delta": {"stop_reason": r}, "usage": u},
@@ -322,13 +324,13 @@ TEMPLATES = st.sampled_from(
 )
 # Few distinct values, so that a string often equals another one in the same chunk.
 SMALL = st.sampled_from([b"a", b"b", b"", b"0", b"1"])
-VALUE = SMALL | st.lists(RAW_PIECES, max_size=4).map(b"".join)
+FILL = SMALL | st.lists(RAW_PIECES, max_size=4).map(b"".join)
 
 
 @st.composite
 def repeated(draw: st.DrawFn) -> bytes:
     template = draw(TEMPLATES)
-    fills = draw(st.lists(st.tuples(SMALL, VALUE), max_size=12))
+    fills = draw(st.lists(st.tuples(SMALL, FILL), max_size=12))
     head = [b'{"type":"content_block_start","index":1,"content_block":{"type":"tool_use",'
             b'"id":"t","name":"f","input":{}}}',
             b'{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c",'
@@ -346,3 +348,147 @@ def test_repeated_envelopes_agree(
         expected = outcome(getattr(py, name)(), [raw])
         assert outcome(getattr(py, name)(), split(raw, cuts)) == expected
         assert outcome(getattr(cy, name)(), split(raw, cuts)) == expected
+
+
+# --- re-encodings: the same JSON spelled differently, then with odd values --------
+#
+# A scanner that compares raw bytes can mistake a spelling for a meaning: "text_delta"
+# may arrive as "text\u005fdelta". These streams escape characters of string values
+# (and of keys), add "\/" escapes, whitespace (newlines too: the payload then spans
+# several data lines) and overridden duplicates of members. That much is equivalent:
+# the twin must read the canonical stream's deltas. Odd values (numbers as strings,
+# 1e2, -0, nested objects...), unknown members and reordered ones change the meaning
+# (a tool's input is data): there the twins must only agree, errors included.
+
+ODD: Final = [b'"0"', b'"1"', b'""', b'"x"', b"1e2", b"-0", b"0.0", b"1.5", b"true",
+              b"null", b"[]", b"{}", b'{"a":"b"}', b'["x"]', b"100000000000000000000"]  # fmt: skip
+SHORT_ESCAPES: Final = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+class Spelling:
+    """Writes JSON values with random but equivalent (or, if ``odd``, odd) choices."""
+
+    def __init__(self, rng: random.Random, odd: bool) -> None:
+        self.rng = rng
+        self.odd = odd
+        self.changed = False  # an odd value went in: the meaning differs
+
+    def ws(self) -> bytes:
+        return self.rng.choice([b"", b"", b"", b" ", b"\t", b"\n", b" \n  "])
+
+    def string(self, text: str, chance: float) -> bytes:
+        """``text`` as JSON; by ``chance``, with some characters written as \\u escapes."""
+        picked: set[int] = set()
+        if text and self.rng.random() < chance:
+            picked = {i for i in range(len(text)) if self.rng.random() < 0.3}
+            picked = picked or {self.rng.randrange(len(text))}
+        out = ['"']
+        for i, ch in enumerate(text):
+            if i in picked or (ord(ch) < 0x20 and ch not in SHORT_ESCAPES):
+                out.append(self.escape(ord(ch)))
+            elif ch in '"\\':
+                out.append("\\" + ch)
+            elif ch == "/" and self.rng.random() < 0.5:
+                out.append("\\/")
+            elif ch in SHORT_ESCAPES:
+                out.append(SHORT_ESCAPES[ch])
+            else:
+                out.append(ch)
+        return "".join([*out, '"']).encode()
+
+    def escape(self, cp: int) -> str:
+        form = self.rng.choice(["\\u%04x", "\\u%04X"])
+        if cp < 0x10000:
+            return form % cp
+        cp -= 0x10000
+        return form % (0xD800 + (cp >> 10)) + form % (0xDC00 + (cp & 0x3FF))
+
+    def value(self, value: Any) -> bytes:
+        if self.odd and self.rng.random() < 0.05:
+            self.changed = True
+            return self.rng.choice(ODD)
+        if isinstance(value, dict):
+            return self.members(value)
+        if isinstance(value, list):
+            items = [self.ws() + self.value(v) + self.ws() for v in value]
+            return b"[" + (b",".join(items) if items else self.ws()) + b"]"
+        if isinstance(value, str):
+            return self.string(value, 0.4)
+        return orjson.dumps(value)
+
+    def members(self, obj: dict[str, Any]) -> bytes:
+        pairs = [(self.rng.random() < 0.1, key, value) for key, value in obj.items()]
+        if self.odd and self.rng.random() < 0.2:  # tool input keeps its key order
+            self.changed = True
+            self.rng.shuffle(pairs)
+        out = []
+        for repeat, key, value in pairs:
+            if repeat:  # an earlier duplicate: the last one wins
+                out.append(self.member(key, self.rng.choice(ODD)))
+            out.append(self.member(key, self.value(value)))
+        if self.odd and self.rng.random() < 0.1:  # tool input keeps every key
+            self.changed = True
+            out.append(self.member("x_unknown", self.rng.choice(ODD)))
+        return b"{" + (b",".join(out) if out else self.ws()) + b"}"
+
+    def member(self, key: str, raw: bytes) -> bytes:
+        name = self.string(key, 0.05)
+        return self.ws() + name + self.ws() + b":" + self.ws() + raw + self.ws()
+
+
+def data_lines(payloads: list[bytes]) -> bytes:
+    """Frame each payload, one ``data:`` line per line of it (LFs join them again)."""
+    return b"".join(
+        b"".join(b"data: " + line + b"\n" for line in p.split(b"\n")) + b"\n"
+        for p in payloads
+    )
+
+
+Respelled = tuple[bytes, bytes, bool]
+RESPELLED_EVENTS: Final = {
+    "OpenAIChatParser": openai_chunk,
+    "AnthropicParser": anthropic_event | anthropic_content_delta,  # deltas are common
+}
+
+
+@st.composite
+def respelled(draw: st.DrawFn, parser: str) -> Respelled:
+    """(canonical stream, the same spelled otherwise, whether odd values went in)."""
+    objs = draw(st.lists(RESPELLED_EVENTS[parser], min_size=1, max_size=10))
+    end = [b"[DONE]"] if parser == "OpenAIChatParser" else []
+    spelling = Spelling(draw(st.randoms(use_true_random=True)), draw(st.booleans()))
+    canonical = frame([*(orjson.dumps(o) for o in objs), *end], b"\n")
+    spelled = data_lines([*(spelling.value(o) for o in objs), *end])
+    return canonical, spelled, spelling.changed
+
+
+def check_respelled(
+    both_cores: tuple[ModuleType, ModuleType],
+    parser: str,
+    case: Respelled,
+    cuts: list[int],
+) -> None:
+    py, cy = (getattr(core, parser) for core in both_cores)
+    canonical, spelled, changed = case
+    expected = outcome(py(), [spelled])
+    if not changed:  # the same JSON: the same deltas as the plain spelling
+        assert expected[1] is None
+        assert outcome(py(), [canonical]) == expected
+    assert outcome(py(), split(spelled, cuts)) == expected
+    assert outcome(cy(), split(spelled, cuts)) == expected
+
+
+@DIFF
+@given(case=respelled("OpenAIChatParser"), cuts=CUTS)
+def test_respelled_openai_chunks_read_alike(
+    both_cores: tuple[ModuleType, ModuleType], case: Respelled, cuts: list[int]
+) -> None:
+    check_respelled(both_cores, "OpenAIChatParser", case, cuts)
+
+
+@DIFF
+@given(case=respelled("AnthropicParser"), cuts=CUTS)
+def test_respelled_anthropic_events_read_alike(
+    both_cores: tuple[ModuleType, ModuleType], case: Respelled, cuts: list[int]
+) -> None:
+    check_respelled(both_cores, "AnthropicParser", case, cuts)

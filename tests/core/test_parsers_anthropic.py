@@ -296,3 +296,39 @@ def test_close_then_feed(core: ModuleType) -> None:
     assert parser.close() == [(DONE,)]
     with pytest.raises(ValueError, match="after close"):
         parser.feed(b"\n\n")
+
+
+TOOL_BLOCK = (
+    b'data: {"type":"content_block_start","index":1,"content_block":'
+    b'{"type":"tool_use","id":"t","name":"f","input":{}}}\n\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        (b'{"type":"content_block_delta","index":0,"delta":'
+         b'{"type":"text\\u005fdelta","text":"hi"}}', [(TEXT, "hi")]),
+        (b'{"type":"content_block_delta","index":0,"delta":'
+         b'{"type":"\\u0074hinking_delta","thinking":"hm"}}', [(THINKING, "hm")]),
+        (b'{"type":"content_block_delta","index":0,"delta":'
+         b'{"type":"signature_delt\\u0061","signature":"s"}}', [(SIGNATURE, "s")]),
+        (b'{"type":"content_block_delta","index":1,"delta":'
+         b'{"type":"input_json\\u005Fdelta","partial_json":"{}"}}', [(TOOL_ARGS, 0, "{}")]),
+        (b'{"type":"content_block_delta","index":0,"delta":'
+         b'{"type":"text_delta","text":"a\\/b"}}', [(TEXT, "a/b")]),
+        (b'{"type":"content_block\\u005fdelta","index":0,"delta":'
+         b'{"type":"text_delta","text":"hi"}}', [(TEXT, "hi")]),
+        (b'{"type":"\\u0063ontent_block_delta","index":0,"delta":'
+         b'{"type":"text\\u005fdelta","text":"hi"}}', [(TEXT, "hi")]),
+        (b'{"type":"p\\u0069ng"}', []),
+        (b'{"type":"content_block_st\\u006fp","index":0}', []),
+        (b'{"type":"message_st\\u006fp"}', [(DONE,)]),
+    ],
+)  # fmt: skip
+def test_escaped_types_mean_what_they_decode_to(
+    core: ModuleType, payload: bytes, expected: list[tuple[Any, ...]]
+) -> None:
+    """JSON escapes in a ``type`` value change its bytes, not its meaning."""
+    deltas = parse(core, TOOL_BLOCK + b"data: " + payload + b"\n\n")
+    assert deltas[1:] == expected

@@ -400,3 +400,68 @@ def test_feed_after_close(core: ModuleType) -> None:
     assert parser.close() == []
     with pytest.raises(ValueError, match="after close"):
         parser.feed(b"data: [DONE]\n\n")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"m\\u006fdel":"m","choices":[{"index":0,"delta":{"content":"hi"}}]}',
+        b'{"model":"\\u006d","choices":[{"index":0,"delta":{"content":"hi"}}]}',
+        b'{"model":"m","ch\\u006fices":[{"index":0,"delta":{"content":"hi"}}]}',
+        b'{"model":"m","choices":[{"ind\\u0065x":0,"delta":{"content":"hi"}}]}',
+        b'{"model":"m","choices":[{"index":0,"d\\u0065lta":{"content":"hi"}}]}',
+        b'{"model":"m","choices":[{"index":0,"delta":{"c\\u006fntent":"hi"}}]}',
+        b'{"model":"m","choices":[{"index":0,"delta":{"content":"\\u0068i"}}]}',
+        b'{"model":"m","choices":[{"index":0,"delta":{"r\\u006fle":"x","content":"hi"}}]}',
+        b'{"model":"m","choices":[{"index":0,"delta":{"role":"\\u0061","content":"hi"}}]}',
+    ],
+)  # fmt: skip
+def test_escaped_keys_and_values_mean_what_they_decode_to(
+    core: ModuleType, payload: bytes
+) -> None:
+    assert parse(core, sse(payload)) == [(MODEL, "m"), (TEXT, "hi")]
+
+
+def test_escaped_tool_calls_and_finish_reason(core: ModuleType) -> None:
+    raw = sse(
+        b'{"choices":[{"index":0,"delta":{"tool_c\\u0061lls":[{"index":0,'
+        b'"\\u0069d":"c","function":{"n\\u0061me":"f\\u0031",'
+        b'"\\u0061rguments":"{\\"a\\u0022:1}"}}]}}]}',
+        b'{"choices":[{"index":0,"delta":{},"finish_r\\u0065ason":"tool_c\\u0061lls"}]}',
+    )
+    assert parse(core, raw) == [
+        (TOOL_START, 0, "c", "f1"),
+        (TOOL_ARGS, 0, '{"a":1}'),
+        (FINISH, "tool_calls"),
+    ]
+
+
+def test_an_escaped_spelling_of_the_same_model_is_not_a_new_model(
+    core: ModuleType,
+) -> None:
+    raw = sse(
+        chunk({"content": "a"}, model="gpt-4o"),
+        b'{"model":"gpt\\u002d4o","choices":[{"index":0,"delta":{"content":"b"}}]}',
+        chunk({"content": "c"}, model="gpt-4o"),
+        b'{"model":"gpt\\u002d4o","choices":[{"index":0,"delta":{"content":"d"}}]}',
+        b'{"model":"o\\u0033","choices":[{"index":0,"delta":{"content":"e"}}]}',
+        chunk({"content": "f"}, model="gpt-4o"),
+    )
+    assert parse(core, raw) == [
+        (MODEL, "gpt-4o"),
+        (TEXT, "a"),
+        (TEXT, "b"),
+        (TEXT, "c"),
+        (TEXT, "d"),
+        (MODEL, "o3"),
+        (TEXT, "e"),
+        (MODEL, "gpt-4o"),
+        (TEXT, "f"),
+    ]
+
+
+def test_an_error_excerpt_is_the_first_80_bytes(core: ModuleType) -> None:
+    """The excerpt is cut in bytes: 80 bytes of two-byte characters are 40 of them."""
+    with pytest.raises(MalformedStream) as info:
+        core.OpenAIChatParser().feed(b"data: " + "é".encode() * 100 + b"\n\n")
+    assert str(info.value) == f"invalid JSON in SSE event at byte 0: {'é' * 40!r}"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import array
 import random
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 from types import ModuleType
@@ -10,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from navi_core import _framing_py
+from navi_core.deltas import DONE, TEXT
 from navi_core.errors import MalformedStream
 
 DATA = Path(__file__).parent.parent / "data" / "sse"
@@ -321,3 +326,127 @@ def test_endless_line_fails_before_memory_grows(core: ModuleType) -> None:
         tracemalloc.stop()
     assert info.value.offset == 0
     assert peak < 3 * 1024 * 1024
+
+
+def test_absurd_retry_values_are_ignored(core: ModuleType) -> None:
+    """More than 18 significant digits: no use as a delay, and past int()'s limit."""
+    huge = b"9" * 5000
+    raw = (
+        b"retry: 7\nretry: " + huge + b"\ndata: a\n\n"
+        b"retry: " + huge + b"\ndata: b\n\n"
+        b"retry: " + b"0" * 5000 + b"42\ndata: c\n\n"
+        b"retry: 999999999999999999\ndata: d\n\n"
+        b"retry: 1000000000000000000\ndata: e\n\n"
+        b"retry: 000\ndata: f\n\n"
+    )
+    assert [(e.data, e.retry) for e in decode(core, raw)] == [
+        ("a", 7),
+        ("b", None),
+        ("c", 42),
+        ("d", 999999999999999999),
+        ("e", None),
+        ("f", 0),
+    ]
+
+
+PAYLOADS = {
+    "OpenAIChatParser": (
+        b'{"choices":[{"index":0,"delta":{"content":"x"}}]}',
+        b"[DONE]",
+    ),
+    "AnthropicParser": (
+        b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta",'
+        b'"text":"x"}}',
+        b'{"type":"message_stop"}',
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAYLOADS))
+def test_parsers_read_on_past_an_absurd_retry(core: ModuleType, name: str) -> None:
+    text, end = PAYLOADS[name]
+    parser = getattr(core, name)()
+    assert parser.feed(b"retry: " + b"9" * 5000 + b"\n") == []
+    assert parser.feed(b"data: " + text + b"\n\n") == [(TEXT, "x")]
+    assert parser.feed(b"retry: " + b"1" * 4301 + b"\ndata: " + end + b"\n\n") == [
+        (DONE,)
+    ]
+
+
+BYTES_LIKE = {
+    "bytes": b"data: hi\n\n",
+    "bytearray": bytearray(b"data: hi\n\n"),
+    "memoryview": memoryview(b"??data: hi\n\n")[2:],
+    "strided memoryview": memoryview(b"dxaxtxax:x xhxix\nx\n")[::2],
+    "reversed memoryview": memoryview(b"\n\nih :atad")[::-1],
+    "2-d memoryview": memoryview(b"data: hi\n\n").cast("B", (2, 5)),
+    "array": array.array("B", b"data: hi\n\n"),
+}
+
+
+@pytest.mark.parametrize("data", BYTES_LIKE.values(), ids=list(BYTES_LIKE))
+def test_feed_takes_any_bytes_like_object(core: ModuleType, data: Any) -> None:
+    assert core.SSEDecoder().feed(data) == [core.SSEEvent("message", "hi", "", None)]
+
+
+NOT_BYTES = ["", "data: x\n\n", [100, 97], 5, None, {b"data": b"x"}]
+
+
+@pytest.mark.parametrize("name", ["SSEDecoder", "OpenAIChatParser", "AnthropicParser"])
+@pytest.mark.parametrize("data", NOT_BYTES, ids=[repr(d) for d in NOT_BYTES])
+def test_feed_refuses_anything_else_alike(
+    core: ModuleType, name: str, data: Any
+) -> None:
+    parser = getattr(core, name)()
+    message = (
+        f"feed() argument must be a bytes-like object, not {type(data).__name__!r}"
+    )
+    with pytest.raises(TypeError) as info:
+        parser.feed(data)
+    assert str(info.value) == message
+    assert parser.feed(b": still usable\n") == []
+    parser.close()
+    with pytest.raises(TypeError):  # the type is checked first, even after close()
+        parser.feed(data)
+
+
+NEW_WITHOUT_INIT = """
+import navi_core._core as cy
+from navi_core.deltas import MODEL, TEXT, USAGE
+decoder = cy.SSEDecoder.__new__(cy.SSEDecoder)
+assert decoder.feed(b"event: e\\ndata: x\\n\\n") == [cy.SSEEvent("e", "x", "", None)]
+openai = cy.OpenAIChatParser.__new__(cy.OpenAIChatParser)
+assert openai.feed(
+    b'data: {"model":"m","choices":[{"index":0,"delta":{"content":"x"}}]}\\n\\n'
+) == [(MODEL, "m"), (TEXT, "x")]
+anthropic = cy.AnthropicParser.__new__(cy.AnthropicParser)
+assert anthropic.feed(
+    b'data: {"type":"message_start","message":{"usage":{"input_tokens":1}}}\\n\\n'
+) == [(USAGE, 1, 0, 0, 0, 0)]
+print("ok")
+"""
+
+
+@pytest.mark.cython
+def test_compiled_objects_made_by_new_alone_are_ready() -> None:
+    """``cls.__new__(cls)`` skips ``__init__``: the state must exist without it."""
+    pytest.importorskip("navi_core._core")
+    result = subprocess.run(
+        [sys.executable, "-c", NEW_WITHOUT_INIT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.stdout == "ok\n", result.stderr[-2000:]
+
+
+@pytest.mark.cython
+def test_the_compiled_core_raises_through_the_twins_helpers(
+    both_cores: tuple[ModuleType, ModuleType],
+) -> None:
+    """One definition of each message, value and rule, so the twins cannot drift."""
+    compiled = both_cores[1]
+    shared = ["_ANTHROPIC_USAGE", "_BOM", "_as_bytes", "_data_error", "_int",
+              "_line_error", "_loads", "_retry", "_shape_error", "_str"]  # fmt: skip
+    for name in shared:
+        assert getattr(compiled, name, None) is getattr(_framing_py, name), name

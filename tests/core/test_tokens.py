@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gettext
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -255,3 +257,34 @@ def test_an_unknown_block_or_part_is_a_type_error() -> None:
         tokens.estimate_message_tokens(Message("user", ("raw text",)))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="not a tool result part: NotAPart"):
         tokens.estimate_block_tokens(ToolResult("c", (NotAPart(),)))  # type: ignore[arg-type]
+
+
+LEGACY_STR = """
+import ctypes, sys, warnings
+import {module} as core
+warnings.simplefilter("ignore", DeprecationWarning)
+api = ctypes.pythonapi
+api.PyUnicode_FromUnicode.restype = ctypes.py_object
+api.PyUnicode_FromUnicode.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t]
+api.PyUnicode_AsUnicode.restype = ctypes.c_void_p
+api.PyUnicode_AsUnicode.argtypes = [ctypes.py_object]
+text = sys.argv[1]
+units = text.encode("utf-32-le" if ctypes.sizeof(ctypes.c_wchar) == 4 else "utf-16-le")
+legacy = api.PyUnicode_FromUnicode(None, len(units) // ctypes.sizeof(ctypes.c_wchar))
+ctypes.memmove(api.PyUnicode_AsUnicode(legacy), units, len(units))
+print(core.estimate_tokens(legacy))
+"""
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="no legacy str after 3.11")
+@pytest.mark.parametrize("text", ["hello world", "héllo wörld", "東京 数据 😀 ok"])
+def test_a_legacy_str_counts_like_any_other(core: ModuleType, text: str) -> None:
+    """Before 3.12 a str built by the wchar_t API is made ready on first use."""
+    result = subprocess.run(
+        [sys.executable, "-c", LEGACY_STR.format(module=core.__name__), text],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert int(result.stdout) == core.estimate_tokens(text) > 0
