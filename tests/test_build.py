@@ -171,11 +171,19 @@ def _install(sdist: Path, target: Path, **env: str) -> str:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     assert (target / "navi_core" / "_core_py.py").is_file()
-    # -S: no .pth files, so no editable install of the checkout can answer imports.
+    # -S: no .pth files, so no editable install of the checkout can answer imports;
+    # the runtime dependencies are found where this interpreter finds them (a venv
+    # with system site-packages keeps them outside its own purelib).
+    import httpx
+    import orjson
+    import PIL
+
+    deps = {str(Path(m.__file__).resolve().parents[1]) for m in (httpx, orjson, PIL)}
     paths = [
         str(target),
         sysconfig.get_paths()["purelib"],
         sysconfig.get_paths()["platlib"],
+        *sorted(deps),
     ]
     probe = subprocess.run(
         [
