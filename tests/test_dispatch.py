@@ -279,23 +279,39 @@ def test_json_and_none_results_are_text():
     assert n.text == "(no output)"
 
 
-def test_thread_limit_from_config():
-    active = 0
-    peak = 0
+def busy_probe():
+    """A tool that sleeps briefly, and a dict recording the most calls seen at once."""
+    seen = {"active": 0, "peak": 0}
     lock = threading.Lock()
 
     @tool
     def busy() -> str:
         """Busy."""
-        nonlocal active, peak
         with lock:
-            active += 1
-            peak = max(peak, active)
+            seen["active"] += 1
+            seen["peak"] = max(seen["peak"], seen["active"])
         time.sleep(0.05)
         with lock:
-            active -= 1
+            seen["active"] -= 1
         return "ok"
 
+    return busy, seen
+
+
+def test_thread_limit_from_config():
+    busy, seen = busy_probe()
     calls = [ToolUse(f"c{i}", "busy", "{}") for i in range(6)]
     run_turn([busy], calls, config=Config(max_tool_threads=2))
-    assert peak == 2
+    assert seen["peak"] == 2
+
+
+def test_thread_limit_follows_set_config_between_turns():
+    busy, seen = busy_probe()
+    calls = [ToolUse(f"c{i}", "busy", "{}") for i in range(4)]
+    p = Scripted([calls, [Text("1")], calls, [Text("2")]])
+    agent = Agent(p, tools=[busy], config=Config(max_tool_threads=1))
+    drain(agent.run("a"))
+    assert seen["peak"] == 1
+    agent.set_config(Config(max_tool_threads=4))
+    drain(agent.run("b"))
+    assert seen["peak"] == 4

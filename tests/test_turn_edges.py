@@ -359,33 +359,6 @@ def test_memory_store_lock_is_freed_when_the_agent_is_collected():
     Agent(Scripted([]), store=store, session=sid).close()
 
 
-def test_thread_limit_follows_set_config_between_turns():
-    peak = 0
-    active = 0
-    lock = threading.Lock()
-
-    @tool
-    def busy() -> str:
-        """Busy."""
-        nonlocal active, peak
-        with lock:
-            active += 1
-            peak = max(peak, active)
-        time.sleep(0.05)
-        with lock:
-            active -= 1
-        return "ok"
-
-    calls = [ToolUse(f"c{i}", "busy", "{}") for i in range(4)]
-    p = Scripted([calls, [Text("1")], calls, [Text("2")]])
-    agent = Agent(p, tools=[busy], config=Config(max_tool_threads=1))
-    drain(agent.run("a"))
-    assert peak == 1
-    agent.set_config(Config(max_tool_threads=4))
-    drain(agent.run("b"))
-    assert peak == 4
-
-
 # -- assembler and schema details -------------------------------------------------------
 
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import random
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from chunking import DATA, chunkings, feed_all, run
 
 from navi_core.deltas import (
     DONE,
@@ -25,33 +24,10 @@ from navi_core.deltas import (
 )
 from navi_core.errors import MalformedStream
 
-DATA = Path(__file__).parent.parent / "data" / "sse"
-
-
-def chunkings(raw: bytes) -> list[list[bytes]]:
-    """The input whole, one byte at a time, then at seeded random split points."""
-    out = [[raw], [raw[i : i + 1] for i in range(len(raw))]]
-    for seed in range(3):
-        rng = random.Random(seed)
-        cuts = sorted(rng.sample(range(1, len(raw)), min(len(raw) - 1, 8)))
-        out.append(
-            [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
-        )
-    return out
-
-
-def run(parser: Any, chunks: list[bytes]) -> list[Any]:
-    deltas: list[Any] = []
-    for chunk in chunks:
-        deltas += parser.feed(chunk)
-    return deltas + parser.close()
-
 
 def parse(core: ModuleType, raw: bytes) -> list[tuple[Any, ...]]:
     """Parse under every chunking; all must agree."""
-    results = [run(core.AnthropicParser(), c) for c in chunkings(raw)]
-    assert all(r == results[0] for r in results)
-    return results[0]
+    return feed_all(core.AnthropicParser, raw)
 
 
 def sse(*payloads: dict[str, Any]) -> bytes:

@@ -3,40 +3,18 @@
 from __future__ import annotations
 
 import array
-import random
 import subprocess
 import sys
 import tracemalloc
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from chunking import DATA, chunkings, run
 
 from navi_core import _framing_py
 from navi_core.deltas import DONE, TEXT
 from navi_core.errors import MalformedStream
-
-DATA = Path(__file__).parent.parent / "data" / "sse"
-
-
-def chunkings(raw: bytes, seeds: int = 3) -> list[list[bytes]]:
-    """The input whole, one byte at a time, then at seeded random split points."""
-    out = [[raw], [raw[i : i + 1] for i in range(len(raw))]]
-    for seed in range(seeds):
-        rng = random.Random(seed)
-        cuts = sorted(rng.sample(range(1, len(raw)), min(len(raw) - 1, 8)))
-        out.append(
-            [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
-        )
-    return out
-
-
-def run(decoder: Any, chunks: list[bytes]) -> list[Any]:
-    events: list[Any] = []
-    for chunk in chunks:
-        events += decoder.feed(chunk)
-    return events + decoder.close()
 
 
 def decode(core: ModuleType, raw: bytes, **kwargs: Any) -> list[Any]:
