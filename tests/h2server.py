@@ -23,11 +23,9 @@ stays idle for ``IDLE_TIMEOUT`` is closed.
 
 from __future__ import annotations
 
-import contextlib
 import select
 import socket
 import ssl
-import threading
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -40,6 +38,7 @@ import h2.events
 import h2.exceptions
 import orjson
 import trustme
+from scripted_server import ScriptedServer
 
 __all__ = [
     "IDLE_TIMEOUT",
@@ -146,97 +145,29 @@ class _Outgoing:
     ready_at: float = 0.0
 
 
-class H2Server:
+class H2Server(ScriptedServer[H2Reply]):
     """The server; ``start``/``close`` or use it as a context manager."""
 
+    scheme = "https"
+    join_timeout = IO_TIMEOUT
+
     def __init__(self, ca: trustme.CA) -> None:
+        super().__init__(_NO_REPLY)
         self.requests: list[H2Request] = []
         self.connections: list[H2Connection] = []
         self.errors: list[str] = []
-        self.unscripted = 0
-        self._replies: deque[H2Reply] = deque()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._socks: set[socket.socket] = set()
-        self._listener: socket.socket | None = None
         self._tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self._tls.minimum_version = ssl.TLSVersion.TLSv1_2
         self._tls.set_alpn_protocols(["h2"])
         ca.issue_cert("127.0.0.1", "localhost").configure_cert(self._tls)
 
-    @property
-    def port(self) -> int:
-        assert self._listener is not None, "server not started"
-        return int(self._listener.getsockname()[1])
-
-    @property
-    def url(self) -> str:
-        """``https://127.0.0.1:<port>``, no trailing slash."""
-        return f"https://127.0.0.1:{self.port}"
-
-    def add(self, *replies: H2Reply) -> H2Server:
-        """Queue replies; requests take them in the order they complete."""
+    def _accepted(self, raw: socket.socket) -> None:
+        raw.settimeout(IO_TIMEOUT)
         with self._lock:
-            self._replies.extend(replies)
-        return self
-
-    @property
-    def pending(self) -> int:
-        """Replies not taken yet."""
-        with self._lock:
-            return len(self._replies)
-
-    def start(self) -> H2Server:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(16)
-        sock.settimeout(0.05)
-        self._listener = sock
-        self._spawn(self._accept_loop)
-        return self
-
-    def close(self) -> None:
-        """Stop accepting, cut every open connection and join the threads."""
-        self._stop.set()
-        with self._lock:
-            socks = list(self._socks)
-        for s in socks:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-        for t in self._threads:
-            t.join(timeout=IO_TIMEOUT)
-        if self._listener is not None:
-            self._listener.close()
-
-    def __enter__(self) -> H2Server:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def _spawn(self, target: Any, *args: Any) -> None:
-        t = threading.Thread(target=target, args=args, daemon=True)
-        self._threads.append(t)
-        t.start()
-
-    def _accept_loop(self) -> None:
-        assert self._listener is not None
-        while not self._stop.is_set():
-            try:
-                raw, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            raw.settimeout(IO_TIMEOUT)
-            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                info = H2Connection(len(self.connections) + 1)
-                self.connections.append(info)
-                self._socks.add(raw)
-            self._spawn(self._serve, raw, info)
+            info = H2Connection(len(self.connections) + 1)
+            self.connections.append(info)
+            self._socks.add(raw)
+        self._spawn(self._serve, raw, info)
 
     def _serve(self, raw: socket.socket, info: H2Connection) -> None:
         # wrap_socket takes over raw's descriptor: track the TLS socket instead, so
@@ -265,10 +196,7 @@ class H2Server:
 
     def _next_reply(self) -> H2Reply:
         with self._lock:
-            if self._replies:
-                return self._replies.popleft()
-            self.unscripted += 1
-            return _NO_REPLY
+            return self._take_reply_locked()
 
 
 class _Session:

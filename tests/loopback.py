@@ -14,17 +14,15 @@ came on, so tests can check keep-alive.
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import struct
-import threading
-from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
 import orjson
+from scripted_server import ScriptedServer
 
 __all__ = ["LoopbackServer", "Recorded", "Reply"]
 
@@ -114,92 +112,21 @@ _NO_REPLY = Reply.json(
 )
 
 
-@dataclass
-class LoopbackServer:
+class LoopbackServer(ScriptedServer[Reply]):
     """The server; ``start``/``close`` or use it as a context manager."""
 
-    requests: list[Recorded] = field(default_factory=list)
-    connections: int = 0
-    unscripted: int = 0
-    _replies: deque[Reply] = field(default_factory=deque)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _threads: list[threading.Thread] = field(default_factory=list)
-    _socks: set[socket.socket] = field(default_factory=set)
-    _listener: socket.socket | None = None
+    def __init__(self) -> None:
+        super().__init__(_NO_REPLY)
+        self.requests: list[Recorded] = []
+        self.connections = 0
 
-    @property
-    def port(self) -> int:
-        assert self._listener is not None, "server not started"
-        return int(self._listener.getsockname()[1])
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:<port>``, no trailing slash."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def add(self, *replies: Reply) -> LoopbackServer:
-        """Queue replies; requests take them in order."""
+    def _accepted(self, conn: socket.socket) -> None:
+        conn.settimeout(None)
         with self._lock:
-            self._replies.extend(replies)
-        return self
-
-    @property
-    def pending(self) -> int:
-        """Replies not taken yet."""
-        with self._lock:
-            return len(self._replies)
-
-    def start(self) -> LoopbackServer:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        sock.settimeout(0.05)
-        self._listener = sock
-        self._spawn(self._accept_loop)
-        return self
-
-    def close(self) -> None:
-        """Stop accepting, cut every open connection and join the threads."""
-        self._stop.set()
-        with self._lock:
-            socks = list(self._socks)
-        for s in socks:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-        for t in self._threads:
-            t.join(timeout=5)
-        if self._listener is not None:
-            self._listener.close()
-
-    def __enter__(self) -> LoopbackServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def _spawn(self, target: Any, *args: Any) -> None:
-        t = threading.Thread(target=target, args=args, daemon=True)
-        self._threads.append(t)
-        t.start()
-
-    def _accept_loop(self) -> None:
-        assert self._listener is not None
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            conn.settimeout(None)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                self.connections += 1
-                number = self.connections
-                self._socks.add(conn)
-            self._spawn(self._serve, conn, number)
+            self.connections += 1
+            number = self.connections
+            self._socks.add(conn)
+        self._spawn(self._serve, conn, number)
 
     def _serve(self, conn: socket.socket, number: int) -> None:
         reader = _Reader(conn)
@@ -210,11 +137,7 @@ class LoopbackServer:
                     return
                 with self._lock:
                     self.requests.append(request)
-                    if self._replies:
-                        reply = self._replies.popleft()
-                    else:
-                        self.unscripted += 1
-                        reply = _NO_REPLY
+                    reply = self._take_reply_locked()
                 if not self._send(conn, reply):
                     return
                 if request.headers.get("connection", "").lower() == "close":
