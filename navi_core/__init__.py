@@ -8,6 +8,9 @@ with agent.run("What does README.md say?") as stream:
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .agent import Agent
 from .config import CompactionConfig, Config, ImageLimits, RetryPolicy, Timeout
 from .conversation import (
@@ -68,16 +71,36 @@ from .events import (
 )
 from .providers.base import Provider, ProviderRequest, ProviderStream, ToolSpec
 from .providers.scripted import MidStreamFailure, Scripted
+from .session import Session
 from .store.base import SessionInfo, SessionStore
 from .store.memory import MemoryStore
 from .store.null import NullStore
 from .stream import Phase, Stream
 from .tools import Tool, ToolCall, ToolSource, tool
 
+if TYPE_CHECKING:  # imported on first use at run time (see __getattr__)
+    from .compaction import CompactionResult
+    from .media import Media
+    from .providers.anthropic import Anthropic
+    from .providers.openai_chat import OpenAIChat
+    from .store.postgres import PostgresStore
+    from .store.sqlite import SQLiteStore
+
 __version__ = "0.1.0"
+
+#: names whose modules import httpx, sqlite3, psycopg or Pillow: loaded on first use
+_LAZY = {
+    "OpenAIChat": "navi_core.providers.openai_chat",
+    "Anthropic": "navi_core.providers.anthropic",
+    "SQLiteStore": "navi_core.store.sqlite",
+    "PostgresStore": "navi_core.store.postgres",
+    "Media": "navi_core.media",
+    "CompactionResult": "navi_core.compaction",
+}
 
 __all__ = [
     "Agent",
+    "Anthropic",
     "AmbiguousSession",
     "AnyEvent",
     "AuthFailed",
@@ -85,6 +108,7 @@ __all__ = [
     "Cancelled",
     "Compacted",
     "CompactionConfig",
+    "CompactionResult",
     "CompactionStarted",
     "CompactionSummary",
     "Config",
@@ -94,6 +118,7 @@ __all__ = [
     "Event",
     "ImageLimits",
     "MalformedStream",
+    "Media",
     "MediaPart",
     "MemoryStore",
     "Message",
@@ -103,8 +128,10 @@ __all__ = [
     "NaviError",
     "NoCompactionPrompt",
     "NullStore",
+    "OpenAIChat",
     "Overloaded",
     "Phase",
+    "PostgresStore",
     "Provider",
     "ProviderError",
     "ProviderRequest",
@@ -113,8 +140,10 @@ __all__ = [
     "RateLimited",
     "RedactedThinking",
     "RetryPolicy",
+    "SQLiteStore",
     "Scripted",
     "ServerError",
+    "Session",
     "SessionBusy",
     "SessionError",
     "SessionInfo",
@@ -153,18 +182,11 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """Lazy names: the HTTP providers, SQLite/PostgreSQL stores and media helpers."""
-    lazy = {
-        "OpenAIChat": "navi_core.providers.openai_chat",
-        "Anthropic": "navi_core.providers.anthropic",
-        "SQLiteStore": "navi_core.store.sqlite",
-        "PostgresStore": "navi_core.store.postgres",
-        "Media": "navi_core.media",
-        "CompactionResult": "navi_core.compaction",
-    }
-    if name in lazy:
-        import importlib
-
-        return getattr(importlib.import_module(lazy[name]), name)
-    raise AttributeError(f"module 'navi_core' has no attribute {name!r}")
+def __getattr__(name: str) -> Any:
+    """The lazy names: their modules are imported on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'navi_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value

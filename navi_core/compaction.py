@@ -6,33 +6,21 @@ summary first, so summaries chain) and sent, with ``CompactionConfig.prompt`` as
 system prompt, to the compaction provider; its answer becomes a user message holding a
 ``CompactionSummary``. The store receives the result as a new window.
 
-Sizing. Each message is sized by ``estimate_message_tokens`` unless provider usage says
-better: an assistant message with usage costs its ``output - reasoning`` tokens (the
-reasoning is not sent back: OpenAI drops it, Anthropic strips earlier thinking), and
-between two assistant messages with usage the messages in between cost together
-``next.prompt_total - prev.prompt_total - size(prev)`` tokens, spread over them in
-proportion to their estimates. Differences of prompt totals cancel the system prompt
-and tool declarations, so these sizes are dialogue-only and stay valid after a
-compaction restates usage (``input`` = the sizes of the messages before it, summary
-included; cache buckets zeroed; ``output`` and ``reasoning`` kept).
-
-Messages are frozen values, so a ``SizeCache`` keeps each one's estimate between the
-threshold checks made before every response instead of estimating the whole
-conversation again.
+Messages are sized as ``navi_core.sizing`` describes. Compaction works on a
+``Session`` (conversation and store), a provider and the tool declarations; it never
+sees the ``Agent``.
 """
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from .config import CompactionConfig, Config
 from .conversation import (
     CompactionSummary,
-    Conversation,
     Message,
     ToolResult,
     Usage,
@@ -41,11 +29,10 @@ from .conversation import (
 from .errors import EmptyAssistantResponse, NoCompactionPrompt, ProviderError
 from .events import Compacted, CompactionStarted, Event, MessageComplete
 from .providers.base import Provider, ProviderRequest, ToolSpec
-from .tokens import estimate_message_tokens, estimate_tokens
+from .session import Session
+from .sizing import SizeCache, estimate_request_tokens, message_sizes, request_tokens
+from .tokens import estimate_message_tokens
 from .transcript import is_summary, render_transcript
-
-if TYPE_CHECKING:
-    from .agent import Agent
 
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
@@ -122,121 +109,6 @@ class Split:
     def kept_turns(self) -> int:
         """The user prompts in the kept suffix (a partial turn kept counts none)."""
         return sum(1 for m in self.kept if _is_prompt(m))
-
-
-# -- sizing ---------------------------------------------------------------------------
-
-
-class SizeCache:
-    """The token estimate of each message seen, kept between calls.
-
-    Messages are frozen, so an estimate stays valid as long as its message lives.
-    Entries are keyed by ``id(message)`` and hold the message itself, so an id cannot
-    be reused while its entry exists. Entries of messages that left the conversation
-    (after a compaction) are dropped once the cache holds over twice as many entries
-    as the conversation has messages. One cache serves one conversation, from one
-    thread at a time.
-    """
-
-    __slots__ = ("_entries",)
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[Message, int]] = {}
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def estimates(self, messages: Sequence[Message]) -> list[int]:
-        """``estimate_message_tokens`` of each message, computed once per message."""
-        entries = self._entries
-        out: list[int] = []
-        for m in messages:
-            entry = entries.get(id(m))
-            if entry is None or entry[0] is not m:
-                entry = entries[id(m)] = (m, estimate_message_tokens(m))
-            out.append(entry[1])
-        if len(entries) > 2 * len(messages) + 64:
-            self._entries = {id(m): entries[id(m)] for m in messages}
-        return out
-
-
-def message_sizes(
-    messages: Sequence[Message], cache: SizeCache | None = None
-) -> list[int]:
-    """The token size of each message, from usage where it exists (module docstring).
-
-    ``cache`` keeps the estimates for the next call on the same conversation.
-    """
-    if cache is None:
-        sizes = [estimate_message_tokens(m) for m in messages]
-    else:
-        sizes = cache.estimates(messages)
-    prev = -1
-    for i, m in enumerate(messages):
-        u = m.usage
-        if m.role != "assistant" or u is None:
-            continue
-        sent_back = u.output - u.reasoning
-        if sent_back > 0:
-            sizes[i] = sent_back
-        if u.prompt_total <= 0:
-            continue
-        if prev >= 0 and i - prev > 1:
-            pu = messages[prev].usage
-            assert pu is not None
-            gap = u.prompt_total - pu.prompt_total - sizes[prev]
-            if gap > 0:
-                _spread(sizes, prev + 1, i, gap)
-        prev = i
-    return sizes
-
-
-def _spread(sizes: list[int], start: int, stop: int, total: int) -> None:
-    """Share ``total`` over ``sizes[start:stop]`` in proportion to their estimates."""
-    weights = sizes[start:stop]
-    if not any(weights):
-        weights = [1] * len(weights)
-    weight = sum(weights)
-    given = 0
-    for k, w in enumerate(weights[:-1], start):
-        sizes[k] = total * w // weight
-        given += sizes[k]
-    sizes[stop - 1] = total - given
-
-
-def estimate_request_tokens(
-    messages: Sequence[Message],
-    tools: Sequence[ToolSpec] = (),
-    cache: SizeCache | None = None,
-) -> int:
-    """The estimated prompt size of a request made of ``messages`` and ``tools``.
-
-    The larger of two estimates, since the threshold check should rather compact early:
-    the system prompt, tool declarations and dialogue sizes summed; and the latest
-    response's prompt total (from usage) plus the sizes from that response onwards.
-    """
-    conversation = Conversation(list(messages))
-    dialogue = conversation.dialogue()
-    sizes = message_sizes(dialogue, cache)
-    return _request_tokens(conversation.system_prompt(), dialogue, sizes, tools)
-
-
-def _request_tokens(
-    system: str | None,
-    dialogue: Sequence[Message],
-    sizes: Sequence[int],
-    tools: Sequence[ToolSpec],
-) -> int:
-    overhead = estimate_tokens(system) if system else 0
-    for t in tools:
-        schema = json.dumps(t.parameters, separators=(",", ":"))
-        overhead += estimate_tokens(f"{t.name} {t.description} {schema}")
-    summed = overhead + sum(sizes)
-    for k in range(len(dialogue) - 1, -1, -1):
-        u = dialogue[k].usage
-        if dialogue[k].role == "assistant" and u is not None and u.prompt_total > 0:
-            return max(summed, u.prompt_total + sum(sizes[k:]))
-    return summed
 
 
 # -- the split ------------------------------------------------------------------------
@@ -319,9 +191,15 @@ def _cut(window: Sequence[Message], sizes: Sequence[int], budget: int) -> int:
 
 
 def compact(
-    agent: Agent, config: Config, extra_instructions: str | None = None
+    session: Session,
+    provider: Provider,
+    config: Config,
+    extra_instructions: str | None = None,
 ) -> CompactionResult:
-    """Summarise the prefix of ``agent``'s conversation now (``Agent.compact``).
+    """Summarise the prefix of ``session``'s conversation now (``Agent.compact``).
+
+    ``provider`` is the session's own provider: the fallback when the configured
+    summary provider fails, and the wire identity of the summary message.
 
     Raises:
         NoCompactionPrompt: ``config.compaction.prompt`` is not set.
@@ -335,10 +213,10 @@ def compact(
             "set Config.compaction.prompt (e.g. compaction.DEFAULT_SUMMARY_PROMPT) "
             "to compact a conversation"
         )
-    plan = split(agent.conversation.messages, cc.keep_verbatim)
+    plan = split(session.messages, cc.keep_verbatim)
     if not plan.prefix:
         return CompactionResult(False, 0, plan.kept_turns)
-    _apply(agent, config, cc.prompt, cc.provider, plan, extra_instructions)
+    _apply(session, provider, config, cc.prompt, cc.provider, plan, extra_instructions)
     return CompactionResult(True, len(plan.prefix), plan.kept_turns)
 
 
@@ -365,8 +243,9 @@ class PendingCompaction:
 
 
 def plan_compaction(
-    agent: Agent,
+    session: Session,
     config: Config,
+    tools: Sequence[ToolSpec],
     *,
     reason: str,
     force: bool = False,
@@ -375,22 +254,21 @@ def plan_compaction(
     """Decide whether to compact before a response; cheap, makes no provider call.
 
     Without ``force`` (the threshold check) it plans only when
-    ``compaction.context_window`` and ``prompt`` are set, the request is estimated
-    above ``threshold * context_window`` and more than ``MIN_FOLD_TOKENS`` would be
-    folded. With ``force`` (after a context overflow) it plans whenever there is
-    anything to summarise, keeping at most half the dialogue when ``keep_verbatim``
-    would keep all of it. ``cache``, kept from one call to the next, spares
-    re-estimating the messages already seen.
+    ``compaction.context_window`` and ``prompt`` are set, the request (with the
+    declarations ``tools``) is estimated above ``threshold * context_window`` and more
+    than ``MIN_FOLD_TOKENS`` would be folded. With ``force`` (after a context overflow)
+    it plans whenever there is anything to summarise, keeping at most half the
+    dialogue when ``keep_verbatim`` would keep all of it. ``cache`` (by default the
+    session's own) spares re-estimating the messages already seen.
     """
     cc = config.compaction
     if cc.prompt is None or (not force and cc.context_window is None):
         return None
-    conversation = agent.conversation
+    conversation = session.conversation
     messages = conversation.messages
     dialogue = conversation.dialogue()
-    sizes = message_sizes(dialogue, cache)
-    system = conversation.system_prompt()
-    estimated = _request_tokens(system, dialogue, sizes, agent.tool_specs())
+    sizes = message_sizes(dialogue, session.sizes if cache is None else cache)
+    estimated = request_tokens(conversation.system_prompt(), dialogue, sizes, tools)
     if not force:
         assert cc.context_window is not None
         if estimated <= cc.threshold * cc.context_window:
@@ -405,12 +283,13 @@ def plan_compaction(
 
 
 def run_compaction(
-    agent: Agent, config: Config, pending: PendingCompaction
+    session: Session, provider: Provider, config: Config, pending: PendingCompaction
 ) -> Compacted:
     """Summarise a planned prefix (one provider call) and rewrite the conversation.
 
     The prompt and summary provider come from ``pending.config``, the snapshot the
-    plan was made with; ``config`` (the current one) carries the request options.
+    plan was made with; ``config`` (the current one) carries the request options;
+    ``provider`` is the session's own provider (fallback and wire identity).
 
     Raises:
         ProviderError, EmptyAssistantResponse: the summary request failed; the
@@ -421,21 +300,22 @@ def run_compaction(
         raise NoCompactionPrompt("the planned compaction has no summary prompt")
     plan = pending.plan
     before = pending.started.messages_before
-    after = _apply(agent, config, cc.prompt, cc.provider, plan, None)
+    after = _apply(session, provider, config, cc.prompt, cc.provider, plan, None)
     return Compacted(before, after, len(plan.prefix), plan.kept_turns)
 
 
 def _apply(
-    agent: Agent,
+    session: Session,
+    provider: Provider,
     config: Config,
     prompt: str,
-    provider: Provider | None,
+    summariser: Provider | None,
     plan: Split,
     extra_instructions: str | None,
 ) -> int:
     """Summarise ``plan``, store the new window, then replace the conversation."""
-    text = _summarise(agent, config, prompt, provider, plan, extra_instructions)
-    summary = Message("user", (CompactionSummary(text),), wire=agent.provider.wire)
+    text = _summarise(provider, summariser, config, prompt, plan, extra_instructions)
+    summary = Message("user", (CompactionSummary(text),), wire=provider.wire)
     running = estimate_message_tokens(summary)
     kept: list[Message] = []
     for m, size in zip(plan.kept, plan.kept_sizes, strict=True):
@@ -445,21 +325,19 @@ def _apply(
         kept.append(m)
         running += size
     new = [*plan.system, summary, *kept]
-    agent._flush()
-    agent.store.new_window(agent.session_id, new)
-    agent.conversation.messages[:] = new
+    session.new_window(new)
     return len(new)
 
 
 def _summarise(
-    agent: Agent,
+    provider: Provider,
+    summariser: Provider | None,
     config: Config,
     prompt: str,
-    provider: Provider | None,
     plan: Split,
     extra_instructions: str | None,
 ) -> str:
-    """Ask ``provider`` (else the agent's, also the fallback) for the summary text."""
+    """Ask ``summariser`` (else ``provider``, also the fallback) for the summary text."""
     system = prompt
     if plan.previous is not None:
         system += "\n\n" + _CHAIN_NOTE
@@ -471,13 +349,13 @@ def _summarise(
         f"Summarise this conversation.\n\n<transcript>\n{transcript}\n</transcript>"
     )
     request = ProviderRequest((message,), system, (), config)
-    first = provider if provider is not None else agent.provider
+    first = summariser if summariser is not None else provider
     try:
         text = _complete(first, request)
     except ProviderError:
-        if first is agent.provider:
+        if first is provider:
             raise
-        text = _complete(agent.provider, request)
+        text = _complete(provider, request)
     if not text.strip():
         raise EmptyAssistantResponse(
             "the summary response held no text; the conversation is unchanged"

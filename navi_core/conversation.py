@@ -6,7 +6,7 @@ Blocks and messages are frozen values, so an event or a store may keep them safe
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -302,7 +302,3 @@ class Conversation:
     def dialogue(self) -> list[Message]:
         """The messages a provider sees as turns (system messages excluded)."""
         return [m for m in self.messages if m.role != "system"]
-
-    def extend(self, messages: Sequence[Message]) -> None:
-        """Append messages in order."""
-        self.messages.extend(messages)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,14 @@ from .errors import Cancelled
 from .events import Event, ToolFinished, ToolStarted
 from .tools import Tool, ToolCall, ToolRegistry, ToolSource, to_parts
 
-__all__ = ["ABORTING", "Dispatch", "describe", "error_result", "interrupted_results"]
+__all__ = [
+    "ABORTING",
+    "Dispatch",
+    "ToolRunner",
+    "describe",
+    "error_result",
+    "interrupted_results",
+]
 
 #: Exceptions that abort the whole turn instead of becoming an error result.
 ABORTING: tuple[type[BaseException], ...] = (Cancelled, KeyboardInterrupt, MemoryError)
@@ -257,3 +264,42 @@ class Dispatch:
             assert outcome is not None, "message() before every call finished"
             results.append(ToolResult(use.id, outcome.parts, outcome.is_error))
         return Message("user", tuple(results), wire=self._wire)
+
+
+class ToolRunner:
+    """The registry and the thread pool that tool batches run on.
+
+    The pool is sized by ``Config.max_tool_threads`` of the batch that starts it and
+    rebuilt when a later config asks for another size.
+    """
+
+    __slots__ = ("_executor", "_size", "registry")
+
+    def __init__(self, registry: ToolRegistry) -> None:
+        self.registry = registry
+        self._executor: ThreadPoolExecutor | None = None
+        self._size = 0
+
+    def start(
+        self,
+        uses: Sequence[ToolUse],
+        threads: int,
+        limits: ImageLimits,
+        wire: WireIdentity | None,
+    ) -> Dispatch:
+        """Start running ``uses`` on ``threads`` threads; the batch reports by ``poll``."""
+        executor = self._executor
+        if executor is None or self._size != threads:
+            if executor is not None:
+                executor.shutdown(wait=False)
+            executor = self._executor = ThreadPoolExecutor(
+                max_workers=threads, thread_name_prefix="navi-tool"
+            )
+            self._size = threads
+        return Dispatch(uses, self.registry, executor, limits, wire)
+
+    def shutdown(self) -> None:
+        """Stop the pool; calls still running finish on their threads."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)

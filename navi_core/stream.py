@@ -2,39 +2,62 @@
 
 Rules of this file:
 
-* Only this file changes ``Stream._phase``, and only through ``_enter``, which checks
-  every move against ``TRANSITIONS``. Providers, tools and stores report through return
-  values and queued events; they never touch the phase.
-* ``next()`` returns queued events first; when the queue is empty it runs the handler of
-  the current phase until that handler has queued something (or the turn ended).
+* Only ``_move(trigger)`` changes the phase, to ``TRANSITIONS[(phase, trigger)]``; a
+  pair missing from the table is a bug and raises. Providers, tools and stores report
+  through return values and queued events; they never touch the phase.
+* ``next()`` returns queued events first; when the queue is empty it runs the handler
+  of the current phase until that handler has queued something (or the turn ended).
 * The conversation changes only when a response completes (``MessageComplete``) or a
-  tool batch completes (``ToolDispatchComplete``); each change is persisted at once. A
-  failure mid-response therefore re-opens from scratch without doubling anything.
-* Any exception in a handler moves the stream to FAILED. Events queued before it are
-  still handed out; then the error is raised once; afterwards every ``next()`` raises
-  ``StreamPoisoned`` whose ``__cause__`` is that error.
+  tool batch completes (``ToolDispatchComplete``), through ``Session.commit``, which
+  persists at once. A failure mid-response therefore re-opens from scratch without
+  doubling anything.
+* Any exception in a handler moves the stream to FAILED first; only then is the open
+  response released (a failure to release cannot hide the error). Events queued before
+  it are still handed out; then the error is raised once; afterwards every ``next()``
+  raises ``StreamPoisoned`` whose ``__cause__`` is that error.
+* The stream reaches its agent only through ``TurnHost`` (declared below) and the
+  conversation only through the public methods of ``Session``.
 
-Phases::
+State beside the phase, each in one field:
 
-    TURN_START ──open──▶ STREAMING ──complete──▶ AFTER_RESPONSE ──tools done──▶ TURN_START
-        │  ▲                 │                        │
-        │  └──retry──────────┘                        └──no tool call──▶ DONE
-        └──────────── any error ──────────────────────────────────────▶ FAILED
+* ``_request`` (``RequestState``): the request being attempted — attempt number, when
+  the next open may start, whether its compaction check ran, whether an overflow was
+  compacted. Replaced whole when a response completes.
+* ``_compaction`` (``CompactionJob | None``): a compaction announced with
+  ``CompactionStarted`` and not yet run — its plan, the summary attempt and the retry
+  notice to return after it.
+* ``_dispatch`` (``Dispatch | None``): the tool batch running in AFTER_RESPONSE.
+* ``_response``: the open provider response, in STREAMING only.
+
+TURN_START runs these sub-steps in order; the first one that queues an event or moves
+the phase ends the step:
+
+1. take the config snapshot (``TurnHost.config``);
+2. the iteration limit reached: finished (``StopReason.MAX_ITERATIONS``);
+3. wait until ``_request.retry_at`` (a ``cancel()`` ends the wait);
+4. run the announced compaction, if any (``Compacted``, or a retry notice);
+5. apply the queued steering messages;
+6. once per request, the threshold check: announce a compaction (``CompactionStarted``);
+7. open the provider response: opened, or a provider error (retry notice, overflow
+   compaction, or failed).
+
+The legal moves are ``TRANSITIONS`` in ``navi_core.phases`` (its docstring draws them).
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
+from .compaction import PendingCompaction, plan_compaction, run_compaction
 from .config import Config
-from .conversation import Message, Usage
+from .conversation import Message, ToolUse, Usage
 from .dispatch import Dispatch, describe
 from .errors import (
     Cancelled,
@@ -44,7 +67,7 @@ from .errors import (
     StreamPoisoned,
 )
 from .events import (
-    Event,
+    AnyEvent,
     MessageComplete,
     ModelInfo,
     ProviderRetry,
@@ -53,42 +76,53 @@ from .events import (
     ToolDispatchStart,
     TurnComplete,
 )
-from .providers.base import ProviderRequest, ProviderStream
+from .phases import (
+    TRANSITIONS,
+    CompactionJob,
+    Phase,
+    RequestState,
+    Trigger,
+    retry_notice,
+)
+from .providers.base import Provider, ProviderRequest, ProviderStream, ToolSpec
+from .session import Session
+from .steering import SteeringQueue
 
-if TYPE_CHECKING:
-    from .agent import Agent
-    from .compaction import PendingCompaction
-
-__all__ = ["TRANSITIONS", "Phase", "Stream"]
+__all__ = ["TRANSITIONS", "Phase", "Stream", "Trigger", "TurnHost"]
 
 _POLL_SECONDS: Final = 0.1
 
 
-class Phase(enum.Enum):
-    """Where a turn stands."""
+class TurnHost(Protocol):
+    """What a ``Stream`` needs from its agent; ``Agent`` provides it."""
 
-    #: about to open a provider response (after a retry wait, if any)
-    TURN_START = "turn_start"
-    #: pumping an open response into events
-    STREAMING = "streaming"
-    #: a response completed; ending the turn or dispatching its tool calls
-    AFTER_RESPONSE = "after_response"
-    #: the turn ended; ``TurnComplete`` was queued
-    DONE = "done"
-    #: the turn failed; ``next()`` raises
-    FAILED = "failed"
+    @property
+    def config(self) -> Config:
+        """The current config snapshot."""
+        ...
 
+    @property
+    def provider(self) -> Provider:
+        """The provider responses are opened on."""
+        ...
 
-TRANSITIONS: Final[Mapping[Phase, frozenset[Phase]]] = {
-    Phase.TURN_START: frozenset({Phase.STREAMING, Phase.DONE, Phase.FAILED}),
-    # STREAMING -> DONE only through cancel()
-    Phase.STREAMING: frozenset(
-        {Phase.AFTER_RESPONSE, Phase.TURN_START, Phase.DONE, Phase.FAILED}
-    ),
-    Phase.AFTER_RESPONSE: frozenset({Phase.TURN_START, Phase.DONE, Phase.FAILED}),
-    Phase.DONE: frozenset(),
-    Phase.FAILED: frozenset(),
-}
+    @property
+    def session(self) -> Session:
+        """The conversation and its store."""
+        ...
+
+    @property
+    def steering(self) -> SteeringQueue:
+        """User messages waiting to join the turn."""
+        ...
+
+    def tool_specs(self) -> tuple[ToolSpec, ...]:
+        """The tool declarations sent to the model."""
+        ...
+
+    def start_tools(self, uses: Sequence[ToolUse], config: Config) -> Dispatch:
+        """Start running a response's tool calls."""
+        ...
 
 
 class Stream:
@@ -99,10 +133,16 @@ class Stream:
     Use it from one thread at a time; ``cancel()`` may be called from any thread.
     """
 
-    def __init__(self, agent: Agent, *, rng: random.Random | None = None) -> None:
-        self._agent = agent
+    def __init__(
+        self,
+        host: TurnHost,
+        *,
+        resume: bool = False,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._host = host
         self._phase = Phase.TURN_START
-        self._queue: deque[Event] = deque()
+        self._queue: deque[AnyEvent] = deque()
         self._handlers: dict[Phase, Callable[[], None]] = {
             Phase.TURN_START: self._turn_start,
             Phase.STREAMING: self._streaming,
@@ -110,18 +150,13 @@ class Stream:
         }
         # the live phase's handler, None once terminal (saves a lookup per event)
         self._step: Callable[[], None] | None = self._turn_start
-        self._config: Config = agent.config
+        self._config: Config = host.config
         self._rng = rng or random.Random()
+        self._request = RequestState()
+        self._compaction: CompactionJob | None = None
         self._response: ProviderStream | None = None
         self._dispatch: Dispatch | None = None
         self._last: Message | None = None
-        self._attempt = 1
-        self._retry_at = 0.0
-        self._overflow_compacted = False
-        self._compaction: PendingCompaction | None = None  # announced, not yet run
-        self._compacted_for_request = False
-        self._after_compaction: ProviderRetry | None = None
-        self._summary_attempt = 1
         self._iterations = 0
         self._tool_calls = 0
         self._usage = Usage()
@@ -130,6 +165,12 @@ class Stream:
         self._error_raised = False
         self._cancelled = False
         self._closed = False
+        if resume:
+            last = host.session.last_dialogue_message()
+            if last is None or last.role == "assistant":
+                # the last turn finished: nothing to answer
+                self._last = last
+                self._finish(StopReason.END_TURN)
 
     # -- public API -----------------------------------------------------------------
 
@@ -143,7 +184,12 @@ class Stream:
         """Usage summed over the responses completed so far in this turn."""
         return self._usage
 
-    def next(self) -> Event | None:
+    @property
+    def running(self) -> bool:
+        """True until the turn ended (DONE, FAILED) or the stream was closed."""
+        return not self._closed and self._step is not None
+
+    def next(self) -> AnyEvent | None:
         """Advance the turn until it has an event, and return it.
 
         Returns:
@@ -186,18 +232,18 @@ class Stream:
         if self._closed:
             return
         self._closed = True
-        self._release_response()
-        self._keep_finished_results()
-        if self._phase not in (Phase.DONE, Phase.FAILED):
+        if self._step is not None:
             self._error = Cancelled("the stream was closed before the turn ended")
             self._error_raised = True
-            self._enter(Phase.FAILED)
-        self._agent._stream_closed(self)
+            self._move(Trigger.FAILED)
+        self._release_response()
+        self._keep_finished_results()
+        self._host.session.flush()
 
-    def __iter__(self) -> Iterator[Event]:
+    def __iter__(self) -> Iterator[AnyEvent]:
         return self
 
-    def __next__(self) -> Event:
+    def __next__(self) -> AnyEvent:
         ev = self.next()
         if ev is None:
             raise StopIteration
@@ -216,7 +262,7 @@ class Stream:
             self.close()
             return
         # The error in flight matters more than a failure to persist on the way out;
-        # unsaved messages stay queued on the agent for its next flush.
+        # unsaved messages stay buffered in the session for its next flush.
         with contextlib.suppress(Exception):
             self.close()
 
@@ -228,30 +274,28 @@ class Stream:
 
     # -- phase bookkeeping ------------------------------------------------------------
 
-    def _enter(self, to: Phase) -> None:
-        if to not in TRANSITIONS[self._phase]:
-            raise RuntimeError(f"illegal phase change {self._phase.name} -> {to.name}")
+    def _move(self, trigger: Trigger) -> None:
+        to = TRANSITIONS.get((self._phase, trigger))
+        if to is None:
+            raise RuntimeError(f"no move from {self._phase.name} on {trigger.value!r}")
         self._phase = to
         self._step = self._handlers.get(to)
 
     def _fail(self, exc: BaseException) -> None:
+        self._error = exc
+        self._move(Trigger.FAILED)
         self._release_response()
         self._keep_finished_results()
-        self._error = exc
-        self._enter(Phase.FAILED)
         # persist what was committed; a store failure here must not hide ``exc``
         with contextlib.suppress(Exception):
-            self._agent._flush()
+            self._host.session.flush()
 
     def _keep_finished_results(self) -> None:
-        """Hand the results of calls that finished to the agent when a batch is abandoned.
-
-        The turn appends nothing more; the agent uses them when it answers the
-        abandoned calls before the next turn, so no finished call is reported lost.
-        """
+        """Hand the results of calls that finished to the session when a batch is
+        abandoned: it answers the abandoned calls with them before the next turn."""
         dispatch, self._dispatch = self._dispatch, None
         if dispatch is not None:
-            self._agent._keep_results(dispatch.finished_results())
+            self._host.session.keep_results(dispatch.finished_results())
 
     def _raise_failure(self) -> None:
         err = self._error
@@ -269,86 +313,64 @@ class Stream:
                 reason, response, self._iterations, self._tool_calls, self._usage
             )
         )
-        self._enter(Phase.DONE)
-
-    def _finish_idle(self) -> None:
-        """End at once: a resumed session whose last turn already finished."""
-        self._finish(StopReason.END_TURN)
+        cancelled = reason is StopReason.CANCELLED
+        self._move(Trigger.CANCELLED if cancelled else Trigger.FINISHED)
 
     def _cancel_turn(self) -> None:
         dispatch, self._dispatch = self._dispatch, None
         if dispatch is not None:
-            self._agent._commit(dispatch.cancelled_message())
+            self._commit(dispatch.cancelled_message())
         self._finish(StopReason.CANCELLED)
 
     def _release_response(self) -> None:
+        """Close the open response; a failure to close it is not the turn's failure."""
         response, self._response = self._response, None
         if response is not None:
-            response.close()
+            with contextlib.suppress(Exception):
+                response.close()
+
+    def _commit(self, message: Message) -> None:
+        self._host.session.commit(message, self._host.provider.wire)
 
     # -- handlers ---------------------------------------------------------------------
 
     def _turn_start(self) -> None:
-        """Take the config snapshot, compact if needed, apply steering, open a response."""
-        agent = self._agent
-        self._config = config = agent.config
+        """The sub-steps of TURN_START, in the order the module docstring lists."""
+        host = self._host
+        self._config = config = host.config
         if self._iterations >= config.max_iterations:
             self._finish(StopReason.MAX_ITERATIONS)
             return
-        while (wait := self._retry_at - time.monotonic()) > 0:
+        while (wait := self._request.retry_at - time.monotonic()) > 0:
             if self._cancelled:
                 return  # next() ends the turn as cancelled
             time.sleep(min(wait, _POLL_SECONDS))
         if self._compaction is not None:
             self._compact(config, self._compaction)
             return
-        agent._apply_steering()
-        if self._attempt == 1 and not self._compacted_for_request:
-            pending = agent._plan_compaction(config, reason="threshold")
+        for message in host.steering.take():
+            self._commit(message)
+        if not self._request.checked:
+            self._request = replace(self._request, checked=True)
+            pending = plan_compaction(
+                host.session, config, host.tool_specs(), reason="threshold"
+            )
             if pending is not None:
-                self._compaction = pending
-                self._queue.append(pending.started)
+                self._announce(pending)
                 return
+        session = host.session
         request = ProviderRequest(
-            tuple(agent.conversation.dialogue()),
-            agent.conversation.system_prompt(),
-            agent.tool_specs(),
+            tuple(session.conversation.dialogue()),
+            session.conversation.system_prompt(),
+            host.tool_specs(),
             config,
         )
         try:
-            self._response = agent.provider.open(request)
+            self._response = host.provider.open(request)
         except ProviderError as exc:
             self._provider_failed(exc)
             return
-        self._enter(Phase.STREAMING)
-
-    def _compact(self, config: Config, pending: PendingCompaction) -> None:
-        """Run an announced compaction; its summary request is retried like any other.
-
-        When the summary keeps failing, a threshold compaction is skipped (the request
-        still fits) and an overflow compaction fails the turn.
-        """
-        try:
-            compacted = self._agent._run_compaction(config, pending)
-        except ProviderError as exc:
-            policy = config.retry
-            if exc.retryable and self._summary_attempt < policy.max_attempts:
-                self._schedule_retry(exc, self._summary_attempt, compaction=True)
-                self._summary_attempt += 1
-                return
-            self._compaction = self._after_compaction = None
-            self._summary_attempt = 1
-            if pending.started.reason == "overflow":
-                raise
-            self._compacted_for_request = True  # send the request uncompacted
-            return
-        self._compaction = None
-        self._summary_attempt = 1
-        self._compacted_for_request = True
-        self._queue.append(compacted)
-        notice, self._after_compaction = self._after_compaction, None
-        if notice is not None:
-            self._queue.append(notice)
+        self._move(Trigger.OPENED)
 
     def _streaming(self) -> None:
         """Pump the response; commit the message once it is complete."""
@@ -356,12 +378,12 @@ class Stream:
         assert response is not None
         queue = self._queue
         try:
-            while not response.produce(queue):
+            while not response.produce(queue):  # type: ignore[arg-type]
                 if queue or self._cancelled:
                     return
         except ProviderError as exc:
             self._release_response()
-            self._enter(Phase.TURN_START)
+            self._move(Trigger.STREAM_FAILED)
             self._provider_failed(exc)
             return
         self._release_response()
@@ -369,17 +391,14 @@ class Stream:
         assert isinstance(complete, MessageComplete)
         message = complete.message
         self._last = message
-        self._attempt = 1
-        self._compacted_for_request = False
-        self._overflow_compacted = False
-        self._retry_at = 0.0
+        self._request = RequestState()
         self._iterations += 1
         self._usage = self._usage + complete.usage
         if not message.content:
             queue.pop()
         else:
-            self._agent._commit(message)
-        self._enter(Phase.AFTER_RESPONSE)
+            self._commit(message)
+        self._move(Trigger.COMPLETED)
 
     def _after_response(self) -> None:
         """End the turn, or dispatch the response's tool calls and report their progress."""
@@ -393,8 +412,8 @@ class Stream:
         if dispatch is None:
             uses = message.tool_uses
             if not uses:
-                if self._agent._has_steering():
-                    self._enter(Phase.TURN_START)  # answer what arrived meanwhile
+                if self._host.steering:
+                    self._move(Trigger.STEERED)  # answer what arrived meanwhile
                     return
                 max_tokens = message.stop_reason == "max_tokens"
                 self._finish(
@@ -402,69 +421,87 @@ class Stream:
                 )
                 return
             self._queue.append(ToolDispatchStart(len(uses)))
-            self._dispatch = self._agent._dispatch(uses, self._config)
+            self._dispatch = self._host.start_tools(uses, self._config)
             return
         try:
-            self._queue.extend(dispatch.poll(timeout=_POLL_SECONDS))
+            self._queue.extend(dispatch.poll(timeout=_POLL_SECONDS))  # type: ignore[arg-type]
         except TimeoutError:
             return  # lets next() notice a cancel() while tools run
         if dispatch.done:
             results = dispatch.message()
             self._dispatch = None
             self._tool_calls += len(results.content)
-            self._agent._commit(results)
+            self._commit(results)
             self._queue.append(ToolDispatchComplete(results))
-            self._enter(Phase.TURN_START)
+            self._move(Trigger.TOOLS_DONE)
 
-    # -- failures ---------------------------------------------------------------------
+    # -- compaction and failures ------------------------------------------------------
+
+    def _announce(
+        self, pending: PendingCompaction, notice: ProviderRetry | None = None
+    ) -> None:
+        """Queue ``CompactionStarted``; the next TURN_START step runs the compaction."""
+        self._compaction = CompactionJob(pending, 1, notice)
+        self._queue.append(pending.started)
+
+    def _compact(self, config: Config, job: CompactionJob) -> None:
+        """Run an announced compaction; its summary request is retried like any other.
+
+        When the summary keeps failing, a threshold compaction is skipped (the request
+        still fits) and an overflow compaction fails the turn.
+        """
+        host = self._host
+        try:
+            compacted = run_compaction(host.session, host.provider, config, job.pending)
+        except ProviderError as exc:
+            if exc.retryable and job.attempt < config.retry.max_attempts:
+                retry_at = self._notice_retry(exc, job.attempt, compaction=True)
+                self._compaction = replace(job, attempt=job.attempt + 1)
+                self._request = replace(self._request, retry_at=retry_at)
+                return
+            self._compaction = None
+            if job.pending.started.reason == "overflow":
+                raise
+            self._request = replace(self._request, checked=True)  # send it uncompacted
+            return
+        self._compaction = None
+        self._request = replace(self._request, checked=True)
+        self._queue.append(compacted)
+        if job.notice is not None:
+            self._queue.append(job.notice)
 
     def _provider_failed(self, exc: ProviderError) -> None:
         """Compact once on overflow, back off on retryable errors, else fail the turn."""
         config = self._config
-        if isinstance(exc, ContextOverflow) and not self._overflow_compacted:
+        state = self._request
+        if isinstance(exc, ContextOverflow) and not state.overflow_compacted:
             if config.compaction.prompt is None:
                 raise exc
-            self._overflow_compacted = True
-            pending = self._agent._plan_compaction(
-                config, reason="overflow", force=True
+            self._request = replace(state, overflow_compacted=True)
+            pending = plan_compaction(
+                self._host.session,
+                config,
+                self._host.tool_specs(),
+                reason="overflow",
+                force=True,
             )
             if pending is None:
                 raise exc
-            self._compaction = pending
-            self._queue.append(pending.started)
-            self._after_compaction = ProviderRetry(
-                self._attempt,
-                config.retry.max_attempts,
-                0,
-                type(exc).__name__,
-                exc.status_code,
-                exc.retry_after_ms,
-                exc.message,
-                compaction=True,
-            )
+            notice = retry_notice(exc, state.attempt, config.retry, 0, compaction=True)
+            self._announce(pending, notice)
             return
-        policy = config.retry
-        if not exc.retryable or self._attempt >= policy.max_attempts:
+        if not exc.retryable or state.attempt >= config.retry.max_attempts:
             raise exc
-        self._schedule_retry(exc, self._attempt)
-        self._attempt += 1
+        retry_at = self._notice_retry(exc, state.attempt)
+        self._request = replace(state, attempt=state.attempt + 1, retry_at=retry_at)
 
-    def _schedule_retry(
+    def _notice_retry(
         self, exc: ProviderError, attempt: int, *, compaction: bool = False
-    ) -> None:
-        """Queue the ``ProviderRetry`` notice and set when the next attempt may start."""
+    ) -> float:
+        """Queue the ``ProviderRetry`` notice; return when the next attempt may start."""
         policy = self._config.retry
         delay = policy.delay_ms(attempt, exc.retry_after_ms, self._rng)
         self._queue.append(
-            ProviderRetry(
-                attempt,
-                policy.max_attempts,
-                delay,
-                type(exc).__name__,
-                exc.status_code,
-                exc.retry_after_ms,
-                exc.message,
-                compaction,
-            )
+            retry_notice(exc, attempt, policy, delay, compaction=compaction)
         )
-        self._retry_at = time.monotonic() + delay / 1000.0
+        return time.monotonic() + delay / 1000.0

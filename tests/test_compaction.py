@@ -43,7 +43,7 @@ from navi_core import (
     Usage,
     UserMessage,
     WireIdentity,
-    compaction,
+    sizing,
 )
 from navi_core.compaction import (
     MIN_FOLD_TOKENS,
@@ -245,21 +245,25 @@ def test_size_cache_estimates_each_message_once(
         estimated.append(m)
         return estimate_message_tokens(m)
 
-    monkeypatch.setattr(compaction, "estimate_message_tokens", counting)
+    monkeypatch.setattr(sizing, "estimate_message_tokens", counting)
     msgs = three_turns()
     cfg = config(0, context_window=10**9)  # the threshold is never reached
     agent = open_agent(msgs, Scripted(), cfg)
     cache = SizeCache()
     dialogue = agent.conversation.dialogue()
 
-    assert plan_compaction(agent, cfg, reason="threshold", cache=cache) is None
+    assert (
+        plan_compaction(agent.session, cfg, (), reason="threshold", cache=cache) is None
+    )
     assert estimated == dialogue
     assert message_sizes(dialogue, cache) == message_sizes(dialogue)
     estimated.clear()
     agent.conversation.messages.append(prompt("fourth"))
     # an equal message that is another object is estimated on its own
     agent.conversation.messages[1] = replace(msgs[1])
-    assert plan_compaction(agent, cfg, reason="threshold", cache=cache) is None
+    assert (
+        plan_compaction(agent.session, cfg, (), reason="threshold", cache=cache) is None
+    )
     assert estimated == [agent.conversation.messages[1], prompt("fourth")]
     agent.close()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from navi_core import (
@@ -12,47 +14,68 @@ from navi_core import (
     RateLimited,
     RetryPolicy,
     Scripted,
+    StreamPoisoned,
     Text,
     ToolUse,
+    phases,
     tool,
 )
-from navi_core.stream import TRANSITIONS, Stream
+from navi_core.phases import render_transitions, transition_table
+from navi_core.stream import TRANSITIONS, Stream, Trigger
 
 
 def test_table_matches_the_design():
-    assert TRANSITIONS[Phase.TURN_START] >= {Phase.STREAMING, Phase.FAILED}
-    assert TRANSITIONS[Phase.STREAMING] >= {
-        Phase.AFTER_RESPONSE,
-        Phase.TURN_START,
-        Phase.FAILED,
+    assert dict(TRANSITIONS) == {
+        (Phase.TURN_START, Trigger.OPENED): Phase.STREAMING,
+        (Phase.TURN_START, Trigger.FINISHED): Phase.DONE,
+        (Phase.TURN_START, Trigger.CANCELLED): Phase.DONE,
+        (Phase.TURN_START, Trigger.FAILED): Phase.FAILED,
+        (Phase.STREAMING, Trigger.COMPLETED): Phase.AFTER_RESPONSE,
+        (Phase.STREAMING, Trigger.STREAM_FAILED): Phase.TURN_START,
+        (Phase.STREAMING, Trigger.CANCELLED): Phase.DONE,
+        (Phase.STREAMING, Trigger.FAILED): Phase.FAILED,
+        (Phase.AFTER_RESPONSE, Trigger.TOOLS_DONE): Phase.TURN_START,
+        (Phase.AFTER_RESPONSE, Trigger.STEERED): Phase.TURN_START,
+        (Phase.AFTER_RESPONSE, Trigger.FINISHED): Phase.DONE,
+        (Phase.AFTER_RESPONSE, Trigger.CANCELLED): Phase.DONE,
+        (Phase.AFTER_RESPONSE, Trigger.FAILED): Phase.FAILED,
     }
-    assert TRANSITIONS[Phase.AFTER_RESPONSE] == {
-        Phase.TURN_START,
-        Phase.DONE,
-        Phase.FAILED,
-    }
-    assert (
-        TRANSITIONS[Phase.DONE] == frozenset()
-        and TRANSITIONS[Phase.FAILED] == frozenset()
-    )
-    assert set(TRANSITIONS) == set(Phase)
+    sources = {a for a, _ in TRANSITIONS}
+    assert sources == set(Phase) - {Phase.DONE, Phase.FAILED}
+    assert {b for b in TRANSITIONS.values()} == set(Phase)
+    assert set(Trigger) == {t for _, t in TRANSITIONS}
+
+
+def test_docstring_diagram_is_the_table():
+    doc = phases.__doc__
+    assert doc is not None
+    diagram = doc.split("this from ``TRANSITIONS``)::")[1]
+    lines = [ln.strip() for ln in diagram.strip().splitlines()]
+    assert "\n".join(lines) == render_transitions()
+
+
+def test_readme_table_is_the_table():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert transition_table() in readme
 
 
 def test_illegal_move_is_refused_with_both_names():
     stream = Agent(Scripted([])).run("x")
-    with pytest.raises(RuntimeError, match="TURN_START -> AFTER_RESPONSE"):
-        stream._enter(Phase.AFTER_RESPONSE)
+    with pytest.raises(RuntimeError, match="from TURN_START on 'completed'"):
+        stream._move(Trigger.COMPLETED)
+    assert stream.phase is Phase.TURN_START
 
 
 def test_observed_path_of_a_turn_with_tools_and_a_retry(monkeypatch):
     seen: list[tuple[Phase, Phase]] = []
-    original = Stream._enter
+    original = Stream._move
 
-    def spy(self, to):
-        seen.append((self._phase, to))
-        original(self, to)
+    def spy(self, trigger):
+        before = self._phase
+        original(self, trigger)
+        seen.append((before, self._phase))
 
-    monkeypatch.setattr(Stream, "_enter", spy)
+    monkeypatch.setattr(Stream, "_move", spy)
 
     @tool
     def t() -> str:
@@ -75,4 +98,42 @@ def test_observed_path_of_a_turn_with_tools_and_a_retry(monkeypatch):
         (Phase.STREAMING, Phase.AFTER_RESPONSE),
         (Phase.AFTER_RESPONSE, Phase.DONE),
     ]
-    assert all(b in TRANSITIONS[a] for a, b in seen)
+    assert all(b in TRANSITIONS.values() for _, b in seen)
+
+
+class _Broken:
+    """A response whose produce() raises a bug and whose close() raises too."""
+
+    closed = 0
+
+    def produce(self, queue):
+        raise TypeError("bug in produce")
+
+    def close(self):
+        type(self).closed += 1
+        raise OSError("socket already gone")
+
+
+class _BrokenProvider:
+    wire = Scripted([]).wire
+
+    def open(self, request):
+        return _Broken()
+
+    def close(self):
+        pass
+
+
+def test_a_failing_release_keeps_the_original_error_and_the_failed_phase():
+    agent = Agent(_BrokenProvider())
+    stream = agent.run("x")
+    with pytest.raises(TypeError, match="bug in produce"):
+        stream.next()
+    assert stream.phase is Phase.FAILED
+    assert _Broken.closed == 1
+    with pytest.raises(StreamPoisoned) as info:
+        stream.next()
+    assert isinstance(info.value.__cause__, TypeError)
+    stream.close()
+    assert [m.role for m in agent.conversation.messages] == ["user"]
+    agent.close()
