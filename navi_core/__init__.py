@@ -66,13 +66,13 @@ from .events import (
     ToolStarted,
     TurnComplete,
 )
-from .providers.base import Provider, ProviderRequest, ProviderStream, ToolSpec
+from .providers.base import Provider, ProviderRequest, ProviderStream
 from .providers.scripted import MidStreamFailure, Scripted
 from .store.base import SessionInfo, SessionStore
 from .store.memory import MemoryStore
 from .store.null import NullStore
 from .stream import Phase, Stream
-from .tools import Tool, ToolCall, ToolSource, tool
+from .tools import Tool, ToolCall, ToolSource, ToolSpec, tool
 
 __version__ = "0.1.0"
 

@@ -20,11 +20,11 @@ from .conversation import (
 )
 from .dispatch import Dispatch, interrupted_results
 from .events import Compacted
-from .providers.base import Provider, ToolSpec
+from .providers.base import Provider
 from .store.base import SessionLock, SessionStore
 from .store.memory import MemoryStore
 from .stream import Phase, Stream
-from .tools import Tool, ToolRegistry, ToolSource
+from .tools import Tool, ToolRegistry, ToolSource, ToolSpec
 
 if TYPE_CHECKING:
     from .compaction import CompactionResult, PendingCompaction, SizeCache

@@ -40,8 +40,9 @@ from .conversation import (
 )
 from .errors import EmptyAssistantResponse, NoCompactionPrompt, ProviderError
 from .events import Compacted, CompactionStarted, Event, MessageComplete
-from .providers.base import Provider, ProviderRequest, ToolSpec
+from .providers.base import Provider, ProviderRequest
 from .tokens import estimate_message_tokens, estimate_tokens
+from .tools import ToolSpec
 from .transcript import is_summary, render_transcript
 
 if TYPE_CHECKING:

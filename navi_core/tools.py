@@ -3,6 +3,7 @@
 ``@tool`` derives a JSON schema from a function's type hints and its description from
 the docstring (Google-style ``Args:`` lines describe parameters). A ``ToolSource``
 declares several tools and receives every call addressed to it as one batch.
+``ToolSpec`` is the declaration sent to the model.
 """
 
 from __future__ import annotations
@@ -19,22 +20,28 @@ from typing import Any, Literal, Protocol, Union, overload, runtime_checkable
 
 import orjson
 
-from .config import ImageLimits
-from .conversation import MediaPart, Part, TextPart
 from .errors import ToolRegistrationError
-from .providers.base import ToolSpec
 
 __all__ = [
     "Tool",
     "ToolCall",
     "ToolRegistry",
     "ToolSource",
+    "ToolSpec",
     "schema_for",
-    "to_parts",
     "tool",
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool declaration as sent to the model: name, description, JSON schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(hash=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,55 +414,3 @@ class ToolRegistry:
 
     def __len__(self) -> int:
         return len(self._specs)
-
-
-def to_parts(value: Any, limits: ImageLimits | None = None) -> tuple[Part, ...]:
-    """Turn what a tool returned into result parts.
-
-    str becomes text; bytes, ``Media`` and Pillow images become media parts (bad media
-    becomes a short note); a list mixing text and media becomes several parts; any other
-    JSON-able value becomes its JSON text.
-    """
-    if isinstance(value, str):
-        return (TextPart(value),)
-    if isinstance(value, (TextPart, MediaPart)):
-        return (value,)
-    if value is None:
-        return (TextPart("(no output)"),)
-    if isinstance(value, (int, float, dict)):
-        return (TextPart(_json_text(value)),)
-    from . import media
-
-    lim = limits or ImageLimits()
-    if media.is_media(value):
-        return (media.to_part(value, lim),)
-    if isinstance(value, (list, tuple)) and any(
-        isinstance(v, (TextPart, MediaPart)) or media.is_media(v) for v in value
-    ):
-        parts: list[Part] = []
-        for item in value:
-            if isinstance(item, (TextPart, MediaPart)):
-                parts.append(item)
-            elif isinstance(item, str):
-                parts.append(TextPart(item))
-            elif media.is_media(item):
-                parts.append(media.to_part(item, lim))
-            else:
-                parts.append(TextPart(_json_text(item)))
-        return tuple(parts)
-    return (TextPart(_json_text(value)),)
-
-
-def _json_text(value: Any) -> str:
-    def fallback(obj: Any) -> Any:
-        if isinstance(obj, enum.Enum):
-            return obj.value
-        if isinstance(obj, (set, frozenset)):
-            return list(obj)
-        return str(obj)
-
-    return orjson.dumps(
-        value,
-        default=fallback,
-        option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY,
-    ).decode()

@@ -32,7 +32,8 @@ from ..config import Timeout
 from ..conversation import WireIdentity, decode_arguments
 from ..errors import MalformedStream, ProviderError, TransportError
 from ..events import Event
-from .base import DeltaStream, ProviderRequest
+from .base import ProviderRequest
+from .delta_stream import DeltaStream
 from .errormap import error_fields, error_for_stream, error_from_body
 
 __all__ = [
@@ -208,7 +209,7 @@ class ResponseStream(DeltaStream):
     sent inside the stream is the server's text, and a server may echo the key.
     """
 
-    __slots__ = ("_secrets",)
+    __slots__ = ("_body", "_secrets")
 
     def __init__(
         self,
@@ -219,6 +220,7 @@ class ResponseStream(DeltaStream):
         secrets: Sequence[str] = (),
     ) -> None:
         super().__init__(batches, wire, on_close=on_close)
+        self._body = batches
         self._secrets = tuple(secrets)
 
     def produce(self, queue: deque[Event]) -> bool:
@@ -239,13 +241,14 @@ class ResponseStream(DeltaStream):
         raise clean
 
     def close(self) -> None:
-        if self._complete:
+        """Drain the end of a complete body (keeping the connection), then release it."""
+        if self.complete:
             try:
-                for _ in islice(self._batches, _DRAIN_BATCHES):
+                for _ in islice(self._body, _DRAIN_BATCHES):
                     pass
             except ProviderError:
                 pass
-        close = getattr(self._batches, "close", None)
+        close = getattr(self._body, "close", None)
         if close is not None:
             close()
         super().close()

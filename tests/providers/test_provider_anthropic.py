@@ -34,7 +34,7 @@ from navi_core.errors import (
 )
 from navi_core.events import TextDelta, ThinkingDelta, ToolCallStart
 from navi_core.providers.anthropic import Anthropic
-from navi_core.providers.base import ToolSpec
+from navi_core.tools import ToolSpec
 
 KEY = "sk-ant-api03-test-0123456789abcdef"
 

@@ -39,8 +39,8 @@ from navi_core.errors import (
     TransportError,
 )
 from navi_core.events import TextDelta, ThinkingDelta, ToolCallDelta, ToolCallStart
-from navi_core.providers.base import ToolSpec
 from navi_core.providers.openai_chat import OpenAIChat
+from navi_core.tools import ToolSpec
 
 KEY = "sk-test-4f9a8b7c6d5e4f3a2b1c"
 
