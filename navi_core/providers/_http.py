@@ -309,11 +309,13 @@ class HTTPProvider:
             raise ValueError(
                 f"base_url is not a URL: {public_url(base_url)!r}"
             ) from exc
-        root = parts._replace(path=parts.path.rstrip("/"))
+        scheme, netloc, path, query, fragment = parts
+        path = path.rstrip("/")
+        root = urlunsplit((scheme, netloc, path, query, fragment))
         # Only the request URL keeps user info and query; everything shown or stored
         # (wire, repr, messages, sessions) gets the public form.
-        self._wire = WireIdentity(self.api_style, public_url(root.geturl()), model)
-        self._url = urlunsplit(root._replace(path=root.path + self.path))
+        self._wire = WireIdentity(self.api_style, public_url(root), model)
+        self._url = urlunsplit((scheme, netloc, path + self.path, query, fragment))
         merged = {
             "content-type": "application/json",
             "accept": "text/event-stream",
@@ -323,7 +325,7 @@ class HTTPProvider:
         }
         merged.update({k.lower(): v for k, v in (headers or {}).items()})
         self._headers = merged
-        self._secrets = request_secrets(merged, root.geturl(), self._wire.base_url)
+        self._secrets = request_secrets(merged, root, self._wire.base_url)
         self._timeout = to_httpx_timeout(timeout)
         self._owns_client = client is None
         self._client = make_client(timeout, http2=http2) if client is None else client
