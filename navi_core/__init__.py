@@ -69,14 +69,14 @@ from .events import (
     ToolStarted,
     TurnComplete,
 )
-from .providers.base import Provider, ProviderRequest, ProviderStream, ToolSpec
+from .providers.base import Provider, ProviderRequest, ProviderStream
 from .providers.scripted import MidStreamFailure, Scripted
 from .session import Session
 from .store.base import SessionInfo, SessionStore
 from .store.memory import MemoryStore
 from .store.null import NullStore
 from .stream import Phase, Stream
-from .tools import Tool, ToolCall, ToolSource, tool
+from .tools import Tool, ToolCall, ToolSource, ToolSpec, tool
 
 if TYPE_CHECKING:  # imported on first use at run time (see __getattr__)
     from .compaction import CompactionResult

@@ -15,13 +15,13 @@ from .compaction import CompactionResult, compact
 from .config import Config
 from .conversation import Conversation, Message, ToolUse, UserMessage
 from .dispatch import Dispatch, ToolRunner
-from .providers.base import Provider, ToolSpec
+from .providers.base import Provider
 from .session import Session
 from .steering import SteeringQueue
 from .store.base import SessionStore
 from .store.memory import MemoryStore
 from .stream import Stream
-from .tools import Tool, ToolRegistry, ToolSource
+from .tools import Tool, ToolRegistry, ToolSource, ToolSpec
 
 __all__ = ["Agent"]
 

@@ -13,21 +13,20 @@ A message becomes one JSON object::
 version: a reader refuses a newer version instead of guessing. Tool-call arguments
 stay the model's raw JSON text, so a round trip is byte-exact. A base URL is stored
 without user info, fragment, ``;params`` or secret-looking query parameters, and a URL
-that does not parse cleanly is cut down rather than kept: no key ever reaches a store.
-Text that is not valid Unicode (a lone surrogate, as from ``os.listdir`` on a file name
-that is not UTF-8) is stored with U+FFFD in its place, so no text makes a session
-unwritable.
+that does not parse cleanly is cut down rather than kept (``_secrets.public_url``):
+no key ever reaches a store. Text that is not valid Unicode (a lone surrogate, as from
+``os.listdir`` on a file name that is not UTF-8) is stored with U+FFFD in its place, so
+no text makes a session unwritable.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 
+from ._secrets import public_url, public_wire
 from .conversation import (
     Block,
     CompactionSummary,
@@ -65,83 +64,10 @@ FORMAT_VERSION: Final = 1
 
 _ROLES: Final = frozenset({"system", "user", "assistant"})
 _USAGE_FIELDS: Final = ("input", "output", "cache_read", "cache_write", "reasoning")
-_SECRET_WORDS: Final = ("key", "token", "secret", "password", "passwd", "auth", "sig")
 
 
 class CodecError(ValueError):
     """A message cannot be encoded, or stored data is not a message this code reads."""
-
-
-def _looks_secret(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in _SECRET_WORDS)
-
-
-def _cut_url(url: str) -> str:
-    """What is left of a URL that does not parse cleanly once anything secret is gone.
-
-    Everything up to the last ``@`` (user info, whatever its characters) and
-    everything from the first ``?``, ``#`` or ``;`` after it is dropped.
-    """
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    rest = rest.rpartition("@")[2]
-    for mark in "?#;":
-        rest = rest.partition(mark)[0]
-    return f"{scheme}{sep}{rest}"
-
-
-def _public_query(query: str) -> str:
-    """``query`` without parameters whose names look like secrets (``&`` or ``;``)."""
-    pairs = parse_qsl(query.replace(";", "&"), keep_blank_values=True)
-    kept = [(k, v) for k, v in pairs if not _looks_secret(k)]
-    if len(kept) == len(pairs) and ";" not in query:
-        return query
-    return urlencode(kept)
-
-
-def public_url(url: str) -> str:
-    """``url`` safe to store: no user info, fragment, ``;params`` or secret query.
-
-    Fails closed: a URL that does not parse (a bad IPv6 host, a port that is not a
-    number) or that has an ``@`` past its host (a password holding ``/``, ``?`` or
-    ``#``) keeps only what follows its last ``@``, up to any ``?``, ``#`` or ``;``.
-    """
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError:
-        return _cut_url(url)
-    netloc = parts.netloc.rpartition("@")[2]
-    path, query = parts.path, parts.query
-    if "@" in path or "@" in query or "@" in parts.fragment:
-        return _cut_url(url)
-    if ";" in path:
-        path = "/".join(segment.partition(";")[0] for segment in path.split("/"))
-    if query:
-        query = _public_query(query)
-    unchanged = (netloc, path, query) == (parts.netloc, parts.path, parts.query)
-    if unchanged and "#" not in url:
-        return url
-    return urlunsplit((parts.scheme, netloc, path, query, ""))
-
-
-def public_wire(wire: WireIdentity) -> WireIdentity:
-    """``wire`` with a base URL that is safe to store (see ``public_url``).
-
-    Cached: a provider's identity is the same for every message it makes, so the
-    URL is parsed once per identity, not once per stored message.
-    """
-    return _cached_public_wire(wire)
-
-
-@functools.lru_cache(maxsize=256)
-def _cached_public_wire(wire: WireIdentity) -> WireIdentity:
-    url = public_url(wire.base_url)
-    if url == wire.base_url:
-        return wire
-    return WireIdentity(wire.api_style, url, wire.model)
 
 
 def _public_wire(wire: WireIdentity | None) -> WireIdentity | None:

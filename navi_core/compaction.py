@@ -28,10 +28,11 @@ from .conversation import (
 )
 from .errors import EmptyAssistantResponse, NoCompactionPrompt, ProviderError
 from .events import Compacted, CompactionStarted, Event, MessageComplete
-from .providers.base import Provider, ProviderRequest, ToolSpec
+from .providers.base import Provider, ProviderRequest
 from .session import Session
 from .sizing import SizeCache, estimate_request_tokens, message_sizes, request_tokens
 from .tokens import estimate_message_tokens
+from .tools import ToolSpec
 from .transcript import is_summary, render_transcript
 
 __all__ = [

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .providers.base import Provider
+from .providers.base import Provider
 
 __all__ = ["CompactionConfig", "Config", "ImageLimits", "RetryPolicy", "Timeout"]
 

@@ -27,7 +27,8 @@ from .conversation import (
 )
 from .errors import Cancelled
 from .events import Event, ToolFinished, ToolStarted
-from .tools import Tool, ToolCall, ToolRegistry, ToolSource, to_parts
+from .tool_results import to_parts
+from .tools import Tool, ToolCall, ToolRegistry, ToolSource
 
 __all__ = [
     "ABORTING",

@@ -21,8 +21,8 @@ import json
 from collections.abc import Sequence
 
 from .conversation import Conversation, Message
-from .providers.base import ToolSpec
 from .tokens import estimate_message_tokens, estimate_tokens
+from .tools import ToolSpec
 
 __all__ = ["SizeCache", "estimate_request_tokens", "message_sizes", "request_tokens"]
 

@@ -84,9 +84,10 @@ from .phases import (
     Trigger,
     retry_notice,
 )
-from .providers.base import Provider, ProviderRequest, ProviderStream, ToolSpec
+from .providers.base import Provider, ProviderRequest, ProviderStream
 from .session import Session
 from .steering import SteeringQueue
+from .tools import ToolSpec
 
 __all__ = ["TRANSITIONS", "Phase", "Stream", "Trigger", "TurnHost"]
 

@@ -1,40 +1,57 @@
 """Tools the model may call: ``@tool`` functions, ``ToolSource`` batches, the registry.
 
 ``@tool`` derives a JSON schema from a function's type hints and its description from
-the docstring (Google-style ``Args:`` lines describe parameters). A ``ToolSource``
-declares several tools and receives every call addressed to it as one batch.
+the docstring (Google-style ``Args:`` lines describe parameters; see ``schema``). The
+``Tool`` it returns is still the function for callers and type checkers: same
+parameters, same return type. A ``ToolSource`` declares several tools and receives
+every call addressed to it as one batch. ``ToolSpec`` is the declaration sent to the
+model.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import inspect
 import re
-import types
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, Union, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, overload, runtime_checkable
 
-import orjson
-
-from .config import ImageLimits
-from .conversation import MediaPart, Part, TextPart
 from .errors import ToolRegistrationError
-from .providers.base import ToolSpec
+from .schema import convert, function_schema, parse_docstring, schema_for, type_hints
+
+if TYPE_CHECKING:
+    # Defaults (PEP 696) let ``Tool`` stand alone in annotations (``Tool[..., Any]``);
+    # type checkers ship these stubs, and at run time the defaults play no part.
+    from typing_extensions import ParamSpec, TypeVar
+
+    P = ParamSpec("P", default=...)
+    R = TypeVar("R", default=Any)
+else:
+    from typing import ParamSpec, TypeVar
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
 
 __all__ = [
     "Tool",
     "ToolCall",
     "ToolRegistry",
     "ToolSource",
+    "ToolSpec",
     "schema_for",
-    "to_parts",
     "tool",
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool declaration as sent to the model: name, description, JSON schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(hash=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,17 +63,32 @@ class ToolCall:
     arguments: dict[str, Any] = field(hash=False)
 
 
+class _FunctionSignature:
+    """``inspect.signature(a_tool)`` is the signature of the tool's function."""
+
+    def __get__(self, obj: Tool | None, owner: type | None = None) -> inspect.Signature:
+        if obj is None:  # the class itself: inspect falls back to ``__init__``
+            raise AttributeError("__signature__")
+        return inspect.signature(obj.fn)
+
+
 @dataclass(frozen=True, slots=True)
-class Tool:
-    """A function the model may call, with its declaration."""
+class Tool(Generic[P, R]):
+    """A function the model may call, with its declaration.
+
+    Calling the tool calls the function: ``Tool[P, R]`` takes the parameters ``P``
+    and returns ``R`` of the function it wraps. A bare ``Tool`` is any tool.
+    """
 
     name: str
     description: str
     parameters: dict[str, Any] = field(hash=False, repr=False)
-    fn: Callable[..., Any] = field(repr=False)
+    fn: Callable[P, R] = field(repr=False)
     hints: dict[str, Any] = field(
         default_factory=dict, hash=False, repr=False, compare=False
     )
+
+    __signature__ = _FunctionSignature()
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -69,14 +101,13 @@ class Tool:
         """The declaration sent to the model."""
         return ToolSpec(self.name, self.description, self.parameters)
 
-    def invoke(self, arguments: Mapping[str, Any]) -> Any:
+    def invoke(self, arguments: Mapping[str, Any]) -> R:
         """Call the function with JSON arguments converted to the annotated types."""
         hints = self.hints
-        return self.fn(
-            **{k: _convert(hints.get(k, Any), v) for k, v in arguments.items()}
-        )
+        fn: Callable[..., R] = self.fn
+        return fn(**{k: convert(hints.get(k, Any), v) for k, v in arguments.items()})
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
 
 
@@ -98,11 +129,11 @@ class ToolSource(Protocol):
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
+def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
 @overload
 def tool(
     *, name: str | None = None, description: str | None = None
-) -> Callable[[Callable[..., Any]], Tool]: ...
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
     /,
@@ -112,248 +143,25 @@ def tool(
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed, documented function into a ``Tool``.
 
+    ``@tool`` or ``@tool(name=..., description=...)``; the tool is called like the
+    function (``add(1, 2)``), with the same parameters and return type.
+
     Raises:
         ToolRegistrationError: a parameter type cannot be expressed as JSON schema.
     """
 
     def build(f: Callable[..., Any]) -> Tool:
-        doc = inspect.getdoc(f) or ""
-        summary, arg_docs = _parse_docstring(doc)
+        summary, arg_docs = parse_docstring(inspect.getdoc(f) or "")
+        hints = type_hints(f)
         return Tool(
             name or f.__name__,
             description if description is not None else summary,
-            _function_schema(f, arg_docs),
+            function_schema(f, hints, arg_docs),
             f,
-            _hints(f),
+            hints,
         )
 
     return build(fn) if fn is not None else build
-
-
-_SECTIONS = frozenset(
-    {
-        "args",
-        "arguments",
-        "parameters",
-        "returns",
-        "raises",
-        "yields",
-        "examples",
-        "example",
-        "notes",
-        "note",
-    }
-)
-_ARG_SECTIONS = frozenset({"args", "arguments", "parameters"})
-_ARG_LINE = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-
-
-def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """The description (text before any section) and per-argument docs from ``Args:``."""
-    summary: list[str] = []
-    args: dict[str, str] = {}
-    section: str | None = None
-    current: str | None = None
-    arg_indent: int | None = None
-    for line in doc.splitlines():
-        stripped = line.strip()
-        if stripped.endswith(":") and stripped[:-1].lower() in _SECTIONS:
-            section, current, arg_indent = stripped[:-1].lower(), None, None
-            continue
-        if section is None:
-            summary.append(line)
-            continue
-        if section not in _ARG_SECTIONS or not stripped:
-            continue
-        indent = len(line) - len(line.lstrip())
-        m = _ARG_LINE.match(stripped)
-        if m and (arg_indent is None or indent <= arg_indent):
-            arg_indent, current = indent, m.group(1)
-            args[current] = m.group(2)
-        elif current is not None:
-            args[current] = f"{args[current]} {stripped}".strip()
-    return "\n".join(summary).strip(), args
-
-
-def _function_schema(
-    f: Callable[..., Any], arg_docs: Mapping[str, str]
-) -> dict[str, Any]:
-    sig = inspect.signature(f)
-    try:
-        hints = typing.get_type_hints(f, include_extras=False)
-    except Exception as exc:
-        raise ToolRegistrationError(
-            f"cannot read the type hints of {getattr(f, '__name__', f)!r}: {exc}"
-        ) from exc
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for pname, param in sig.parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        if param.kind is param.POSITIONAL_ONLY:
-            raise ToolRegistrationError(
-                f"parameter {pname!r} of {f.__name__!r} is positional-only; "
-                "tools are called with keyword arguments"
-            )
-        prop = schema_for(hints.get(pname, Any), where=f"{f.__name__}.{pname}")
-        if arg_docs.get(pname):
-            prop = {**prop, "description": arg_docs[pname]}
-        if param.default is param.empty:
-            required.append(pname)
-        else:
-            default = param.default
-            if isinstance(default, enum.Enum):
-                default = default.value
-            try:
-                orjson.dumps(default)
-                prop = {**prop, "default": default}
-            except TypeError:
-                pass
-        properties[pname] = prop
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
-    schema["additionalProperties"] = False
-    return schema
-
-
-_PRIMITIVES: dict[Any, dict[str, Any]] = {
-    str: {"type": "string"},
-    int: {"type": "integer"},
-    float: {"type": "number"},
-    bool: {"type": "boolean"},
-    type(None): {"type": "null"},
-    Any: {},
-}
-
-
-def schema_for(tp: Any, *, where: str = "value") -> dict[str, Any]:
-    """The JSON schema of a type hint (str, int, float, bool, None, Optional, list,
-    dict, tuple, Literal, Enum, dataclasses and TypedDicts, nested).
-
-    Raises:
-        ToolRegistrationError: the type has no JSON form.
-    """
-    if tp in _PRIMITIVES:
-        return dict(_PRIMITIVES[tp])
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is typing.Annotated:
-        return schema_for(args[0], where=where)
-    if origin in (Union, types.UnionType):
-        non_null = [a for a in args if a is not type(None)]
-        options = [schema_for(a, where=where) for a in non_null]
-        if len(non_null) < len(args):
-            options.append({"type": "null"})
-        return options[0] if len(options) == 1 else {"anyOf": options}
-    if origin is Literal:
-        return {"enum": list(args)}
-    if tp in (list, Sequence, tuple, set, frozenset) or origin in (
-        list,
-        Sequence,
-        set,
-        frozenset,
-    ):
-        out: dict[str, Any] = {"type": "array"}
-        if args:
-            out["items"] = schema_for(args[0], where=where)
-        return out
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return {"type": "array", "items": schema_for(args[0], where=where)}
-        items = [schema_for(a, where=where) for a in args]
-        return {
-            "type": "array",
-            "prefixItems": items,
-            "minItems": len(items),
-            "maxItems": len(items),
-        }
-    if tp in (dict, Mapping) or origin in (dict, Mapping):
-        out = {"type": "object"}
-        if len(args) == 2:
-            out["additionalProperties"] = schema_for(args[1], where=where)
-        return out
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return {"enum": [m.value for m in tp]}
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return _record_schema(tp, where, dataclass_fields=True)
-    if isinstance(tp, type) and typing.is_typeddict(tp):
-        return _record_schema(tp, where, dataclass_fields=False)
-    raise ToolRegistrationError(f"{where}: type {tp!r} has no JSON schema form")
-
-
-def _record_schema(tp: type, where: str, *, dataclass_fields: bool) -> dict[str, Any]:
-    hints = typing.get_type_hints(tp)
-    if dataclass_fields:
-        fields = [f for f in dataclasses.fields(tp) if f.init]
-        props = {
-            f.name: schema_for(hints[f.name], where=f"{where}.{f.name}") for f in fields
-        }
-        required = [
-            f.name
-            for f in fields
-            if f.default is dataclasses.MISSING
-            and f.default_factory is dataclasses.MISSING
-        ]
-    else:
-        props = {k: schema_for(v, where=f"{where}.{k}") for k, v in hints.items()}
-        required = sorted(getattr(tp, "__required_keys__", hints.keys()))
-    out: dict[str, Any] = {"type": "object", "properties": props}
-    if required:
-        out["required"] = required
-    out["additionalProperties"] = False
-    if tp.__doc__ and dataclass_fields and not tp.__doc__.startswith(tp.__name__ + "("):
-        out["description"] = inspect.cleandoc(tp.__doc__)
-    return out
-
-
-def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    """The parameter type hints, read once when the tool is built."""
-    try:
-        return typing.get_type_hints(fn)
-    except Exception:
-        return {}
-
-
-def _convert(tp: Any, value: Any) -> Any:
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is typing.Annotated:
-        return _convert(args[0], value)
-    if origin in (Union, types.UnionType):
-        if value is None:
-            return None
-        for a in args:
-            if a is not type(None):
-                try:
-                    return _convert(a, value)
-                except (TypeError, ValueError):
-                    continue
-        return value
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return tp(value)
-    if (
-        isinstance(tp, type)
-        and dataclasses.is_dataclass(tp)
-        and isinstance(value, dict)
-    ):
-        hints = typing.get_type_hints(tp)
-        return tp(**{k: _convert(hints.get(k, Any), v) for k, v in value.items()})
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, list):
-        if origin is tuple or tp is tuple:
-            if args and not (len(args) == 2 and args[1] is Ellipsis):
-                return tuple(_convert(a, v) for a, v in zip(args, value, strict=False))
-            inner = args[0] if args else Any
-            return tuple(_convert(inner, v) for v in value)
-        if origin in (list, Sequence) and args:
-            return [_convert(args[0], v) for v in value]
-        if origin in (set, frozenset) and args:
-            return origin(_convert(args[0], v) for v in value)
-    if isinstance(value, dict) and origin in (dict, Mapping) and len(args) == 2:
-        return {k: _convert(args[1], v) for k, v in value.items()}
-    return value
 
 
 class ToolRegistry:
@@ -407,55 +215,3 @@ class ToolRegistry:
 
     def __len__(self) -> int:
         return len(self._specs)
-
-
-def to_parts(value: Any, limits: ImageLimits | None = None) -> tuple[Part, ...]:
-    """Turn what a tool returned into result parts.
-
-    str becomes text; bytes, ``Media`` and Pillow images become media parts (bad media
-    becomes a short note); a list mixing text and media becomes several parts; any other
-    JSON-able value becomes its JSON text.
-    """
-    if isinstance(value, str):
-        return (TextPart(value),)
-    if isinstance(value, (TextPart, MediaPart)):
-        return (value,)
-    if value is None:
-        return (TextPart("(no output)"),)
-    if isinstance(value, (int, float, dict)):
-        return (TextPart(_json_text(value)),)
-    from . import media
-
-    lim = limits or ImageLimits()
-    if media.is_media(value):
-        return (media.to_part(value, lim),)
-    if isinstance(value, (list, tuple)) and any(
-        isinstance(v, (TextPart, MediaPart)) or media.is_media(v) for v in value
-    ):
-        parts: list[Part] = []
-        for item in value:
-            if isinstance(item, (TextPart, MediaPart)):
-                parts.append(item)
-            elif isinstance(item, str):
-                parts.append(TextPart(item))
-            elif media.is_media(item):
-                parts.append(media.to_part(item, lim))
-            else:
-                parts.append(TextPart(_json_text(item)))
-        return tuple(parts)
-    return (TextPart(_json_text(value)),)
-
-
-def _json_text(value: Any) -> str:
-    def fallback(obj: Any) -> Any:
-        if isinstance(obj, enum.Enum):
-            return obj.value
-        if isinstance(obj, (set, frozenset)):
-            return list(obj)
-        return str(obj)
-
-    return orjson.dumps(
-        value,
-        default=fallback,
-        option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY,
-    ).decode()

@@ -56,8 +56,8 @@ from navi_core.compaction import (
 )
 from navi_core.core import estimate_tokens
 from navi_core.events import Event
-from navi_core.providers.base import ToolSpec
 from navi_core.tokens import estimate_message_tokens
+from navi_core.tools import ToolSpec
 from navi_core.transcript import render_transcript
 
 PROMPT = "Summarise the conversation for the assistant."

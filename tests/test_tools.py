@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import enum
+import inspect
+import re
+import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Optional, TypedDict
 
 import pytest
 
 from navi_core import Agent, Scripted, Tool, ToolRegistrationError, ToolSpec, tool
-from navi_core.tools import ToolRegistry, schema_for
+from navi_core.schema import schema_for
+from navi_core.tools import ToolRegistry
 
 
 class Color(enum.Enum):
@@ -166,3 +171,75 @@ def test_plain_functions_are_wrapped_and_agent_registers_later():
 
     agent.register_tool(later)
     assert [s.name for s in agent.tool_specs()] == ["shout", "later"]
+
+
+def test_a_tool_is_still_its_function():
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    @tool(name="minus")
+    def sub(a: int, b: int = 0) -> int:
+        """Subtract."""
+        return a - b
+
+    assert add(1, 2) == 3
+    assert add(a=1, b=2) == 3
+    assert sub(5) == 5 and sub(5, b=2) == 3
+    assert isinstance(add, Tool) and isinstance(sub, Tool)
+    assert (add.name, add.description, sub.name) == ("add", "Add two numbers.", "minus")
+    assert add.parameters["required"] == ["a", "b"]
+    assert inspect.signature(add) == inspect.signature(add.fn)
+    assert list(inspect.signature(add).parameters) == ["a", "b"]
+    assert "name" in inspect.signature(Tool).parameters  # the class keeps its own
+
+
+def test_type_checkers_see_the_function_signature(tmp_path: Path) -> None:
+    api = pytest.importorskip("mypy.api")
+    source = tmp_path / "user_code.py"
+    source.write_text(
+        textwrap.dedent(
+            """
+            from navi_core import Tool, tool
+
+            @tool
+            def add(a: int, b: int) -> int:
+                \"\"\"Add.\"\"\"
+                return a + b
+
+            @tool(name="shout")
+            def loud(text: str) -> str:
+                \"\"\"Shout.\"\"\"
+                return text.upper()
+
+            reveal_type(add(1, 2))
+            reveal_type(loud("x"))
+            add("1", 2)  # E: wrong argument type
+            tools: list[Tool] = [add, loud]
+
+            def first(t: Tool) -> str:
+                return t.name
+            """
+        )
+    )
+    out, _, status = api.run(
+        [
+            "--strict",
+            "--no-error-summary",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            str(source),
+        ]
+    )
+    found = [re.search(r":(\d+): (\w+): (.*)$", line) for line in out.splitlines()]
+    assert [m.groups()[:2] for m in found if m] == [
+        ("14", "note"),
+        ("15", "note"),
+        ("16", "error"),
+    ], out
+    revealed = [m.group(3) for m in found if m][:2]
+    assert re.fullmatch(r'Revealed type is "(builtins\.)?int"', revealed[0]), out
+    assert re.fullmatch(r'Revealed type is "(builtins\.)?str"', revealed[1]), out
+    assert out.splitlines()[2].endswith("[arg-type]"), out
+    assert status == 1

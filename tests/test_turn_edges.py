@@ -42,7 +42,8 @@ from navi_core import (
 )
 from navi_core.events import Event
 from navi_core.providers.assembler import ResponseAssembler
-from navi_core.providers.base import DeltaStream, ProviderRequest
+from navi_core.providers.base import ProviderRequest
+from navi_core.providers.delta_stream import DeltaStream
 from navi_core.tools import schema_for
 
 FAST = RetryPolicy(initial_delay_ms=0, max_delay_ms=1, jitter=False)

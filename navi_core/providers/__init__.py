@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .base import Provider, ProviderRequest, ProviderStream, ToolSpec
+from ..tools import ToolSpec
+from .base import Provider, ProviderRequest, ProviderStream
 from .scripted import Scripted
 
 __all__ = ["Provider", "ProviderRequest", "ProviderStream", "Scripted", "ToolSpec"]

@@ -6,7 +6,7 @@ error statuses turned into the navi_core error tree (``errormap``), the server's
 retry hint, and the streaming loop that feeds raw body bytes to a core parser.
 Secrets (the API key, credential headers, credentials in the base URL) are redacted
 from every error message raised here, in-stream error objects included, and the base
-URL is shown and recorded only in its public form (``codec.public_url``).
+URL is shown and recorded only in its public form (both from ``navi_core._secrets``).
 """
 
 from __future__ import annotations
@@ -22,18 +22,19 @@ from contextlib import contextmanager
 from datetime import timezone
 from itertools import islice
 from typing import Any, ClassVar, Protocol, TypeVar
-from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import orjson
 
-from ..codec import public_url
+from .._secrets import clip, public_url, redact, request_secrets
 from ..config import Timeout
 from ..conversation import WireIdentity, decode_arguments
 from ..errors import MalformedStream, ProviderError, TransportError
 from ..events import Event
-from .base import DeltaStream, ProviderRequest
-from .errormap import clip, error_fields, error_for_stream, error_from_body, redact
+from .base import ProviderRequest
+from .delta_stream import DeltaStream
+from .errormap import error_fields, error_for_stream, error_from_body
 
 __all__ = [
     "MAX_RETRY_AFTER_MS",
@@ -48,7 +49,6 @@ __all__ = [
 ]
 
 _MAX_ERROR_BODY = 64 * 1024
-_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie", re.IGNORECASE)
 _NUMBER = re.compile(r"\s*(\d+(?:\.\d*)?)\s*")
 
 MAX_RETRY_AFTER_MS = 24 * 60 * 60 * 1000
@@ -209,7 +209,7 @@ class ResponseStream(DeltaStream):
     sent inside the stream is the server's text, and a server may echo the key.
     """
 
-    __slots__ = ("_secrets",)
+    __slots__ = ("_body", "_secrets")
 
     def __init__(
         self,
@@ -220,6 +220,7 @@ class ResponseStream(DeltaStream):
         secrets: Sequence[str] = (),
     ) -> None:
         super().__init__(batches, wire, on_close=on_close)
+        self._body = batches
         self._secrets = tuple(secrets)
 
     def produce(self, queue: deque[Event]) -> bool:
@@ -240,13 +241,14 @@ class ResponseStream(DeltaStream):
         raise clean
 
     def close(self) -> None:
-        if self._complete:
+        """Drain the end of a complete body (keeping the connection), then release it."""
+        if self.complete:
             try:
-                for _ in islice(self._batches, _DRAIN_BATCHES):
+                for _ in islice(self._body, _DRAIN_BATCHES):
                     pass
             except ProviderError:
                 pass
-        close = getattr(self._batches, "close", None)
+        close = getattr(self._body, "close", None)
         if close is not None:
             close()
         super().close()
@@ -307,11 +309,13 @@ class HTTPProvider:
             raise ValueError(
                 f"base_url is not a URL: {public_url(base_url)!r}"
             ) from exc
-        root = parts._replace(path=parts.path.rstrip("/"))
+        scheme, netloc, path, query, fragment = parts
+        path = path.rstrip("/")
+        root = urlunsplit((scheme, netloc, path, query, fragment))
         # Only the request URL keeps user info and query; everything shown or stored
         # (wire, repr, messages, sessions) gets the public form.
-        self._wire = WireIdentity(self.api_style, public_url(root.geturl()), model)
-        self._url = urlunsplit(root._replace(path=root.path + self.path))
+        self._wire = WireIdentity(self.api_style, public_url(root), model)
+        self._url = urlunsplit((scheme, netloc, path + self.path, query, fragment))
         merged = {
             "content-type": "application/json",
             "accept": "text/event-stream",
@@ -321,15 +325,7 @@ class HTTPProvider:
         }
         merged.update({k.lower(): v for k, v in (headers or {}).items()})
         self._headers = merged
-        self._secrets = tuple(
-            sorted(
-                {v for k, v in merged.items() if _SECRET_HEADER.search(k) and v}
-                | {part for v in merged.values() for part in _bearer(v)}
-                | _url_secrets(root.geturl(), self._wire.base_url),
-                key=len,
-                reverse=True,
-            )
-        )
+        self._secrets = request_secrets(merged, root, self._wire.base_url)
         self._timeout = to_httpx_timeout(timeout)
         self._owns_client = client is None
         self._client = make_client(timeout, http2=http2) if client is None else client
@@ -421,27 +417,3 @@ class HTTPProvider:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def _url_secrets(url: str, public: str) -> set[str]:
-    """What ``public_url`` dropped from ``url``: the password (or a lone user name,
-    as in ``https://KEY@host``) and the values of the query parameters it removed."""
-    if url == public:
-        return set()
-    parts = urlsplit(url)
-    found = {parts.password or parts.username or ""}
-    try:
-        kept = set(parse_qsl(urlsplit(public).query, keep_blank_values=True))
-    except ValueError:
-        kept = set()
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    found.update(v for k, v in pairs if (k, v) not in kept)
-    # Both spellings: a message may quote the URL (encoded) or the value (decoded).
-    found |= {unquote(v) for v in found} | {quote(v, safe="") for v in found}
-    found.discard("")
-    return found
-
-
-def _bearer(value: str) -> tuple[str, ...]:
-    scheme, _, token = value.partition(" ")
-    return (token,) if scheme.lower() in ("bearer", "basic") and token else ()

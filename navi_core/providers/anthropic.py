@@ -27,8 +27,9 @@ from ..conversation import (
     ToolResult,
     ToolUse,
 )
+from ..tools import ToolSpec
 from ._http import HTTPProvider, Parser, json_object
-from .base import ProviderRequest, ToolSpec
+from .base import ProviderRequest
 from .openai_chat import SUMMARY_PREFIX
 
 __all__ = ["DEFAULT_BASE_URL", "Anthropic", "build_messages"]

@@ -1,45 +1,40 @@
-"""The provider seam: what the Stream asks of a provider, and the shared plumbing.
+"""The provider seam: what the Stream asks of a provider.
 
 A provider turns a ``ProviderRequest`` into a ``ProviderStream``. ``produce(queue)``
 advances the response by one unit of input (a network chunk, a scripted batch), pushes
 the events it yields and returns True once the ``MessageComplete`` event is queued.
-Parsing is sans-IO (``navi_core.core`` parsers return delta tuples); ``DeltaStream``
-runs those deltas through a ``ResponseAssembler`` for every provider alike.
+The shared implementation of a ``ProviderStream`` is ``delta_stream.DeltaStream``;
+errors are mapped in ``errormap``.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
-from ..config import Config
-from ..conversation import Message, Usage, WireIdentity
-from ..errors import MalformedStream
-from ..events import Event, MessageComplete
-from .assembler import ResponseAssembler
-from .errormap import error_for_status, error_for_stream, is_context_overflow
+from ..conversation import Message, WireIdentity
+from ..events import Event
+from ..tools import ToolSpec
 
-__all__ = [
-    "DeltaStream",
-    "Provider",
-    "ProviderRequest",
-    "ProviderStream",
-    "ToolSpec",
-    "error_for_status",
-    "error_for_stream",
-    "is_context_overflow",
-]
+__all__ = ["Provider", "ProviderRequest", "ProviderStream", "RequestConfig"]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """A tool declaration as sent to the model: name, description, JSON schema."""
+class RequestConfig(Protocol):
+    """The settings a provider reads from the loop's configuration.
 
-    name: str
-    description: str
-    parameters: dict[str, Any] = field(hash=False)
+    ``navi_core.config.Config`` has them; a provider needs nothing else of it.
+    """
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        """The most tokens the response may have (None: the provider's default)."""
+        ...
+
+    @property
+    def temperature(self) -> float | None:
+        """The sampling temperature (None: the provider's default)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +44,7 @@ class ProviderRequest:
     messages: tuple[Message, ...]
     system: str | None
     tools: tuple[ToolSpec, ...]
-    config: Config
+    config: RequestConfig
 
 
 @runtime_checkable
@@ -89,53 +84,3 @@ class Provider(Protocol):
     def close(self) -> None:
         """Release connections (idempotent)."""
         ...
-
-
-class DeltaStream:
-    """A ``ProviderStream`` over an iterator of delta batches.
-
-    ``batches`` yields one list of core deltas per unit of input and must raise
-    ``ProviderError`` subclasses for transport failures. Running out of batches before
-    the terminator delta is a ``MalformedStream``.
-    """
-
-    __slots__ = ("_asm", "_batches", "_complete", "_on_close")
-
-    def __init__(
-        self,
-        batches: Iterator[Sequence[tuple[Any, ...]]],
-        wire: WireIdentity,
-        *,
-        on_close: Callable[[], None] | None = None,
-    ) -> None:
-        self._batches = batches
-        self._asm = ResponseAssembler(wire)
-        self._complete = False
-        self._on_close = on_close
-
-    def produce(self, queue: deque[Event]) -> bool:
-        if self._complete:
-            return True
-        asm = self._asm
-        try:
-            batch = next(self._batches)
-        except StopIteration:
-            raise MalformedStream(
-                "response ended before its terminator", offset=None
-            ) from None
-        if batch:
-            asm.feed(batch, queue)
-        if asm.done:
-            message = asm.finish()
-            queue.append(MessageComplete(message, message.usage or _ZERO))
-            self._complete = True
-            self.close()
-        return self._complete
-
-    def close(self) -> None:
-        on_close, self._on_close = self._on_close, None
-        if on_close is not None:
-            on_close()
-
-
-_ZERO = Usage()

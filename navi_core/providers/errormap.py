@@ -2,7 +2,7 @@
 
 An HTTP status, the error body's own message and type, or an error object sent inside
 a stream become one ``ProviderError`` subclass. Messages are the provider's words,
-with secrets redacted and cut to ``MAX_MESSAGE_CHARS``.
+with secrets redacted and cut to size (``_secrets.redact``, ``_secrets.clip``).
 
 Statuses: 429 ``RateLimited``; 529 (or an ``overloaded_error``) ``Overloaded``; a
 context-length message on 400/413/422/500 ``ContextOverflow``; 408 Request Timeout
@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from .._secrets import clip, redact
 from ..errors import (
     AuthFailed,
     BadRequest,
@@ -32,22 +33,13 @@ from ..errors import (
 )
 
 __all__ = [
-    "MAX_MESSAGE_CHARS",
-    "clip",
     "error_fields",
     "error_for_status",
     "error_for_stream",
     "error_from_body",
     "is_context_overflow",
     "provider_message",
-    "redact",
 ]
-
-MAX_MESSAGE_CHARS = 500
-"""Provider messages longer than this are cut (an error page can be megabytes)."""
-
-_REDACTED = "[REDACTED]"
-
 
 _OVERFLOW = re.compile(
     r"context[_ ]length[_ ]exceeded"
@@ -136,24 +128,6 @@ def error_for_stream(kind: str, message: str) -> ProviderError:
         return ContextOverflow(message or kind)
     cls = _STREAM_ERRORS.get(kind, ServerError)
     return cls(message or kind)
-
-
-def redact(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every occurrence of each secret replaced by a marker.
-
-    Values shorter than four characters are placeholders, not secrets ("x", "-").
-    """
-    for secret in secrets:
-        if len(secret) >= 4 and secret in text:
-            text = text.replace(secret, _REDACTED)
-    return text
-
-
-def clip(text: str) -> str:
-    """``text`` cut to ``MAX_MESSAGE_CHARS``, marked with an ellipsis when cut."""
-    if len(text) <= MAX_MESSAGE_CHARS:
-        return text
-    return text[: MAX_MESSAGE_CHARS - 3] + "..."
 
 
 def provider_message(

@@ -25,8 +25,9 @@ from ..conversation import (
     ToolResult,
     ToolUse,
 )
+from ..tools import ToolSpec
 from ._http import HTTPProvider, Parser, json_object
-from .base import ProviderRequest, ToolSpec
+from .base import ProviderRequest
 
 __all__ = ["DEFAULT_BASE_URL", "SUMMARY_PREFIX", "OpenAIChat", "build_messages"]
 

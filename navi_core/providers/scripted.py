@@ -25,7 +25,8 @@ from ..conversation import (
     WireIdentity,
 )
 from ..errors import BadRequest, ProviderError
-from .base import DeltaStream, ProviderRequest
+from .base import ProviderRequest
+from .delta_stream import DeltaStream
 
 __all__ = ["MidStreamFailure", "Scripted", "ScriptItem"]
 

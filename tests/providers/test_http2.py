@@ -42,7 +42,7 @@ from navi_core.conversation import Message, Thinking
 from navi_core.events import Event, MessageComplete
 from navi_core.providers._http import HTTPProvider
 from navi_core.providers.anthropic import Anthropic
-from navi_core.providers.base import DeltaStream
+from navi_core.providers.delta_stream import DeltaStream
 from navi_core.providers.openai_chat import OpenAIChat
 from navi_core.stream import Stream
 

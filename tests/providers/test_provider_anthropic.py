@@ -10,6 +10,7 @@ import pytest
 from loopback import LoopbackServer, Reply
 from wire_streams import anthropic_body, drain, fixture, request
 
+from navi_core._secrets import MAX_MESSAGE_CHARS
 from navi_core.config import Config
 from navi_core.conversation import (
     CompactionSummary,
@@ -33,8 +34,7 @@ from navi_core.errors import (
 )
 from navi_core.events import TextDelta, ThinkingDelta, ToolCallStart
 from navi_core.providers.anthropic import Anthropic
-from navi_core.providers.base import ToolSpec
-from navi_core.providers.errormap import MAX_MESSAGE_CHARS
+from navi_core.tools import ToolSpec
 
 KEY = "sk-ant-api03-test-0123456789abcdef"
 

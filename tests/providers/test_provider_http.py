@@ -8,6 +8,14 @@ import sys
 import httpx
 import pytest
 
+from navi_core._secrets import (
+    MAX_MESSAGE_CHARS,
+    SECRET_WORDS,
+    looks_secret,
+    public_url,
+    redact,
+    request_secrets,
+)
 from navi_core.config import Timeout
 from navi_core.errors import (
     AuthFailed,
@@ -26,12 +34,7 @@ from navi_core.providers._http import (
     parse_retry_after,
     to_httpx_timeout,
 )
-from navi_core.providers.errormap import (
-    MAX_MESSAGE_CHARS,
-    error_from_body,
-    provider_message,
-    redact,
-)
+from navi_core.providers.errormap import error_from_body, provider_message
 
 NOW = 1_700_000_000.0
 
@@ -282,3 +285,32 @@ def test_http2_without_h2_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> No
 )
 def test_json_object(raw: str, expected: dict[str, int] | None) -> None:
     assert json_object(raw) == expected
+
+
+class TestSecrets:
+    """One list of secret-looking names serves URLs, headers and error text alike."""
+
+    @pytest.mark.parametrize("word", SECRET_WORDS)
+    def test_every_word_is_secret_in_a_url_and_a_header(self, word: str) -> None:
+        name = f"X-{word.upper()}-1"
+        assert looks_secret(name)
+        url = f"https://host/v1?{name}=s3cret-value&v=2"
+        assert public_url(url) == "https://host/v1?v=2"
+        found = request_secrets({name.lower(): "h3ader-value"}, url, public_url(url))
+        assert set(found) == {"s3cret-value", "h3ader-value"}
+
+    def test_request_secrets_longest_first_with_both_url_spellings(self) -> None:
+        url = "https://user:p%40ss-word@host/v1?sig=a%2Fb%2Fcdef"
+        headers = {
+            "authorization": "Bearer tok-123456",
+            "x-custom": "Basic dXNlcjpwdw==",
+            "accept": "text/event-stream",
+        }
+        found = request_secrets(headers, url, public_url(url))
+        assert public_url(url) == "https://host/v1"
+        assert {"Bearer tok-123456", "tok-123456", "dXNlcjpwdw=="} <= set(found)
+        assert {"p%40ss-word", "p@ss-word", "a/b/cdef", "a%2Fb%2Fcdef"} <= set(found)
+        assert "text/event-stream" not in found
+        assert [len(s) for s in found] == sorted((len(s) for s in found), reverse=True)
+        text = redact(f"GET {url} with Bearer tok-123456", found)
+        assert "tok-123456" not in text and "p@ss" not in text and "cdef" not in text

@@ -14,6 +14,7 @@ import pytest
 from loopback import LoopbackServer, Reply
 from wire_streams import drain, fixture, openai_body, openai_chunk, request
 
+from navi_core._secrets import MAX_MESSAGE_CHARS
 from navi_core.config import Config, Timeout
 from navi_core.conversation import (
     CompactionSummary,
@@ -38,9 +39,8 @@ from navi_core.errors import (
     TransportError,
 )
 from navi_core.events import TextDelta, ThinkingDelta, ToolCallDelta, ToolCallStart
-from navi_core.providers.base import ToolSpec
-from navi_core.providers.errormap import MAX_MESSAGE_CHARS
 from navi_core.providers.openai_chat import OpenAIChat
+from navi_core.tools import ToolSpec
 
 KEY = "sk-test-4f9a8b7c6d5e4f3a2b1c"
 

@@ -19,11 +19,11 @@ from navi_core import (
     TurnComplete,
     tool,
 )
+from navi_core._secrets import MAX_MESSAGE_CHARS
 from navi_core.errors import BadRequest, StreamPoisoned
 from navi_core.events import Event
 from navi_core.providers._http import MAX_RETRY_AFTER_MS
 from navi_core.providers.anthropic import Anthropic
-from navi_core.providers.errormap import MAX_MESSAGE_CHARS
 from navi_core.providers.openai_chat import OpenAIChat
 from navi_core.stream import Stream
 

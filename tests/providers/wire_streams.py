@@ -17,7 +17,8 @@ import orjson
 from navi_core.config import Config
 from navi_core.conversation import Message, UserMessage
 from navi_core.events import Event, MessageComplete
-from navi_core.providers.base import Provider, ProviderRequest, ToolSpec
+from navi_core.providers.base import Provider, ProviderRequest
+from navi_core.tools import ToolSpec
 
 __all__ = [
     "FIXTURES",

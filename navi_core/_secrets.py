@@ -1,0 +1,189 @@
+"""Keeping secrets out of everything shown, logged or stored.
+
+One list of secret-looking names (``SECRET_WORDS``) decides which query parameters,
+``;params`` and headers are credentials. From it:
+
+- ``public_url`` / ``public_wire``: a base URL safe to show and store (no user info,
+  fragment, ``;params`` or secret-looking query parameters; a URL that does not parse
+  cleanly is cut down rather than kept);
+- ``request_secrets``: the values a request carries that must never appear in an
+  error message (credential headers, bearer tokens, credentials in the URL);
+- ``redact`` replaces those values in text, ``clip`` cuts long error text to size.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from typing import Final
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+
+from .conversation import WireIdentity
+
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "REDACTED",
+    "SECRET_WORDS",
+    "clip",
+    "header_secrets",
+    "looks_secret",
+    "public_url",
+    "public_wire",
+    "redact",
+    "request_secrets",
+    "url_secrets",
+]
+
+SECRET_WORDS: Final = (
+    "key",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "auth",
+    "sig",
+    "cookie",
+)
+"""A query parameter, ``;param`` or header whose name contains one of these (in any
+case) holds a credential: ``api_key``, ``X-Auth-Token``, ``authorization``, ``sig``
+(signed URLs), ``cookie``..."""
+
+REDACTED: Final = "[REDACTED]"
+"""What a secret is replaced with in text."""
+
+MAX_MESSAGE_CHARS: Final = 500
+"""Error text longer than this is cut (an error page can be megabytes)."""
+
+_MIN_SECRET_CHARS: Final = 4
+
+
+def looks_secret(name: str) -> bool:
+    """True when ``name`` (a parameter or header name) looks like it names a secret."""
+    lowered = name.lower()
+    return any(word in lowered for word in SECRET_WORDS)
+
+
+def _cut_url(url: str) -> str:
+    """What is left of a URL that does not parse cleanly once anything secret is gone.
+
+    Everything up to the last ``@`` (user info, whatever its characters) and
+    everything from the first ``?``, ``#`` or ``;`` after it is dropped.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    rest = rest.rpartition("@")[2]
+    for mark in "?#;":
+        rest = rest.partition(mark)[0]
+    return f"{scheme}{sep}{rest}"
+
+
+def _public_query(query: str) -> str:
+    """``query`` without parameters whose names look like secrets (``&`` or ``;``)."""
+    pairs = parse_qsl(query.replace(";", "&"), keep_blank_values=True)
+    kept = [(k, v) for k, v in pairs if not looks_secret(k)]
+    if len(kept) == len(pairs) and ";" not in query:
+        return query
+    return urlencode(kept)
+
+
+def public_url(url: str) -> str:
+    """``url`` safe to show and store: no user info, fragment, ``;params`` or secret
+    query parameters.
+
+    Fails closed: a URL that does not parse (a bad IPv6 host, a port that is not a
+    number) or that has an ``@`` past its host (a password holding ``/``, ``?`` or
+    ``#``) keeps only what follows its last ``@``, up to any ``?``, ``#`` or ``;``.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        return _cut_url(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    path, query = parts.path, parts.query
+    if "@" in path or "@" in query or "@" in parts.fragment:
+        return _cut_url(url)
+    if ";" in path:
+        path = "/".join(segment.partition(";")[0] for segment in path.split("/"))
+    if query:
+        query = _public_query(query)
+    unchanged = (netloc, path, query) == (parts.netloc, parts.path, parts.query)
+    if unchanged and "#" not in url:
+        return url
+    return urlunsplit((parts.scheme, netloc, path, query, ""))
+
+
+def public_wire(wire: WireIdentity) -> WireIdentity:
+    """``wire`` with a base URL that is safe to store (see ``public_url``).
+
+    Cached: a provider's identity is the same for every message it makes, so the
+    URL is parsed once per identity, not once per stored message.
+    """
+    return _cached_public_wire(wire)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_public_wire(wire: WireIdentity) -> WireIdentity:
+    url = public_url(wire.base_url)
+    if url == wire.base_url:
+        return wire
+    return WireIdentity(wire.api_style, url, wire.model)
+
+
+def url_secrets(url: str, public: str) -> set[str]:
+    """What ``public_url`` dropped from ``url`` (``public``): the password (or a lone
+    user name, as in ``https://KEY@host``) and the values of the query parameters it
+    removed, each both percent-encoded and decoded."""
+    if url == public:
+        return set()
+    parts = urlsplit(url)
+    found = {parts.password or parts.username or ""}
+    try:
+        kept = set(parse_qsl(urlsplit(public).query, keep_blank_values=True))
+    except ValueError:
+        kept = set()
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    found.update(v for k, v in pairs if (k, v) not in kept)
+    # Both spellings: a message may quote the URL (encoded) or the value (decoded).
+    found |= {unquote(v) for v in found} | {quote(v, safe="") for v in found}
+    found.discard("")
+    return found
+
+
+def header_secrets(headers: Mapping[str, str]) -> set[str]:
+    """The values of secret-looking headers, and the token of any ``Bearer`` or
+    ``Basic`` credential whatever header carries it."""
+    found = {v for k, v in headers.items() if v and looks_secret(k)}
+    for value in headers.values():
+        scheme, _, token = value.partition(" ")
+        if token and scheme.lower() in ("bearer", "basic"):
+            found.add(token)
+    return found
+
+
+def request_secrets(
+    headers: Mapping[str, str], url: str, public: str
+) -> tuple[str, ...]:
+    """Every secret a request to ``url`` with ``headers`` carries, longest first (so
+    a secret that holds another is redacted whole); ``public`` is ``public_url(url)``."""
+    found = header_secrets(headers) | url_secrets(url, public)
+    return tuple(sorted(found, key=lambda s: (-len(s), s)))
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every occurrence of each secret replaced by ``REDACTED``.
+
+    Values shorter than four characters are placeholders, not secrets ("x", "-").
+    """
+    for secret in secrets:
+        if len(secret) >= _MIN_SECRET_CHARS and secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def clip(text: str) -> str:
+    """``text`` cut to ``MAX_MESSAGE_CHARS``, marked with an ellipsis when cut."""
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    return text[: MAX_MESSAGE_CHARS - 3] + "..."
