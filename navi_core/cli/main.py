@@ -1,0 +1,47 @@
+"""The ``navi-core`` parser and entry point: one sub-command per module of this package.
+
+``navi-core`` alone prints the help on stderr and exits with status 2 (a command is
+missing, as argparse reports any missing argument); ``navi-core --help`` prints it on
+stdout and exits with 0; ``navi-core --version`` prints ``navi-core X.Y.Z``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from .. import __version__
+from . import compact, demo, options, run, sessions
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every sub-command."""
+    parser = argparse.ArgumentParser(
+        prog="navi-core",
+        description="A synchronous, pull-based LLM agent loop.",
+        epilog="Run 'navi-core COMMAND --help' for a command's flags.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}"
+    )
+    parser.set_defaults(func=options.help_command(parser))
+    subcommands = parser.add_subparsers(
+        title="commands", metavar="COMMAND", dest="command"
+    )
+    for module in (demo, run, sessions, compact):
+        module.register(subcommands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``navi-core`` command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    command: options.Command = args.func
+    try:
+        return int(command(args))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
