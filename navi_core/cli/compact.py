@@ -80,9 +80,6 @@ def command(args: argparse.Namespace) -> int:
                 result = agent.compact(args.instructions)
                 after = len(agent.conversation.messages)
                 sid = agent.session_id
-    except options.UsageError as exc:
-        print(options.error_line(exc), file=sys.stderr)
-        return 2
     except (NaviError, ValueError) as exc:
         # ValueError: an endpoint the provider refuses, such as a bad base URL
         print(options.error_line(exc), file=sys.stderr)

@@ -13,7 +13,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import NaviError
@@ -43,7 +43,7 @@ class Subcommands(Protocol):
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
 
 
-class UsageError(ValueError):
+class UsageError(Exception):
     """The flags contradict each other or name something missing (exit status 2)."""
 
 
@@ -161,40 +161,40 @@ def add_provider_arguments(
 
 @dataclass(frozen=True)
 class ProviderChoice:
-    """The endpoint that the provider flags name, checked but not connected yet."""
+    """The endpoint that the provider flags name, checked but not connected yet.
+
+    ``api_key`` is None when the provider's own variable (``OPENAI_API_KEY``,
+    ``ANTHROPIC_API_KEY``) is to be read; it is never shown in the repr.
+    """
 
     model: str
     anthropic: bool = False
     base_url: str | None = None
-    api_key_env: str | None = None
+    api_key: str | None = field(default=None, repr=False)
 
-    def open(self, environ: Mapping[str, str] | None = None) -> Provider:
+    def open(self) -> Provider:
         """The provider; the caller closes it.
 
         Raises:
-            UsageError: ``api_key_env`` names a variable that is unset or empty.
             ValueError: the provider refuses the base URL.
         """
-        api_key = None
-        if self.api_key_env is not None:
-            env = os.environ if environ is None else environ
-            api_key = env.get(self.api_key_env) or None
-            if api_key is None:
-                raise UsageError(f"${self.api_key_env} (--api-key-env) is not set")
         if self.anthropic:
             from ..providers.anthropic import Anthropic
 
-            return Anthropic(self.model, base_url=self.base_url, api_key=api_key)
+            return Anthropic(self.model, base_url=self.base_url, api_key=self.api_key)
         from ..providers.openai_chat import OpenAIChat
 
-        return OpenAIChat(self.model, base_url=self.base_url, api_key=api_key)
+        return OpenAIChat(self.model, base_url=self.base_url, api_key=self.api_key)
 
 
-def provider_choice(args: argparse.Namespace) -> ProviderChoice:
-    """Read ``add_provider_arguments``' flags.
+def provider_choice(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> ProviderChoice:
+    """Read ``add_provider_arguments``' flags; ``environ`` defaults to ``os.environ``.
 
     Raises:
-        UsageError: the flags name two APIs or two base URLs.
+        UsageError: the flags name two APIs or two base URLs, or ``--api-key-env``
+            names a variable that is unset or empty.
     """
     openai_url: str | None = args.openai_base_url
     anthropic_url: str | None = args.anthropic_base_url
@@ -207,11 +207,16 @@ def provider_choice(args: argparse.Namespace) -> ProviderChoice:
     urls = [u for u in (args.base_url, openai_url, anthropic_url) if u is not None]
     if len(urls) > 1:
         raise UsageError("give one base URL (--base-url), not both")
-    if args.api_key_env is not None and not args.api_key_env:
-        raise UsageError("--api-key-env needs the name of a variable")
+    api_key = None
+    var: str | None = args.api_key_env
+    if var is not None:
+        env = os.environ if environ is None else environ
+        api_key = env.get(var) or None
+        if api_key is None:
+            raise UsageError(f"--api-key-env: ${var} is not set")
     return ProviderChoice(
         model=args.model,
         anthropic=anthropic,
         base_url=urls[0] if urls else None,
-        api_key_env=args.api_key_env,
+        api_key=api_key,
     )
