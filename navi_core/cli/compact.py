@@ -11,18 +11,25 @@ from __future__ import annotations
 
 import argparse
 import sys
-from contextlib import ExitStack
 
 from ..agent import Agent
 from ..compaction import DEFAULT_SUMMARY_PROMPT
 from ..config import CompactionConfig, Config
 from ..errors import NaviError
-from . import options
+from .options import (
+    Subcommands,
+    UsageError,
+    add_provider_arguments,
+    add_store_arguments,
+    error_line,
+    provider_choice,
+    store_and_provider,
+)
 
 __all__ = ["command", "register"]
 
 
-def register(subcommands: options.Subcommands) -> None:
+def register(subcommands: Subcommands) -> None:
     """Add ``compact SESSION [instructions]`` with the provider and store flags."""
     p = subcommands.add_parser(
         "compact",
@@ -36,7 +43,7 @@ def register(subcommands: options.Subcommands) -> None:
     p.add_argument(
         "instructions", nargs="?", help="extra instructions for this summary"
     )
-    options.add_provider_arguments(p, model_help="the model that writes the summary")
+    add_provider_arguments(p, model_help="the model that writes the summary")
     p.add_argument(
         "--prompt",
         default=DEFAULT_SUMMARY_PROMPT,
@@ -49,18 +56,18 @@ def register(subcommands: options.Subcommands) -> None:
         metavar="TOKENS",
         help="token budget of the recent turns kept word for word (default: %(default)s)",
     )
-    options.add_store_arguments(p)
+    add_store_arguments(p)
     p.set_defaults(func=command)
 
 
 def command(args: argparse.Namespace) -> int:
     """``navi-core compact``: 0 (also when nothing needed summarising), 1 or 2."""
     try:
-        choice = options.provider_choice(args)
+        choice = provider_choice(args)
         if args.keep_verbatim < 0:
-            raise options.UsageError("--keep-verbatim must not be negative")
-    except options.UsageError as exc:
-        print(options.error_line(exc), file=sys.stderr)
+            raise UsageError("--keep-verbatim must not be negative")
+    except UsageError as exc:
+        print(error_line(exc), file=sys.stderr)
         return 2
     config = Config(
         compaction=CompactionConfig(
@@ -68,21 +75,17 @@ def command(args: argparse.Namespace) -> int:
         )
     )
     try:
-        with ExitStack() as resources:
-            store = options.store_from_args(args)
-            resources.callback(store.close)
-            provider = choice.open()
-            resources.callback(provider.close)
-            with Agent(
-                provider, store=store, session=args.session, config=config
-            ) as agent:
-                before = len(agent.conversation.messages)
-                result = agent.compact(args.instructions)
-                after = len(agent.conversation.messages)
-                sid = agent.session_id
+        with (
+            store_and_provider(args, choice) as (store, provider),
+            Agent(provider, store=store, session=args.session, config=config) as agent,
+        ):
+            before = len(agent.conversation.messages)
+            result = agent.compact(args.instructions)
+            after = len(agent.conversation.messages)
+            sid = agent.session_id
     except (NaviError, ValueError) as exc:
         # ValueError: an endpoint the provider refuses, such as a bad base URL
-        print(options.error_line(exc), file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return 1
     if not result.compacted:
         print(f"session {sid}: nothing to summarise ({before} messages fit verbatim)")

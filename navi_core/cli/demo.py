@@ -21,8 +21,13 @@ from ..errors import NaviError
 from ..events import TurnComplete
 from ..providers.scripted import Scripted
 from ..store.base import SessionStore
-from . import options
 from .console import EventPrinter, turn_summary
+from .options import (
+    Subcommands,
+    add_store_arguments,
+    error_line,
+    store_from_args,
+)
 from .workspace import workspace_tools
 
 __all__ = ["register", "run_demo"]
@@ -112,7 +117,7 @@ def run_demo(store: SessionStore, out: TextIO, *, color: bool | None = None) -> 
     return 0
 
 
-def register(subcommands: options.Subcommands) -> None:
+def register(subcommands: Subcommands) -> None:
     """Add ``demo [--db FILE | --postgres DSN]``."""
     p = subcommands.add_parser(
         "demo",
@@ -120,16 +125,16 @@ def register(subcommands: options.Subcommands) -> None:
         description="Run one complete agent turn against a scripted model, with real "
         "file tools on a scratch folder, and store the session.",
     )
-    options.add_store_arguments(p)
+    add_store_arguments(p)
     p.set_defaults(func=command)
 
 
 def command(args: argparse.Namespace) -> int:
     """``navi-core demo``: 0, or 1 with one ``error:`` line when the store fails."""
     try:
-        store = options.store_from_args(args)
+        store = store_from_args(args)
     except NaviError as exc:
-        print(options.error_line(exc, with_type=False), file=sys.stderr)
+        print(error_line(exc, with_type=False), file=sys.stderr)
         return 1
     try:
         return run_demo(store, sys.stdout)

@@ -11,7 +11,11 @@ import argparse
 from collections.abc import Sequence
 
 from .. import __version__
-from . import compact, demo, options, run, sessions
+from .compact import register as add_compact
+from .demo import register as add_demo
+from .options import Command, help_command
+from .run import register as add_run
+from .sessions import register as add_sessions
 
 __all__ = ["build_parser", "main"]
 
@@ -26,19 +30,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {__version__}"
     )
-    parser.set_defaults(func=options.help_command(parser))
+    parser.set_defaults(func=help_command(parser))
     subcommands = parser.add_subparsers(
         title="commands", metavar="COMMAND", dest="command"
     )
-    for module in (demo, run, sessions, compact):
-        module.register(subcommands)
+    for add in (add_demo, add_run, add_sessions, add_compact):
+        add(subcommands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``navi-core`` command; returns the exit status."""
     args = build_parser().parse_args(argv)
-    command: options.Command = args.func
+    command: Command = args.func
     try:
         return int(command(args))
     except KeyboardInterrupt:

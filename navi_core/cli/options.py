@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,6 +31,7 @@ __all__ = [
     "error_line",
     "help_command",
     "provider_choice",
+    "store_and_provider",
     "store_from_args",
 ]
 
@@ -220,3 +222,21 @@ def provider_choice(
         base_url=urls[0] if urls else None,
         api_key=api_key,
     )
+
+
+@contextmanager
+def store_and_provider(
+    args: argparse.Namespace, choice: ProviderChoice
+) -> Iterator[tuple[SessionStore, Provider]]:
+    """Open the store (``store_from_args``), then the provider; close both on exit.
+
+    Raises:
+        SessionError: the store cannot be opened (nothing is left open).
+        ValueError: the provider refuses the base URL (the store is closed).
+    """
+    with ExitStack() as resources:
+        store = store_from_args(args)
+        resources.callback(store.close)
+        provider = choice.open()
+        resources.callback(provider.close)
+        yield store, provider

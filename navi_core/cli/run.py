@@ -16,14 +16,22 @@ from ..agent import Agent
 from ..config import Config
 from ..errors import NaviError
 from ..events import TurnComplete
-from . import options
 from .console import EventPrinter, turn_summary
+from .options import (
+    Subcommands,
+    UsageError,
+    add_provider_arguments,
+    add_store_arguments,
+    error_line,
+    provider_choice,
+    store_and_provider,
+)
 from .workspace import workspace_tools
 
 __all__ = ["command", "register"]
 
 
-def register(subcommands: options.Subcommands) -> None:
+def register(subcommands: Subcommands) -> None:
     """Add ``run [PROMPT]`` with the provider and store flags."""
     p = subcommands.add_parser(
         "run",
@@ -32,7 +40,7 @@ def register(subcommands: options.Subcommands) -> None:
         "(tool calls included), printing the events as they arrive.",
     )
     p.add_argument("prompt", nargs="?", help="the user message (omit to resume)")
-    options.add_provider_arguments(p)
+    add_provider_arguments(p)
     p.add_argument("--session", default=None, help='"latest", an id or an id prefix')
     p.add_argument("--system", default=None, help="system prompt for a new session")
     p.add_argument(
@@ -44,25 +52,22 @@ def register(subcommands: options.Subcommands) -> None:
     p.add_argument(
         "--max-tokens", type=int, default=None, help="cap on each response's output"
     )
-    options.add_store_arguments(p)
+    add_store_arguments(p)
     p.set_defaults(func=command)
 
 
 def command(args: argparse.Namespace) -> int:
     """``navi-core run``: 0 when the turn ended, 1 when it failed, 2 for bad flags."""
     try:
-        choice = options.provider_choice(args)
-    except options.UsageError as exc:
-        print(options.error_line(exc), file=sys.stderr)
+        choice = provider_choice(args)
+    except UsageError as exc:
+        print(error_line(exc), file=sys.stderr)
         return 2
     tools = workspace_tools(Path(args.workspace)) if args.workspace else []
     printer = EventPrinter(sys.stdout)
     try:
         with ExitStack() as stack:
-            store = options.store_from_args(args)
-            stack.callback(store.close)
-            provider = choice.open()
-            stack.callback(provider.close)
+            store, provider = stack.enter_context(store_and_provider(args, choice))
             agent = stack.enter_context(
                 Agent(
                     provider,
@@ -82,6 +87,6 @@ def command(args: argparse.Namespace) -> int:
                     print(turn_summary(ev, agent.session_id))
     except (NaviError, ValueError) as exc:
         # ValueError: an endpoint the provider refuses, such as a bad base URL
-        print(options.error_line(exc), file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return 1
     return 0

@@ -15,14 +15,20 @@ from ..conversation import Message, Usage
 from ..errors import SessionError
 from ..store.base import SessionInfo
 from ..transcript import heading, render_block
-from . import options
+from .options import (
+    Subcommands,
+    add_store_arguments,
+    error_line,
+    help_command,
+    store_from_args,
+)
 
 __all__ = ["register", "render_listing", "render_session"]
 
 _PROMPT_WIDTH = 60
 
 
-def register(subcommands: options.Subcommands) -> None:
+def register(subcommands: Subcommands) -> None:
     """Add ``sessions list`` and ``sessions show ID [--all]``.
 
     ``sessions`` alone prints its help on stderr and exits with status 2.
@@ -32,13 +38,13 @@ def register(subcommands: options.Subcommands) -> None:
         help="list and read stored sessions",
         description="List and read the sessions of a store.",
     )
-    sessions.set_defaults(func=options.help_command(sessions))
+    sessions.set_defaults(func=help_command(sessions))
     sub = sessions.add_subparsers(
         title="commands", metavar="COMMAND", dest="sessions_command"
     )
 
     listing = sub.add_parser("list", help="every session, most recent first")
-    options.add_store_arguments(listing)
+    add_store_arguments(listing)
     listing.set_defaults(func=_cmd_list)
 
     show = sub.add_parser("show", help="the transcript of one session")
@@ -48,7 +54,7 @@ def register(subcommands: options.Subcommands) -> None:
         action="store_true",
         help="every window, not just the one after the last compaction",
     )
-    options.add_store_arguments(show)
+    add_store_arguments(show)
     show.set_defaults(func=_cmd_show)
 
 
@@ -134,12 +140,12 @@ def render_session(info: SessionInfo, windows: Sequence[Sequence[Message]]) -> s
 
 def _print_error(exc: SessionError) -> None:
     """``exc`` as one line on stderr (a driver's message may span several)."""
-    print(options.error_line(exc, with_type=False), file=sys.stderr)
+    print(error_line(exc, with_type=False), file=sys.stderr)
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
     try:
-        store = options.store_from_args(args)
+        store = store_from_args(args)
         try:
             infos = store.list()
         finally:
@@ -156,7 +162,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     try:
-        store = options.store_from_args(args)
+        store = store_from_args(args)
         try:
             info = store.get(args.session)
             windows = (
