@@ -129,6 +129,37 @@ def test_a_required_extension_that_cannot_cythonize_fails_the_install(tmp_path):
     assert not list((tmp_path / "dist").glob("*.whl"))
 
 
+def test_an_editable_install_is_a_path_that_type_checkers_can_follow(
+    tmp_path: Path,
+) -> None:
+    # setuptools' default for a flat layout is an import hook, which mypy and pyright
+    # cannot run; pyproject.toml's package-dir makes it a plain path instead
+    src = _copy_source(tmp_path)
+    out = tmp_path / "dist"
+    out.mkdir()
+    hook = (
+        "import sys; from setuptools import build_meta;"
+        "print('WHEEL=' + build_meta.build_editable(sys.argv[1]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", hook, str(out)],
+        cwd=src,
+        env=_env(NAVI_CORE_PURE="1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    (name,) = [
+        line[6:] for line in result.stdout.splitlines() if line.startswith("WHEEL=")
+    ]
+    names = zipfile.ZipFile(out / name).namelist()
+    (pth,) = [n for n in names if n.endswith(".pth")]
+    lines = zipfile.ZipFile(out / name).read(pth).decode().splitlines()
+    assert [Path(line).resolve() for line in lines] == [src.resolve()]
+    assert not [n for n in names if n.endswith(".py")]  # no finder module
+
+
 @pytest.fixture(scope="module")
 def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An sdist built from a copy of the tree, as a release would be."""

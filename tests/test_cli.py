@@ -1,19 +1,31 @@
-"""``navi-core demo``: the README's main job, run as a user would run it."""
+"""The ``navi-core`` command as a user runs it (``python -m navi_core``): the demo,
+the version, the help, and the flags that every command shares."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+import navi_core
+from navi_core.cli import build_parser, main
+from navi_core.cli.options import ProviderChoice, UsageError, provider_choice
 from navi_core.store.sqlite import SQLiteStore
 
+ROOT = Path(__file__).resolve().parent.parent
+COMMANDS = ("demo", "run", "sessions", "compact")
 
-def navi(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+
+def navi(
+    *args: str, cwd: Path, module: str = "navi_core", **env: str
+) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, **env}
     return subprocess.run(
-        [sys.executable, "-m", "navi_core.cli", *args],
+        [sys.executable, "-m", module, *args],
         cwd=cwd,
         env=full,
         capture_output=True,
@@ -52,3 +64,134 @@ def test_demo_with_an_unusable_database_says_so_in_one_line(tmp_path: Path) -> N
     assert result.returncode == 1
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
     assert "Traceback" not in result.stderr
+
+
+# -- the command itself ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", ["navi_core", "navi_core.cli"])
+def test_version_prints_the_package_version(tmp_path: Path, module: str) -> None:
+    result = navi("--version", cwd=tmp_path, module=module)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == f"navi-core {navi_core.__version__}\n"
+
+
+def test_bare_invocation_prints_the_help_on_stderr_and_exits_2(tmp_path: Path) -> None:
+    result = navi(cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("usage: navi-core ")
+    assert "--version" in result.stderr
+    for command in COMMANDS:
+        assert re.search(rf"^\s+{command}\s+\w", result.stderr, re.M), command
+    assert "Traceback" not in result.stderr
+
+
+def test_help_goes_to_stdout_with_status_0(tmp_path: Path) -> None:
+    result = navi("--help", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    bare = navi(cwd=tmp_path)
+    assert result.stdout == bare.stderr
+
+
+def test_a_command_group_alone_prints_its_help(tmp_path: Path) -> None:
+    result = navi("sessions", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("usage: navi-core sessions ")
+    assert "list" in result.stderr and "show" in result.stderr
+
+
+def test_an_unknown_command_is_a_usage_error(tmp_path: Path) -> None:
+    result = navi("frobnicate", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "invalid choice: 'frobnicate'" in result.stderr
+
+
+def test_the_console_script_is_the_same_main() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    (target,) = re.findall(r'^navi-core = "([\w.]+):(\w+)"$', pyproject, re.M)
+    assert target == ("navi_core.cli", "main")
+    module = __import__(target[0], fromlist=[target[1]])
+    assert getattr(module, target[1]) is main
+
+
+# -- one provider flag scheme ------------------------------------------------------
+
+PROVIDER_FLAGS = [
+    "--model",
+    "m1",
+    "--base-url",
+    "http://127.0.0.1:9",
+    "--anthropic",
+    "--api-key-env",
+    "NAVI_TEST_KEY",
+]
+
+
+def _parse(*argv: str) -> ProviderChoice:
+    return provider_choice(build_parser().parse_args(argv), {"NAVI_TEST_KEY": "k-1"})
+
+
+def test_every_provider_command_reads_the_same_flags() -> None:
+    run = _parse("run", "hi", *PROVIDER_FLAGS)
+    compact = _parse("compact", "abc", *PROVIDER_FLAGS)
+    assert run == compact == ProviderChoice("m1", True, "http://127.0.0.1:9", "k-1")
+    assert "k-1" not in repr(run)
+    assert _parse("run", "--model", "m2") == ProviderChoice("m2")
+
+
+@pytest.mark.parametrize("command", ["run", "compact"])
+def test_the_provider_flags_are_documented_once_for_every_command(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--model M", "--base-url URL", "--anthropic", "--api-key-env VAR"):
+        assert flag in out, flag
+    # the older compact spellings still parse but are not shown
+    assert "--openai-base-url" not in out and "--anthropic-base-url" not in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--openai-base-url", "u", "--anthropic"], "not both"),
+        (["--openai-base-url", "u", "--anthropic-base-url", "v"], "not both"),
+        (["--base-url", "u", "--openai-base-url", "v"], "one base URL"),
+        (["--api-key-env", "NAVI_TEST_UNSET"], "$NAVI_TEST_UNSET is not set"),
+    ],
+)
+def test_contradictory_or_missing_provider_flags(argv: list[str], message: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(message)):
+        _parse("run", "hi", "--model", "m", *argv)
+
+
+def test_the_old_compact_spellings_still_choose_the_endpoint() -> None:
+    assert _parse(
+        "compact", "s", "--model", "m", "--anthropic-base-url", "http://a"
+    ) == ProviderChoice("m", anthropic=True, base_url="http://a")
+    assert _parse(
+        "compact", "s", "--model", "m", "--openai-base-url", "http://o/v1"
+    ) == ProviderChoice("m", base_url="http://o/v1")
+
+
+@pytest.mark.parametrize("command", [["run", "hi"], ["compact", "abc"]])
+def test_a_missing_key_variable_fails_before_any_store_is_opened(
+    tmp_path: Path, command: list[str]
+) -> None:
+    assert "NAVI_TEST_UNSET" not in os.environ
+    result = navi(
+        *command,
+        "--model",
+        "m",
+        "--api-key-env",
+        "NAVI_TEST_UNSET",
+        "--db",
+        "navi.db",
+        cwd=tmp_path,
+    )
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == "error: --api-key-env: $NAVI_TEST_UNSET is not set\n"
+    assert not (tmp_path / "navi.db").exists()

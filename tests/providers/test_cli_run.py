@@ -1,4 +1,5 @@
-"""``navi-core run`` end to end: a real process, a real endpoint on loopback, SQLite."""
+"""``navi-core run`` and ``compact`` end to end: a real process, a real endpoint on
+loopback, SQLite, and the provider flags both commands share."""
 
 from __future__ import annotations
 
@@ -7,19 +8,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from loopback import LoopbackServer, Reply
-from wire_streams import openai_body
+from wire_streams import anthropic_body, openai_body
 
+from navi_core.conversation import Message, Text, UserMessage
 from navi_core.store.sqlite import SQLiteStore
 
 SECRET = "sk-cli-test-0123456789abcdef"
 
 
-def navi(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OPENAI_API_KEY": SECRET}
-    env.pop("OPENAI_BASE_URL", None)
+def navi(*args: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OPENAI_API_KEY": SECRET, **extra}
+    for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"):
+        if name not in extra:
+            env.pop(name, None)
     return subprocess.run(
-        [sys.executable, "-m", "navi_core.cli", *args],
+        [sys.executable, "-m", "navi_core", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -98,3 +103,111 @@ def test_run_reports_a_refused_key_without_showing_it(
     assert "AuthFailed" in result.stderr
     assert SECRET not in result.stderr + result.stdout
     assert len(loopback.requests) == 1
+
+
+# -- the provider flags, the same on every command ---------------------------------
+
+OTHER_KEY = "sk-other-test-fedcba9876543210"
+
+
+def test_run_speaks_anthropic_with_a_key_from_a_named_variable(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    loopback.add(Reply.sse(anthropic_body([("text", ["Hello ", "there."])])))
+    result = navi(
+        "run",
+        "hi",
+        "--model",
+        "claude-test",
+        "--anthropic",
+        "--base-url",
+        loopback.url,
+        "--api-key-env",
+        "MY_ANTHROPIC_KEY",
+        "--db",
+        str(tmp_path / "navi.db"),
+        cwd=tmp_path,
+        MY_ANTHROPIC_KEY=OTHER_KEY,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Hello there." in result.stdout and "[end_turn]" in result.stdout
+    (req,) = loopback.requests
+    assert req.path == "/v1/messages" and req.json["model"] == "claude-test"
+    assert req.headers["x-api-key"] == OTHER_KEY
+    assert "authorization" not in req.headers
+    assert OTHER_KEY not in result.stdout + result.stderr
+
+
+def _stored_session(db: Path) -> str:
+    words = " ".join(f"word{i}" for i in range(200))
+    msgs: list[Message] = []
+    for n in range(3):
+        msgs.append(UserMessage(f"question {n}: {words}"))
+        msgs.append(Message("assistant", (Text(f"answer {n}: {words}"),)))
+    with SQLiteStore(db) as store:
+        sid = store.create().id
+        store.append(sid, msgs)
+    return sid
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_compact_takes_the_same_provider_flags_as_run(
+    loopback: LoopbackServer, tmp_path: Path, api: str
+) -> None:
+    db = tmp_path / "navi.db"
+    sid = _stored_session(db)
+    if api == "anthropic":
+        loopback.add(Reply.sse(anthropic_body([("text", ["Three questions."])])))
+        flags = ["--anthropic", "--base-url", loopback.url]
+    else:
+        loopback.add(Reply.sse(openai_body(["Three questions."])))
+        flags = ["--base-url", f"{loopback.url}/v1"]
+    result = navi(
+        "compact",
+        sid[:8],
+        "--model",
+        "summary-model",
+        *flags,
+        "--api-key-env",
+        "MY_SUMMARY_KEY",
+        "--keep-verbatim",
+        "10",
+        "--db",
+        str(db),
+        cwd=tmp_path,
+        MY_SUMMARY_KEY=OTHER_KEY,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"session {sid}: summarised ")
+    (req,) = loopback.requests
+    assert req.json["model"] == "summary-model"
+    if api == "anthropic":
+        assert req.path == "/v1/messages"
+        assert req.headers["x-api-key"] == OTHER_KEY
+    else:
+        assert req.path == "/v1/chat/completions"
+        assert req.headers["authorization"] == f"Bearer {OTHER_KEY}"
+    assert SECRET not in str(req.headers)
+    assert OTHER_KEY not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("command", [["run", "hi"], ["compact", "abc"]])
+def test_two_base_urls_are_a_usage_error_on_every_command(
+    tmp_path: Path, command: list[str]
+) -> None:
+    result = navi(
+        *command,
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--openai-base-url",
+        "http://127.0.0.1:9/v1",
+        "--db",
+        str(tmp_path / "navi.db"),
+        cwd=tmp_path,
+    )
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("error: ") and "not both" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert not (tmp_path / "navi.db").exists()

@@ -34,7 +34,7 @@ def _cli(
     *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "navi_core.cli", "sessions", *args],
+        [sys.executable, "-m", "navi_core", "sessions", *args],
         capture_output=True,
         text=True,
         env=env or child_env(),

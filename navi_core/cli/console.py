@@ -1,11 +1,12 @@
-"""Renders a Stream's events for a terminal, as they arrive."""
+"""Terminal rendering shared by the commands: a Stream's events as they arrive, and
+the one-line summary of a finished turn."""
 
 from __future__ import annotations
 
 import sys
 from typing import TextIO
 
-from .events import (
+from ..events import (
     Compacted,
     CompactionStarted,
     Event,
@@ -18,7 +19,7 @@ from .events import (
     TurnComplete,
 )
 
-__all__ = ["EventPrinter"]
+__all__ = ["EventPrinter", "turn_summary"]
 
 
 class EventPrinter:
@@ -86,3 +87,22 @@ class EventPrinter:
                     self._inline = False
             case _:
                 pass
+
+
+def turn_summary(
+    done: TurnComplete, session_id: str, *, seconds: float | None = None
+) -> str:
+    """``[end_turn] 3 responses, 3 tool calls, 900 in / 80 out tokens, session …``.
+
+    ``seconds``, when given, is shown in milliseconds before the session id.
+    """
+    u = done.usage
+    parts = [
+        f"[{done.stop_reason}] {done.iterations} responses",
+        f"{done.tool_calls} tool calls",
+        f"{u.prompt_total} in / {u.output} out tokens",
+    ]
+    if seconds is not None:
+        parts.append(f"{seconds * 1000:.1f} ms")
+    parts.append(f"session {session_id[:12]}")
+    return ", ".join(parts)

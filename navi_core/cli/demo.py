@@ -1,24 +1,36 @@
-"""The offline demo: a complete agent turn with real file tools on a scripted model."""
+"""``navi-core demo``: a complete agent turn offline, real file tools, a scripted model.
+
+The model is ``Scripted`` (no network, no key); the tools are the ones ``run
+--workspace`` gives a real model, on a scratch folder of three files.
+"""
 
 from __future__ import annotations
 
-import os
+import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import TextIO
 
-from .agent import Agent
-from .config import Config
-from .console import EventPrinter
-from .conversation import Message, Text, ToolUse, Usage
-from .core import IMPLEMENTATION, estimate_tokens
-from .events import TurnComplete
-from .providers.scripted import Scripted
-from .store.base import SessionStore
-from .tools import Tool, tool
+from ..agent import Agent
+from ..config import Config
+from ..conversation import Message, Text, ToolUse, Usage
+from ..core import IMPLEMENTATION, estimate_tokens
+from ..errors import NaviError
+from ..events import TurnComplete
+from ..providers.scripted import Scripted
+from ..store.base import SessionStore
+from .console import EventPrinter, turn_summary
+from .options import (
+    Subcommands,
+    add_store_arguments,
+    error_line,
+    store_from_args,
+)
+from .workspace import workspace_tools
 
-__all__ = ["demo_tools", "run_demo"]
+__all__ = ["register", "run_demo"]
 
 _FILES = {
     "README.md": (
@@ -31,54 +43,6 @@ _FILES = {
     ),
     "notes.txt": "Calibrate the sensor in spring.\nReplace the battery in autumn.\n",
 }
-
-
-def demo_tools(root: Path) -> list[Tool]:
-    """Three real tools confined to ``root``: list a directory, read a file, count words."""
-
-    def resolve(path: str) -> Path:
-        target = (root / path).resolve()
-        if root.resolve() not in (target, *target.parents):
-            raise PermissionError(f"{path!r} is outside the workspace")
-        return target
-
-    @tool
-    def list_dir(path: str = ".") -> list[str]:
-        """List the entries of a directory in the workspace.
-
-        Args:
-            path: directory relative to the workspace root.
-        """
-        return sorted(
-            p.name + ("/" if p.is_dir() else "") for p in resolve(path).iterdir()
-        )
-
-    @tool
-    def read_file(path: str, max_chars: int = 4000) -> str:
-        """Read a text file from the workspace.
-
-        Args:
-            path: file relative to the workspace root.
-            max_chars: read at most this many characters.
-        """
-        with resolve(path).open(encoding="utf-8", errors="replace") as f:
-            return f.read(max_chars)
-
-    @tool
-    def word_count(path: str) -> dict[str, int]:
-        """Count lines, words and characters of a text file in the workspace.
-
-        Args:
-            path: file relative to the workspace root.
-        """
-        text = resolve(path).read_text(encoding="utf-8")
-        return {
-            "lines": text.count("\n"),
-            "words": len(text.split()),
-            "chars": len(text),
-        }
-
-    return [list_dir, read_file, word_count]
 
 
 def _reply(blocks: list[Text | ToolUse], prompt_tokens: int) -> Message:
@@ -136,7 +100,7 @@ def run_demo(store: SessionStore, out: TextIO, *, color: bool | None = None) -> 
         t0 = time.perf_counter()
         with (
             Agent(
-                provider, tools=demo_tools(root), store=store, config=Config()
+                provider, tools=workspace_tools(root), store=store, config=Config()
             ) as agent,
             agent.run(prompt) as stream,
         ):
@@ -148,19 +112,31 @@ def run_demo(store: SessionStore, out: TextIO, *, color: bool | None = None) -> 
             session = agent.session_id
         elapsed = time.perf_counter() - t0
     assert done is not None
-    u = done.usage
-    out.write(
-        f"[{done.stop_reason}] {done.iterations} responses, {done.tool_calls} tool calls, "
-        f"{u.prompt_total} in / {u.output} out tokens, {elapsed * 1000:.1f} ms, "
-        f"session {session[:12]}\n"
-    )
+    out.write(turn_summary(done, session, seconds=elapsed) + "\n")
     out.flush()
     return 0
 
 
-if __name__ == "__main__":  # pragma: no cover
-    import sys
+def register(subcommands: Subcommands) -> None:
+    """Add ``demo [--db FILE | --postgres DSN]``."""
+    p = subcommands.add_parser(
+        "demo",
+        help="run one complete agent turn offline, with real tools",
+        description="Run one complete agent turn against a scripted model, with real "
+        "file tools on a scratch folder, and store the session.",
+    )
+    add_store_arguments(p)
+    p.set_defaults(func=command)
 
-    from .store.memory import MemoryStore
 
-    raise SystemExit(run_demo(MemoryStore(), sys.stdout, color=os.isatty(1)))
+def command(args: argparse.Namespace) -> int:
+    """``navi-core demo``: 0, or 1 with one ``error:`` line when the store fails."""
+    try:
+        store = store_from_args(args)
+    except NaviError as exc:
+        print(error_line(exc, with_type=False), file=sys.stderr)
+        return 1
+    try:
+        return run_demo(store, sys.stdout)
+    finally:
+        store.close()

@@ -1,0 +1,242 @@
+"""The flags every command shares, defined once: the store, the provider, the errors.
+
+Every command that opens sessions takes ``--db FILE`` / ``--postgres DSN``
+(``add_store_arguments``, ``store_from_args``); every command that talks to a model
+takes ``--model M``, ``--base-url URL``, ``--anthropic`` and ``--api-key-env VAR``
+(``add_provider_arguments``, ``provider_choice``). A failure is one ``error:`` line on
+stderr (``error_line``) and never shows a key or a password.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..errors import NaviError
+from ..providers.base import Provider
+from ..store.base import SessionStore
+
+__all__ = [
+    "Command",
+    "ProviderChoice",
+    "Subcommands",
+    "UsageError",
+    "add_provider_arguments",
+    "add_store_arguments",
+    "error_line",
+    "help_command",
+    "provider_choice",
+    "store_and_provider",
+    "store_from_args",
+]
+
+Command = Callable[[argparse.Namespace], int]
+"""What a sub-command runs: the parsed arguments in, the exit status out."""
+
+
+class Subcommands(Protocol):
+    """What ``ArgumentParser.add_subparsers()`` returns, as far as a command needs."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
+
+
+class UsageError(Exception):
+    """The flags contradict each other or name something missing (exit status 2)."""
+
+
+def error_line(exc: BaseException, *, with_type: bool = True) -> str:
+    """``exc`` as one ``error:`` line; with ``with_type`` a NaviError names its class.
+
+    Provider and store errors never hold a key or a password, so their text is shown.
+    """
+    text = " ".join(str(exc).split())
+    if with_type and isinstance(exc, NaviError):
+        return f"error: {type(exc).__name__}: {text}"
+    return f"error: {text}"
+
+
+def help_command(parser: argparse.ArgumentParser) -> Command:
+    """A command that prints ``parser``'s help on stderr and returns 2.
+
+    What ``navi-core`` or ``navi-core sessions`` does when no command is named: as
+    argparse does for a missing argument, but with the whole help.
+    """
+
+    def show_help(args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return 2
+
+    return show_help
+
+
+# -- the store ---------------------------------------------------------------------
+
+
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the store flags, ``--db FILE`` and ``--postgres DSN``, to ``parser``.
+
+    Both default to None so that ``store_from_args`` can tell a flag given on the
+    command line from the environment, which only fills in when neither is given.
+    """
+    group = parser.add_argument_group("session store")
+    group.add_argument(
+        "--db",
+        metavar="FILE",
+        help="SQLite file; with neither --db nor --postgres: $NAVI_POSTGRES_DSN if "
+        "set, else $NAVI_DB, else navi.db",
+    )
+    group.add_argument(
+        "--postgres",
+        metavar="DSN",
+        help="PostgreSQL DSN instead of SQLite (wins over --db)",
+    )
+
+
+def store_from_args(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> SessionStore:
+    """Open the store that ``add_store_arguments``' flags and the environment name.
+
+    Flags win over the environment. In order: ``--postgres DSN``, ``--db FILE``,
+    ``$NAVI_POSTGRES_DSN``, ``$NAVI_DB``, then ``navi.db`` in the working directory.
+    ``environ`` defaults to ``os.environ``; an empty variable counts as unset.
+
+    Raises:
+        SessionError: the database cannot be opened.
+    """
+    env = os.environ if environ is None else environ
+    dsn: str | None = getattr(args, "postgres", None)
+    db: str | None = getattr(args, "db", None)
+    if not dsn and not db:
+        dsn = env.get("NAVI_POSTGRES_DSN") or None
+        db = env.get("NAVI_DB") or "navi.db"
+    if dsn:
+        from ..store.postgres import PostgresStore  # psycopg is an optional extra
+
+        return PostgresStore(dsn, max_size=2)
+    from ..store.sqlite import SQLiteStore
+
+    assert db is not None
+    return SQLiteStore(db)
+
+
+# -- the provider ------------------------------------------------------------------
+
+
+def add_provider_arguments(
+    parser: argparse.ArgumentParser, *, model_help: str = "the model to ask"
+) -> None:
+    """Add ``--model``, ``--base-url``, ``--anthropic`` and ``--api-key-env``.
+
+    ``--openai-base-url URL`` and ``--anthropic-base-url URL`` (which implies
+    ``--anthropic``) are hidden older spellings of ``--base-url``, kept working.
+    """
+    group = parser.add_argument_group("model endpoint")
+    group.add_argument("--model", required=True, metavar="M", help=model_help)
+    group.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="the API's base URL: an OpenAI-compatible one ends in /v1 (default "
+        "$OPENAI_BASE_URL, else https://api.openai.com/v1); with --anthropic, one "
+        "without /v1 (default $ANTHROPIC_BASE_URL, else https://api.anthropic.com)",
+    )
+    group.add_argument(
+        "--anthropic",
+        action="store_true",
+        help="speak the Anthropic Messages API instead of OpenAI chat completions",
+    )
+    group.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="the environment variable that holds the API key (default "
+        "OPENAI_API_KEY, or ANTHROPIC_API_KEY with --anthropic); a key is never "
+        "taken on the command line",
+    )
+    group.add_argument("--openai-base-url", metavar="URL", help=argparse.SUPPRESS)
+    group.add_argument("--anthropic-base-url", metavar="URL", help=argparse.SUPPRESS)
+
+
+@dataclass(frozen=True)
+class ProviderChoice:
+    """The endpoint that the provider flags name, checked but not connected yet.
+
+    ``api_key`` is None when the provider's own variable (``OPENAI_API_KEY``,
+    ``ANTHROPIC_API_KEY``) is to be read; it is never shown in the repr.
+    """
+
+    model: str
+    anthropic: bool = False
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+
+    def open(self) -> Provider:
+        """The provider; the caller closes it.
+
+        Raises:
+            ValueError: the provider refuses the base URL.
+        """
+        if self.anthropic:
+            from ..providers.anthropic import Anthropic
+
+            return Anthropic(self.model, base_url=self.base_url, api_key=self.api_key)
+        from ..providers.openai_chat import OpenAIChat
+
+        return OpenAIChat(self.model, base_url=self.base_url, api_key=self.api_key)
+
+
+def provider_choice(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> ProviderChoice:
+    """Read ``add_provider_arguments``' flags; ``environ`` defaults to ``os.environ``.
+
+    Raises:
+        UsageError: the flags name two APIs or two base URLs, or ``--api-key-env``
+            names a variable that is unset or empty.
+    """
+    openai_url: str | None = args.openai_base_url
+    anthropic_url: str | None = args.anthropic_base_url
+    anthropic = bool(args.anthropic) or anthropic_url is not None
+    if openai_url is not None and anthropic:
+        other = "--anthropic" if args.anthropic else "--anthropic-base-url"
+        raise UsageError(
+            f"--openai-base-url and {other} name two different APIs: give one, not both"
+        )
+    urls = [u for u in (args.base_url, openai_url, anthropic_url) if u is not None]
+    if len(urls) > 1:
+        raise UsageError("give one base URL (--base-url), not both")
+    api_key = None
+    var: str | None = args.api_key_env
+    if var is not None:
+        env = os.environ if environ is None else environ
+        api_key = env.get(var) or None
+        if api_key is None:
+            raise UsageError(f"--api-key-env: ${var} is not set")
+    return ProviderChoice(
+        model=args.model,
+        anthropic=anthropic,
+        base_url=urls[0] if urls else None,
+        api_key=api_key,
+    )
+
+
+@contextmanager
+def store_and_provider(
+    args: argparse.Namespace, choice: ProviderChoice
+) -> Iterator[tuple[SessionStore, Provider]]:
+    """Open the store (``store_from_args``), then the provider; close both on exit.
+
+    Raises:
+        SessionError: the store cannot be opened (nothing is left open).
+        ValueError: the provider refuses the base URL (the store is closed).
+    """
+    with ExitStack() as resources:
+        store = store_from_args(args)
+        resources.callback(store.close)
+        provider = choice.open()
+        resources.callback(provider.close)
+        yield store, provider

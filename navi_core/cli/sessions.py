@@ -1,0 +1,177 @@
+"""``navi-core sessions list`` and ``sessions show``: read stored sessions as text.
+
+The store is chosen by the shared ``--db`` / ``--postgres`` flags (``options``); blocks
+read as in the compaction's transcript (``navi_core.transcript``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+
+from ..conversation import Message, Usage
+from ..errors import SessionError
+from ..store.base import SessionInfo
+from ..transcript import heading, render_block
+from .options import (
+    Subcommands,
+    add_store_arguments,
+    error_line,
+    help_command,
+    store_from_args,
+)
+
+__all__ = ["register", "render_listing", "render_session"]
+
+_PROMPT_WIDTH = 60
+
+
+def register(subcommands: Subcommands) -> None:
+    """Add ``sessions list`` and ``sessions show ID [--all]``.
+
+    ``sessions`` alone prints its help on stderr and exits with status 2.
+    """
+    sessions = subcommands.add_parser(
+        "sessions",
+        help="list and read stored sessions",
+        description="List and read the sessions of a store.",
+    )
+    sessions.set_defaults(func=help_command(sessions))
+    sub = sessions.add_subparsers(
+        title="commands", metavar="COMMAND", dest="sessions_command"
+    )
+
+    listing = sub.add_parser("list", help="every session, most recent first")
+    add_store_arguments(listing)
+    listing.set_defaults(func=_cmd_list)
+
+    show = sub.add_parser("show", help="the transcript of one session")
+    show.add_argument("session", metavar="ID", help="a session id or unique id prefix")
+    show.add_argument(
+        "--all",
+        action="store_true",
+        help="every window, not just the one after the last compaction",
+    )
+    add_store_arguments(show)
+    show.set_defaults(func=_cmd_show)
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def _one_line(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def render_listing(infos: Sequence[SessionInfo]) -> str:
+    """A table of sessions: id, last change, message count, model, last prompt."""
+    id_width = max((len(i.id) for i in infos), default=2)
+    model_width = max((len(i.model or "-") for i in infos), default=5)
+    header = (
+        f"{'ID':<{id_width}}  {'MODIFIED':<19}  {'MSGS':>5}  "
+        f"{'MODEL':<{model_width}}  LAST PROMPT"
+    )
+    lines = [header]
+    for i in infos:
+        prompt = _one_line(i.last_user_message or "", _PROMPT_WIDTH)
+        lines.append(
+            f"{i.id:<{id_width}}  {_when(i.modified_at)}  {i.message_count:>5}  "
+            f"{i.model or '-':<{model_width}}  {prompt}".rstrip()
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return "\n".join(prefix + line for line in text.splitlines() or [""])
+
+
+def _usage(u: Usage) -> str:
+    text = f"tokens: {u.input} in, {u.output} out"
+    if u.cache_read or u.cache_write:
+        text += f", cache {u.cache_read} read / {u.cache_write} written"
+    if u.reasoning:
+        text += f", {u.reasoning} reasoning"
+    return text
+
+
+def _message(m: Message, names: dict[str, str]) -> str:
+    head = f"[{heading(m).lower()}]"
+    details = []
+    if m.role == "assistant" and m.wire is not None:
+        details.append(m.wire.model)
+    if m.stop_reason:
+        details.append(m.stop_reason)
+    if m.usage is not None:
+        details.append(_usage(m.usage))
+    if details:
+        head += " " + " · ".join(details)
+    return "\n".join([head, *(_indent(render_block(b, names)) for b in m.content)])
+
+
+def render_session(info: SessionInfo, windows: Sequence[Sequence[Message]]) -> str:
+    """The messages of ``windows``, readable, with a separator at each compaction.
+
+    Pass every window to show the whole history, or ``[latest]`` for the current one.
+    Blocks read as in the compaction's transcript (``navi_core.transcript``).
+    """
+    lines = [
+        f"session {info.id}",
+        f"created {_when(info.created_at)} · modified {_when(info.modified_at)} · "
+        f"{info.message_count} messages · model {info.model or '-'}",
+    ]
+    earlier = info.message_count - sum(len(w) for w in windows)
+    if earlier > 0:
+        lines.append(
+            f"(the latest window; {earlier} earlier messages were compacted, "
+            "--all shows them)"
+        )
+    names: dict[str, str] = {}
+    for n, window in enumerate(windows):
+        if len(windows) > 1:
+            label = "start" if n == 0 else "compaction"
+            lines.append(f"\n===== {label}: window {n + 1} of {len(windows)} =====")
+        lines.extend("\n" + _message(m, names) for m in window)
+    return "\n".join(lines) + "\n"
+
+
+def _print_error(exc: SessionError) -> None:
+    """``exc`` as one line on stderr (a driver's message may span several)."""
+    print(error_line(exc, with_type=False), file=sys.stderr)
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    try:
+        store = store_from_args(args)
+        try:
+            infos = store.list()
+        finally:
+            store.close()
+    except SessionError as exc:
+        _print_error(exc)
+        return 1
+    if not infos:
+        print("no sessions")
+        return 0
+    sys.stdout.write(render_listing(infos))
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    try:
+        store = store_from_args(args)
+        try:
+            info = store.get(args.session)
+            windows = (
+                store.history(info.id) if args.all else [store.load(info.id).messages]
+            )
+        finally:
+            store.close()
+    except SessionError as exc:
+        _print_error(exc)
+        return 1
+    sys.stdout.write(render_session(info, windows))
+    return 0
