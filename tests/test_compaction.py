@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 from loopback import LoopbackServer, Reply
@@ -60,6 +61,9 @@ from navi_core.tokens import estimate_message_tokens
 from navi_core.tools import ToolSpec
 from navi_core.transcript import render_transcript
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack is 3.11+
+
 PROMPT = "Summarise the conversation for the assistant."
 WIRE = WireIdentity("scripted", "scripted://local", "scripted")
 
@@ -92,7 +96,16 @@ def size(messages: Sequence[Message]) -> int:
     return sum(estimate_message_tokens(m) for m in messages)
 
 
-def config(keep: int, summariser: Scripted | None = None, **kw: object) -> Config:
+class CompactionOptions(TypedDict, total=False):
+    """The ``CompactionConfig`` fields the tests set besides keep and provider."""
+
+    context_window: int | None
+    threshold: float
+
+
+def config(
+    keep: int, summariser: Scripted | None = None, **kw: Unpack[CompactionOptions]
+) -> Config:
     return Config(
         compaction=CompactionConfig(
             keep_verbatim=keep, prompt=PROMPT, provider=summariser, **kw
@@ -735,7 +748,7 @@ def test_cli_reports_an_unknown_session(tmp_path: Path) -> None:
 
 
 def _anthropic_sse(text: str) -> bytes:
-    events = [
+    events: list[dict[str, Any]] = [
         {
             "type": "message_start",
             "message": {

@@ -23,7 +23,8 @@ from navi_core import Agent, Scripted, Text, ToolResult, ToolUse, TurnComplete, 
 from navi_core.store import SQLiteStore
 
 sys.path.insert(0, str(Path(__file__).parent / "store"))
-from storekit import child_env
+# tests/store is on sys.path (line above) but not on the MYPYPATH of this directory
+from storekit import child_env  # type: ignore[import-not-found]
 
 _CHILD = textwrap.dedent(
     """

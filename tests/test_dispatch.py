@@ -10,37 +10,47 @@ import pytest
 
 from navi_core import (
     Agent,
+    AnyEvent,
     Cancelled,
     Config,
     Scripted,
+    Stream,
     StreamPoisoned,
     Text,
+    Tool,
     ToolCall,
     ToolDispatchComplete,
     ToolDispatchStart,
     ToolFinished,
+    ToolSource,
     ToolSpec,
     ToolStarted,
     ToolUse,
+    TurnComplete,
     tool,
 )
 
 
-def drain(stream) -> list:
-    out = []
+def drain(stream: Stream) -> list[AnyEvent]:
+    out: list[AnyEvent] = []
     while (ev := stream.next()) is not None:
         out.append(ev)
     return out
 
 
-def run_turn(tools, calls, **kw):
+def run_turn(
+    tools: Sequence[Tool | ToolSource],
+    calls: Sequence[ToolUse],
+    *,
+    config: Config | None = None,
+) -> tuple[Agent, list[AnyEvent], Scripted]:
     p = Scripted([list(calls), [Text("done")]])
-    agent = Agent(p, tools=tools, **kw)
+    agent = Agent(p, tools=tools, config=config)
     events = drain(agent.run("go"))
     return agent, events, p
 
 
-def test_three_calls_finish_only_when_all_run_at_once_on_three_threads():
+def test_three_calls_finish_only_when_all_run_at_once_on_three_threads() -> None:
     barrier = threading.Barrier(3, timeout=5)
     threads: dict[str, str] = {}
 
@@ -60,7 +70,7 @@ def test_three_calls_finish_only_when_all_run_at_once_on_three_threads():
     assert threading.current_thread().name not in threads.values()
 
 
-def test_results_keep_model_order_when_calls_finish_in_reverse():
+def test_results_keep_model_order_when_calls_finish_in_reverse() -> None:
     @tool
     def nap(seconds: float, tag: str) -> str:
         """Sleep, then return the tag."""
@@ -96,7 +106,7 @@ class RecordingSource:
         return [f"{c.name}:{c.arguments.get('n')}" for c in calls]
 
 
-def test_a_source_gets_its_calls_in_one_batch_on_one_thread_in_order():
+def test_a_source_gets_its_calls_in_one_batch_on_one_thread_in_order() -> None:
     src = RecordingSource(["s_a", "s_b"])
     calls = [
         ToolUse("1", "s_a", '{"n": 1}'),
@@ -114,11 +124,11 @@ def test_a_source_gets_its_calls_in_one_batch_on_one_thread_in_order():
     ]
 
 
-def test_distinct_sources_run_on_distinct_threads():
+def test_distinct_sources_run_on_distinct_threads() -> None:
     gate = threading.Barrier(2, timeout=5)
 
     class Waiting(RecordingSource):
-        def call_batch(self, calls):
+        def call_batch(self, calls: Sequence[ToolCall]) -> list[object]:
             gate.wait()  # both batches must be in flight at once
             return super().call_batch(calls)
 
@@ -128,8 +138,8 @@ def test_distinct_sources_run_on_distinct_threads():
     assert one.batches[0][0] != two.batches[0][0]
 
 
-def test_invalid_arguments_become_an_error_result_and_the_tool_does_not_run():
-    ran = []
+def test_invalid_arguments_become_an_error_result_and_the_tool_does_not_run() -> None:
+    ran: list[int] = []
 
     @tool
     def record(x: int) -> str:
@@ -150,7 +160,7 @@ def test_invalid_arguments_become_an_error_result_and_the_tool_does_not_run():
     assert p.calls == 2  # the loop went on
 
 
-def test_unknown_tool_and_raising_tool_become_readable_errors():
+def test_unknown_tool_and_raising_tool_become_readable_errors() -> None:
     @tool
     def explode() -> str:
         """Always fails."""
@@ -166,10 +176,12 @@ def test_unknown_tool_and_raising_tool_become_readable_errors():
         and "disk on fire" in exploded.text
     )
     assert [e.is_error for e in events if isinstance(e, ToolFinished)] == [True, True]
-    assert events[-1].response == "done"
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.response == "done"
 
 
-def test_wrong_argument_names_are_an_error_result():
+def test_wrong_argument_names_are_an_error_result() -> None:
     @tool
     def needs(a: int) -> int:
         """Needs a."""
@@ -180,9 +192,9 @@ def test_wrong_argument_names_are_an_error_result():
     assert res.is_error and "needs" in res.text and "TypeError" in res.text
 
 
-def test_whole_batch_failure_of_a_source_gives_one_error_per_call():
+def test_whole_batch_failure_of_a_source_gives_one_error_per_call() -> None:
     class Broken(RecordingSource):
-        def call_batch(self, calls):
+        def call_batch(self, calls: Sequence[ToolCall]) -> list[object]:
             raise ConnectionError("backend down")
 
     src = Broken(["b1", "b2"])
@@ -193,9 +205,9 @@ def test_whole_batch_failure_of_a_source_gives_one_error_per_call():
     assert all(r.is_error and "backend down" in r.text for r in results)
 
 
-def test_source_may_return_an_exception_for_one_call():
+def test_source_may_return_an_exception_for_one_call() -> None:
     class Partial(RecordingSource):
-        def call_batch(self, calls):
+        def call_batch(self, calls: Sequence[ToolCall]) -> list[object]:
             return ["fine", KeyError("missing")]
 
     agent, _, _ = run_turn(
@@ -207,7 +219,9 @@ def test_source_may_return_an_exception_for_one_call():
 
 
 @pytest.mark.parametrize("exc", [Cancelled("stop"), KeyboardInterrupt(), MemoryError()])
-def test_aborting_exceptions_abort_the_turn_with_no_result_appended(exc):
+def test_aborting_exceptions_abort_the_turn_with_no_result_appended(
+    exc: BaseException,
+) -> None:
     @tool
     def abort() -> str:
         """Raise the aborting exception."""
@@ -229,7 +243,7 @@ def test_aborting_exceptions_abort_the_turn_with_no_result_appended(exc):
     assert agent.conversation.messages[2].tool_results[0].is_error
 
 
-def test_dispatch_events_order():
+def test_dispatch_events_order() -> None:
     @tool
     def one() -> str:
         """One."""
@@ -261,9 +275,9 @@ def test_dispatch_events_order():
         assert s < f
 
 
-def test_json_and_none_results_are_text():
+def test_json_and_none_results_are_text() -> None:
     @tool
-    def data() -> dict:
+    def data() -> dict[str, list[int] | None]:
         """Data."""
         return {"a": [1, 2], "b": None}
 
@@ -279,7 +293,7 @@ def test_json_and_none_results_are_text():
     assert n.text == "(no output)"
 
 
-def busy_probe():
+def busy_probe() -> tuple[Tool, dict[str, int]]:
     """A tool that sleeps briefly, and a dict recording the most calls seen at once."""
     seen = {"active": 0, "peak": 0}
     lock = threading.Lock()
@@ -298,14 +312,14 @@ def busy_probe():
     return busy, seen
 
 
-def test_thread_limit_from_config():
+def test_thread_limit_from_config() -> None:
     busy, seen = busy_probe()
     calls = [ToolUse(f"c{i}", "busy", "{}") for i in range(6)]
     run_turn([busy], calls, config=Config(max_tool_threads=2))
     assert seen["peak"] == 2
 
 
-def test_thread_limit_follows_set_config_between_turns():
+def test_thread_limit_follows_set_config_between_turns() -> None:
     busy, seen = busy_probe()
     calls = [ToolUse(f"c{i}", "busy", "{}") for i in range(4)]
     p = Scripted([calls, [Text("1")], calls, [Text("2")]])

@@ -24,7 +24,7 @@ FINAL = {"AuthFailed", "BadRequest", "ContextOverflow"}
 
 
 @pytest.mark.parametrize("name", sorted(RETRYABLE | FINAL))
-def test_provider_errors_and_their_retry_flag(name):
+def test_provider_errors_and_their_retry_flag(name: str) -> None:
     cls = getattr(errors, name)
     assert issubclass(cls, errors.ProviderError) and issubclass(cls, errors.NaviError)
     assert cls.retryable is (name in RETRYABLE)
@@ -34,7 +34,7 @@ def test_provider_errors_and_their_retry_flag(name):
     assert (back.message, back.status_code, back.retry_after_ms) == ("msg", 418, 5)
 
 
-def test_malformed_stream_carries_offset():
+def test_malformed_stream_carries_offset() -> None:
     err = errors.MalformedStream("bad json", offset=42)
     assert pickle.loads(pickle.dumps(err)).offset == 42
 
@@ -62,12 +62,14 @@ def test_malformed_stream_carries_offset():
         (400, "invalid tool schema", errors.BadRequest),
     ],
 )
-def test_status_mapping(status, message, cls):
+def test_status_mapping(
+    status: int, message: str, cls: type[errors.ProviderError]
+) -> None:
     err = error_for_status(status, message)
     assert type(err) is cls and err.status_code == status
 
 
-def test_stream_error_mapping():
+def test_stream_error_mapping() -> None:
     assert type(error_for_stream("overloaded_error", "Overloaded")) is errors.Overloaded
     assert type(error_for_stream("weird", "x")) is errors.ServerError
     assert is_context_overflow("the request exceeds the available context size")

@@ -24,7 +24,8 @@ from navi_core.errors import SessionBusy
 from navi_core.store import SessionStore, SQLiteStore
 
 sys.path.insert(0, str(Path(__file__).parent / "store"))
-from storekit import child_env, fresh_schema
+# tests/store is on sys.path (line above) but not on the MYPYPATH of this directory
+from storekit import child_env, fresh_schema  # type: ignore[import-not-found]
 
 pytestmark = pytest.mark.slow
 

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
 
 import pytest
 
 from navi_core import (
     Agent,
+    AnyEvent,
     Config,
     Phase,
+    ProviderRequest,
     ProviderRetry,
+    ProviderStream,
     RateLimited,
     RetryPolicy,
     Scripted,
@@ -20,11 +24,12 @@ from navi_core import (
     phases,
     tool,
 )
+from navi_core.events import Event
 from navi_core.phases import render_transitions, transition_table
 from navi_core.stream import TRANSITIONS, Stream, Trigger
 
 
-def test_table_matches_the_design():
+def test_table_matches_the_design() -> None:
     assert dict(TRANSITIONS) == {
         (Phase.TURN_START, Trigger.OPENED): Phase.STREAMING,
         (Phase.TURN_START, Trigger.FINISHED): Phase.DONE,
@@ -46,7 +51,7 @@ def test_table_matches_the_design():
     assert set(Trigger) == {t for _, t in TRANSITIONS}
 
 
-def test_docstring_diagram_is_the_table():
+def test_docstring_diagram_is_the_table() -> None:
     doc = phases.__doc__
     assert doc is not None
     diagram = doc.split("this from ``TRANSITIONS``)::")[1]
@@ -54,23 +59,25 @@ def test_docstring_diagram_is_the_table():
     assert "\n".join(lines) == render_transitions()
 
 
-def test_readme_table_is_the_table():
+def test_readme_table_is_the_table() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert transition_table() in readme
 
 
-def test_illegal_move_is_refused_with_both_names():
+def test_illegal_move_is_refused_with_both_names() -> None:
     stream = Agent(Scripted([])).run("x")
     with pytest.raises(RuntimeError, match="from TURN_START on 'completed'"):
         stream._move(Trigger.COMPLETED)
     assert stream.phase is Phase.TURN_START
 
 
-def test_observed_path_of_a_turn_with_tools_and_a_retry(monkeypatch):
+def test_observed_path_of_a_turn_with_tools_and_a_retry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     seen: list[tuple[Phase, Phase]] = []
     original = Stream._move
 
-    def spy(self, trigger):
+    def spy(self: Stream, trigger: Trigger) -> None:
         before = self._phase
         original(self, trigger)
         seen.append((before, self._phase))
@@ -85,7 +92,7 @@ def test_observed_path_of_a_turn_with_tools_and_a_retry(monkeypatch):
     p = Scripted([RateLimited("r"), [ToolUse("a", "t", "{}")], [Text("done")]])
     agent = Agent(p, tools=[t], config=Config(retry=RetryPolicy(initial_delay_ms=0)))
     stream = agent.run("x")
-    events = []
+    events: list[AnyEvent] = []
     while (ev := stream.next()) is not None:
         events.append(ev)
     assert p.calls == 3
@@ -106,10 +113,10 @@ class _Broken:
 
     closed = 0
 
-    def produce(self, queue):
+    def produce(self, queue: deque[Event]) -> bool:
         raise TypeError("bug in produce")
 
-    def close(self):
+    def close(self) -> None:
         type(self).closed += 1
         raise OSError("socket already gone")
 
@@ -117,14 +124,14 @@ class _Broken:
 class _BrokenProvider:
     wire = Scripted([]).wire
 
-    def open(self, request):
+    def open(self, request: ProviderRequest) -> ProviderStream:
         return _Broken()
 
-    def close(self):
+    def close(self) -> None:
         pass
 
 
-def test_a_failing_release_keeps_the_original_error_and_the_failed_phase():
+def test_a_failing_release_keeps_the_original_error_and_the_failed_phase() -> None:
     agent = Agent(_BrokenProvider())
     stream = agent.run("x")
     with pytest.raises(TypeError, match="bug in produce"):

@@ -8,6 +8,7 @@ import pytest
 
 from navi_core import (
     Agent,
+    AnyEvent,
     AuthFailed,
     Config,
     EmptyAssistantResponse,
@@ -22,6 +23,7 @@ from navi_core import (
     Scripted,
     ServerError,
     StopReason,
+    Stream,
     StreamPoisoned,
     Text,
     TextDelta,
@@ -45,14 +47,14 @@ def echo(text: str) -> str:
     return text
 
 
-def drain(stream) -> list:
-    events = []
+def drain(stream: Stream) -> list[AnyEvent]:
+    events: list[AnyEvent] = []
     while (ev := stream.next()) is not None:
         events.append(ev)
     return events
 
 
-def test_tool_call_then_final_text_gives_four_messages_paired_by_id():
+def test_tool_call_then_final_text_gives_four_messages_paired_by_id() -> None:
     p = Scripted([[ToolUse("call_1", "echo", '{"text": "hi"}')], [Text("done")]])
     agent = Agent(p, tools=[echo], config=FAST)
     events = drain(agent.run("say hi"))
@@ -71,7 +73,7 @@ def test_tool_call_then_final_text_gives_four_messages_paired_by_id():
     )
 
 
-def test_run_persists_prompt_and_does_no_provider_io_before_next():
+def test_run_persists_prompt_and_does_no_provider_io_before_next() -> None:
     p = Scripted([[Text("ok")]])
     agent = Agent(p)
     stream = agent.run("hello")
@@ -82,10 +84,10 @@ def test_run_persists_prompt_and_does_no_provider_io_before_next():
     assert p.calls == 1
 
 
-def test_none_only_after_turn_complete_and_then_forever():
+def test_none_only_after_turn_complete_and_then_forever() -> None:
     agent = Agent(Scripted([[Text("abcdefgh")]]))
     stream = agent.run("x")
-    seen = []
+    seen: list[AnyEvent] = []
     while True:
         ev = stream.next()
         if ev is None:
@@ -97,7 +99,7 @@ def test_none_only_after_turn_complete_and_then_forever():
     assert stream.phase is Phase.DONE
 
 
-def test_text_streams_in_small_deltas_in_order_and_model_info_once():
+def test_text_streams_in_small_deltas_in_order_and_model_info_once() -> None:
     p = Scripted([[Text("hello world, streamed")]], chunk_chars=3)
     events = drain(Agent(p).run("x"))
     deltas = [e.text for e in events if isinstance(e, TextDelta)]
@@ -106,13 +108,13 @@ def test_text_streams_in_small_deltas_in_order_and_model_info_once():
     assert isinstance(events[0], ModelInfo)
 
 
-def test_model_info_is_not_repeated_across_responses_of_one_turn():
+def test_model_info_is_not_repeated_across_responses_of_one_turn() -> None:
     p = Scripted([[ToolUse("a", "echo", '{"text":"1"}')], [Text("x")]])
     events = drain(Agent(p, tools=[echo]).run("x"))
     assert sum(isinstance(e, ModelInfo) for e in events) == 1
 
 
-def test_thinking_and_tool_call_events():
+def test_thinking_and_tool_call_events() -> None:
     p = Scripted(
         [
             [Thinking("let me think", "sig"), ToolUse("c", "echo", '{"text": "abc"}')],
@@ -132,7 +134,7 @@ def test_thinking_and_tool_call_events():
     assert agent.conversation.messages[1].content[0] == Thinking("let me think", "sig")
 
 
-def test_iterator_and_context_manager():
+def test_iterator_and_context_manager() -> None:
     agent = Agent(Scripted([[Text("it")]]))
     with agent.run("x") as stream:
         events = list(stream)
@@ -141,7 +143,7 @@ def test_iterator_and_context_manager():
     stream.close()
 
 
-def test_usage_summed_and_message_complete_carries_it():
+def test_usage_summed_and_message_complete_carries_it() -> None:
     p = Scripted(
         [
             Message(
@@ -158,10 +160,12 @@ def test_usage_summed_and_message_complete_carries_it():
         Usage(10, 5, 2, 1, 3),
         Usage(20, 7, 0, 0, 0),
     ]
-    assert events[-1].usage == Usage(30, 12, 2, 1, 3)
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.usage == Usage(30, 12, 2, 1, 3)
 
 
-def test_429_twice_then_success():
+def test_429_twice_then_success() -> None:
     p = Scripted(
         [
             RateLimited("slow down", status_code=429),
@@ -180,7 +184,7 @@ def test_429_twice_then_success():
     assert agent.store.load(agent.session_id).messages == agent.conversation.messages
 
 
-def test_401_is_not_retried():
+def test_401_is_not_retried() -> None:
     p = Scripted([AuthFailed("bad key", status_code=401), [Text("never")]])
     stream = Agent(p, config=FAST).run("x")
     with pytest.raises(AuthFailed):
@@ -189,15 +193,15 @@ def test_401_is_not_retried():
     assert stream.phase is Phase.FAILED
 
 
-def test_exhaustion_returns_notices_then_error_then_poisoned():
+def test_exhaustion_returns_notices_then_error_then_poisoned() -> None:
     p = Scripted([ServerError("boom", status_code=500) for _ in range(5)])
     stream = Agent(p, config=FAST).run("x")
-    notices = []
+    notices: list[AnyEvent | None] = []
     with pytest.raises(ServerError) as info:
         while True:
             notices.append(stream.next())
     assert p.calls == 4
-    assert [n.attempt for n in notices] == [1, 2, 3]
+    assert [n.attempt for n in notices if isinstance(n, ProviderRetry)] == [1, 2, 3]
     assert all(isinstance(n, ProviderRetry) for n in notices)
     with pytest.raises(StreamPoisoned) as poisoned:
         stream.next()
@@ -206,7 +210,7 @@ def test_exhaustion_returns_notices_then_error_then_poisoned():
         stream.next()
 
 
-def test_retry_after_wins_but_is_capped_and_reported_raw():
+def test_retry_after_wins_but_is_capped_and_reported_raw() -> None:
     cfg = Config(retry=RetryPolicy(initial_delay_ms=10_000, max_delay_ms=1))
     p = Scripted(
         [RateLimited("later", status_code=429, retry_after_ms=7000), [Text("ok")]]
@@ -220,7 +224,7 @@ def test_retry_after_wins_but_is_capped_and_reported_raw():
     assert time.monotonic() - t0 < 2.0  # waited the capped 1 ms, not 7 s
 
 
-def test_backoff_is_exponential_with_full_jitter():
+def test_backoff_is_exponential_with_full_jitter() -> None:
     policy = RetryPolicy(
         initial_delay_ms=100, multiplier=2.0, max_delay_ms=1000, jitter=False
     )
@@ -233,7 +237,7 @@ def test_backoff_is_exponential_with_full_jitter():
     assert all(0 <= s <= 400 for s in samples) and len(set(samples)) > 50
 
 
-def test_mid_stream_failure_reopens_without_doubling():
+def test_mid_stream_failure_reopens_without_doubling() -> None:
     p = Scripted(
         [
             MidStreamFailure(
@@ -250,10 +254,12 @@ def test_mid_stream_failure_reopens_without_doubling():
     assert p.calls == 2
     msgs = agent.conversation.messages
     assert [m.text for m in msgs] == ["x", "whole answer"]
-    assert events[-1].iterations == 1
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.iterations == 1
 
 
-def test_empty_assistant_response_fails_the_turn():
+def test_empty_assistant_response_fails_the_turn() -> None:
     p = Scripted([Message("assistant", ())])
     agent = Agent(p)
     stream = agent.run("x")
@@ -264,7 +270,7 @@ def test_empty_assistant_response_fails_the_turn():
         stream.next()
 
 
-def test_queued_events_come_before_a_deferred_error():
+def test_queued_events_come_before_a_deferred_error() -> None:
     p = Scripted([RateLimited("a", status_code=429), AuthFailed("no", status_code=401)])
     stream = Agent(p, config=FAST).run("x")
     assert isinstance(stream.next(), ProviderRetry)
@@ -272,24 +278,27 @@ def test_queued_events_come_before_a_deferred_error():
         stream.next()
 
 
-def test_max_iterations_ends_the_turn():
+def test_max_iterations_ends_the_turn() -> None:
     loop = [[ToolUse(f"c{i}", "echo", '{"text":"again"}')] for i in range(10)]
     agent = Agent(Scripted(loop), tools=[echo], config=Config(max_iterations=3))
     events = drain(agent.run("x"))
     done = events[-1]
+    assert isinstance(done, TurnComplete)
     assert done.stop_reason is StopReason.MAX_ITERATIONS
     assert done.iterations == 3 and done.tool_calls == 3
     # every call got its result: the conversation stays valid for the next turn
     assert agent.conversation.messages[-1].role == "user"
 
 
-def test_max_tokens_stop_reason():
+def test_max_tokens_stop_reason() -> None:
     p = Scripted([Message("assistant", (Text("cut of"),), stop_reason="max_tokens")])
     events = drain(Agent(p).run("x"))
-    assert events[-1].stop_reason is StopReason.MAX_TOKENS
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.stop_reason is StopReason.MAX_TOKENS
 
 
-def test_config_is_reread_at_each_turn_start():
+def test_config_is_reread_at_each_turn_start() -> None:
     p = Scripted(
         [[ToolUse("a", "echo", '{"text":"1"}')], [ToolUse("b", "echo", '{"text":"2"}')]]
     )
@@ -299,11 +308,13 @@ def test_config_is_reread_at_each_turn_start():
         pass
     agent.set_config(Config(max_iterations=1))
     events = drain(stream)
-    assert events[-1].stop_reason is StopReason.MAX_ITERATIONS
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.stop_reason is StopReason.MAX_ITERATIONS
     assert p.calls == 1
 
 
-def test_set_config_between_turns_keeps_tools():
+def test_set_config_between_turns_keeps_tools() -> None:
     p = Scripted(
         [[Text("one")], [ToolUse("t", "echo", '{"text":"kept"}')], [Text("two")]]
     )
@@ -311,11 +322,12 @@ def test_set_config_between_turns_keeps_tools():
     drain(agent.run("first"))
     agent.set_config(Config(max_iterations=5))
     drain(agent.run("second"))
+    assert p.last_request is not None
     assert [s.name for s in p.last_request.tools] == ["echo"]
     assert agent.conversation.messages[-2].tool_results[0].text == "kept"
 
 
-def test_second_run_while_a_turn_is_open_is_refused():
+def test_second_run_while_a_turn_is_open_is_refused() -> None:
     agent = Agent(Scripted([[Text("a")], [Text("b")]]))
     stream = agent.run("x")
     stream.next()
@@ -325,7 +337,7 @@ def test_second_run_while_a_turn_is_open_is_refused():
     drain(agent.run("y"))
 
 
-def test_close_mid_turn_poisons_and_keeps_committed_messages():
+def test_close_mid_turn_poisons_and_keeps_committed_messages() -> None:
     p = Scripted([[ToolUse("a", "echo", '{"text":"1"}')], [Text("never read")]])
     agent = Agent(p, tools=[echo])
     stream = agent.run("x")
@@ -338,16 +350,18 @@ def test_close_mid_turn_poisons_and_keeps_committed_messages():
     assert [m.role for m in stored] == ["user", "assistant", "user"]
 
 
-def test_cancel_ends_with_cancelled():
+def test_cancel_ends_with_cancelled() -> None:
     agent = Agent(Scripted([[Text("a long answer indeed")]]))
     stream = agent.run("x")
     stream.next()
     stream.cancel()
     events = drain(stream)
-    assert events[-1].stop_reason is StopReason.CANCELLED
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.stop_reason is StopReason.CANCELLED
 
 
-def test_cancel_from_another_thread_interrupts_a_retry_wait():
+def test_cancel_from_another_thread_interrupts_a_retry_wait() -> None:
     import threading
 
     cfg = Config(retry=RetryPolicy(initial_delay_ms=30_000, max_delay_ms=30_000))
@@ -361,7 +375,7 @@ def test_cancel_from_another_thread_interrupts_a_retry_wait():
     assert time.monotonic() - t0 < 5 and p.calls == 1
 
 
-def test_steering_message_is_applied_before_next_response():
+def test_steering_message_is_applied_before_next_response() -> None:
     p = Scripted([[ToolUse("a", "echo", '{"text":"1"}')], [Text("ok")]])
     agent = Agent(p, tools=[echo])
     stream = agent.run("x")
@@ -372,19 +386,21 @@ def test_steering_message_is_applied_before_next_response():
     assert sent[-1].text == "also do y"
 
 
-def test_system_prompt_reaches_the_provider_and_replace_mode():
+def test_system_prompt_reaches_the_provider_and_replace_mode() -> None:
     p = Scripted([[Text("a")], [Text("b")]])
     agent = Agent(p, system="You are terse.")
     drain(agent.run("x"))
+    assert p.last_request is not None
     assert p.last_request.system == "You are terse."
     agent.add_system_message("Also polite.")
     agent.add_system_message("Only this.", mode="replace")
     drain(agent.run("y"))
+    assert p.last_request is not None
     assert p.last_request.system == "Only this."
     assert all(m.role != "system" for m in p.requests[-1])
 
 
-def test_resume_answers_a_trailing_prompt():
+def test_resume_answers_a_trailing_prompt() -> None:
     from navi_core import MemoryStore
 
     store = MemoryStore()
@@ -394,14 +410,16 @@ def test_resume_answers_a_trailing_prompt():
     p = Scripted([[Text("answer")]])
     agent = Agent(p, store=store, session="latest")
     events = drain(agent.resume())
-    assert events[-1].response == "answer"
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.response == "answer"
     assert [m.text for m in agent.conversation.messages] == [
         "pending question",
         "answer",
     ]
 
 
-def test_resume_after_a_finished_turn_completes_at_once():
+def test_resume_after_a_finished_turn_completes_at_once() -> None:
     from navi_core import MemoryStore
 
     store = MemoryStore()
@@ -410,4 +428,6 @@ def test_resume_after_a_finished_turn_completes_at_once():
     p = Scripted([])
     with Agent(p, store=store, session="latest") as b:
         events = drain(b.resume())
-    assert p.calls == 0 and events[-1].response == "done"
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert p.calls == 0 and done.response == "done"

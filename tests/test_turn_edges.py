@@ -8,8 +8,9 @@ import gc
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
-from typing import ClassVar
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -30,11 +31,14 @@ from navi_core import (
     Scripted,
     SessionBusy,
     StopReason,
+    Stream,
     StreamPoisoned,
     Text,
+    Thinking,
     ToolDispatchStart,
     ToolFinished,
     ToolUse,
+    TurnComplete,
     UserMessage,
     WireIdentity,
     deltas as D,
@@ -50,8 +54,8 @@ FAST = RetryPolicy(initial_delay_ms=0, max_delay_ms=1, jitter=False)
 PROMPT = "Summarise."
 
 
-def drain(stream) -> list[Event]:
-    out = []
+def drain(stream: Stream) -> list[Event]:
+    out: list[Event] = []
     while (ev := stream.next()) is not None:
         out.append(ev)
     return out
@@ -68,8 +72,8 @@ def words(tag: str, n: int) -> str:
 # -- abandoned batches --------------------------------------------------------------
 
 
-def test_abort_keeps_the_results_of_calls_that_finished():
-    paid = []
+def test_abort_keeps_the_results_of_calls_that_finished() -> None:
+    paid: list[int] = []
 
     @tool
     def pay(amount: int) -> str:
@@ -99,7 +103,7 @@ def test_abort_keeps_the_results_of_calls_that_finished():
     assert paid == [5]
 
 
-def test_close_during_dispatch_keeps_finished_results():
+def test_close_during_dispatch_keeps_finished_results() -> None:
     release = threading.Event()
 
     @tool
@@ -131,7 +135,7 @@ def test_close_during_dispatch_keeps_finished_results():
 # -- system prompt on resume ---------------------------------------------------------
 
 
-def test_resuming_with_the_same_system_prompt_does_not_pile_it_up():
+def test_resuming_with_the_same_system_prompt_does_not_pile_it_up() -> None:
     store = MemoryStore()
     with Agent(Scripted([]), store=store, system="A") as a:
         sid = a.session_id
@@ -151,7 +155,7 @@ class QuietProvider:
     wire = WireIdentity("test", "test://", "quiet")
 
     def open(self, request: ProviderRequest) -> DeltaStream:
-        def batches() -> Iterator[list]:
+        def batches() -> Iterator[list[tuple[Any, ...]]]:
             for _ in range(200):
                 time.sleep(0.02)
                 yield []
@@ -163,20 +167,22 @@ class QuietProvider:
         pass
 
 
-def test_cancel_is_seen_while_chunks_carry_no_events():
+def test_cancel_is_seen_while_chunks_carry_no_events() -> None:
     stream = Agent(QuietProvider()).run("x")
     threading.Timer(0.1, stream.cancel).start()
     t0 = time.monotonic()
     events = drain(stream)
-    assert events[-1].stop_reason is StopReason.CANCELLED
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.stop_reason is StopReason.CANCELLED
     assert time.monotonic() - t0 < 2
 
 
-def test_a_store_failure_while_cancelling_poisons_the_stream():
+def test_a_store_failure_while_cancelling_poisons_the_stream() -> None:
     class Flaky(MemoryStore):
         fail = False
 
-        def append(self, session_id, messages):
+        def append(self, session_id: str, messages: Sequence[Message]) -> None:
             if self.fail:
                 raise OSError("disk full")
             super().append(session_id, messages)
@@ -206,21 +212,25 @@ def test_a_store_failure_while_cancelling_poisons_the_stream():
 # -- steering ------------------------------------------------------------------------
 
 
-def test_steering_that_arrives_during_the_last_response_is_answered_in_the_same_turn():
+def test_steering_that_arrives_during_the_last_response_is_answered_in_the_same_turn() -> (
+    None
+):
     p = Scripted([[Text("first answer")], [Text("en français")]])
     agent = Agent(p)
     stream = agent.run("q1")
     stream.next()
     agent.steer("actually, use French")
     events = drain(stream)
-    assert events[-1].response == "en français" and events[-1].iterations == 2
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.response == "en français" and done.iterations == 2
     assert [m.text for m in p.requests[1]][-2:] == [
         "first answer",
         "actually, use French",
     ]
 
 
-def test_steering_during_a_compaction_is_not_lost():
+def test_steering_during_a_compaction_is_not_lost() -> None:
     summariser = Scripted(["summary"])
     old = [
         (words("old question", 600), words("old answer", 600)),
@@ -271,24 +281,28 @@ def compaction_agent(provider: Scripted) -> Agent:
     return Agent(provider, store=store, session=sid, config=cfg)
 
 
-def test_a_failing_summary_request_is_retried_with_a_notice():
+def test_a_failing_summary_request_is_retried_with_a_notice() -> None:
     p = Scripted([RateLimited("busy", status_code=429), "summary", [Text("answer")]])
     events = drain(compaction_agent(p).run("q"))
     kinds = [type(e) for e in events[:3]]
     assert kinds == [CompactionStarted, ProviderRetry, Compacted]
-    assert events[1].compaction and events[1].error == "RateLimited"
-    assert p.calls == 3 and events[-1].response == "answer"
+    retry, done = events[1], events[-1]
+    assert isinstance(retry, ProviderRetry) and isinstance(done, TurnComplete)
+    assert retry.compaction and retry.error == "RateLimited"
+    assert p.calls == 3 and done.response == "answer"
 
 
-def test_a_threshold_compaction_that_keeps_failing_is_skipped():
+def test_a_threshold_compaction_that_keeps_failing_is_skipped() -> None:
     p = Scripted([BadRequest("no summaries today", status_code=400), [Text("anyway")]])
     events = drain(compaction_agent(p).run("q"))
     assert not any(isinstance(e, Compacted) for e in events)
-    assert events[-1].response == "anyway"
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.response == "anyway"
     assert len(p.requests[1]) == 5  # sent uncompacted
 
 
-def test_overflow_compacts_again_on_a_later_request_of_the_same_turn():
+def test_overflow_compacts_again_on_a_later_request_of_the_same_turn() -> None:
     @tool
     def step() -> str:
         """Step."""
@@ -307,7 +321,7 @@ def test_overflow_compacts_again_on_a_later_request_of_the_same_turn():
     )
     store = MemoryStore()
     sid = store.create().id
-    history = []
+    history: list[Message] = []
     for i in range(4):
         history += [UserMessage(words(f"q{i}", 100)), assistant(words(f"a{i}", 100))]
     store.append(sid, history)
@@ -320,13 +334,15 @@ def test_overflow_compacts_again_on_a_later_request_of_the_same_turn():
     agent = Agent(main, tools=[step], store=store, session=sid, config=cfg)
     events = drain(agent.run("go"))
     assert sum(isinstance(e, Compacted) for e in events) == 2
-    assert events[-1].response == "done"
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.response == "done"
 
 
 # -- odd text and resources ------------------------------------------------------------
 
 
-def test_lone_surrogates_from_a_tool_do_not_break_the_session(tmp_path):
+def test_lone_surrogates_from_a_tool_do_not_break_the_session(tmp_path: Path) -> None:
     from navi_core.store.sqlite import SQLiteStore
 
     @tool
@@ -349,7 +365,7 @@ def test_lone_surrogates_from_a_tool_do_not_break_the_session(tmp_path):
     store.close()
 
 
-def test_memory_store_lock_is_freed_when_the_agent_is_collected():
+def test_memory_store_lock_is_freed_when_the_agent_is_collected() -> None:
     store = MemoryStore()
     agent = Agent(Scripted([]), store=store)
     sid = agent.session_id
@@ -363,7 +379,7 @@ def test_memory_store_lock_is_freed_when_the_agent_is_collected():
 # -- assembler and schema details -------------------------------------------------------
 
 
-def test_signature_in_two_pieces_seals_one_thinking_block_and_ids_are_unique():
+def test_signature_in_two_pieces_seals_one_thinking_block_and_ids_are_unique() -> None:
     wire = WireIdentity("t", "t://", "m")
     asm = ResponseAssembler(wire)
     q: deque[Event] = deque()
@@ -380,19 +396,24 @@ def test_signature_in_two_pieces_seals_one_thinking_block_and_ids_are_unique():
     )
     msg = asm.finish()
     thinking, first, second = msg.content
+    assert isinstance(thinking, Thinking)
+    assert isinstance(first, ToolUse) and isinstance(second, ToolUse)
     assert thinking.signature == "AAAABBBB" and thinking.text == "hmm"
     assert first.id != second.id
     other = ResponseAssembler(wire)
     other.feed([(D.TOOL_START, 0, "", "a"), (D.DONE,)], deque())
-    assert other.finish().content[0].id != first.id
+    only = other.finish().content[0]
+    assert isinstance(only, ToolUse)
+    assert only.id != first.id
 
 
-def test_dataclass_schema_skips_classvars_and_non_init_fields():
+def test_dataclass_schema_skips_classvars_and_non_init_fields() -> None:
     @dataclasses.dataclass
     class Rec:
         kind: ClassVar[str] = "rec"
         name: str
-        tags: set = dataclasses.field(default_factory=set)
+        # a bare ``set`` on purpose: its schema is under test
+        tags: set = dataclasses.field(default_factory=set)  # type: ignore[type-arg]
         cache: int = dataclasses.field(init=False, default=0)
 
     s = schema_for(Rec)

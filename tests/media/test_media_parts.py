@@ -110,6 +110,7 @@ def test_broken_lazy_pillow_image_becomes_a_note() -> None:
 
 
 def test_is_media() -> None:
+    value: object
     for value in (
         b"x",
         bytearray(b"x"),
@@ -128,7 +129,8 @@ def test_non_media_is_a_type_error() -> None:
 
 
 def test_media_value() -> None:
-    m = media.Media(bytearray(b"\x89PNG" + bytes(5000)), "image/png")
+    # a bytearray on purpose: Media stores bytes
+    m = media.Media(bytearray(b"\x89PNG" + bytes(5000)), "image/png")  # type: ignore[arg-type]
     assert type(m.data) is bytes
     assert repr(m) == "Media(media_type='image/png', data=<5004 bytes>)"
     assert m == media.Media(b"\x89PNG" + bytes(5000), "image/png")
