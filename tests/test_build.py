@@ -74,7 +74,7 @@ def _extension_files(names: list[str]) -> list[str]:
     ]
 
 
-def test_without_a_compiler_the_install_falls_back_to_the_twin(tmp_path):
+def test_without_a_compiler_the_install_falls_back_to_the_twin(tmp_path: Path) -> None:
     src = _copy_source(tmp_path)
     result = _wheel(src, tmp_path / "dist", CC="false", LDSHARED="false")
     assert result.returncode == 0, result.stderr[-2000:]
@@ -84,7 +84,9 @@ def test_without_a_compiler_the_install_falls_back_to_the_twin(tmp_path):
     assert not _extension_files(names)
 
 
-def test_a_required_extension_that_cannot_build_fails_the_install(tmp_path):
+def test_a_required_extension_that_cannot_build_fails_the_install(
+    tmp_path: Path,
+) -> None:
     src = _copy_source(tmp_path)
     result = _wheel(
         src,
@@ -97,7 +99,7 @@ def test_a_required_extension_that_cannot_build_fails_the_install(tmp_path):
     assert not list((tmp_path / "dist").glob("*.whl"))
 
 
-def test_pure_build_flag_skips_the_extension(tmp_path):
+def test_pure_build_flag_skips_the_extension(tmp_path: Path) -> None:
     src = _copy_source(tmp_path)
     result = _wheel(src, tmp_path / "dist", NAVI_CORE_PURE="yes")
     assert result.returncode == 0, result.stderr[-2000:]
@@ -111,7 +113,7 @@ def _break_cython_source(src: Path) -> None:
     (src / "csrc" / "_core.pyx").write_text("def broken(:\n")
 
 
-def test_a_cythonize_failure_falls_back_to_the_twin(tmp_path):
+def test_a_cythonize_failure_falls_back_to_the_twin(tmp_path: Path) -> None:
     src = _copy_source(tmp_path)
     _break_cython_source(src)
     result = _wheel(src, tmp_path / "dist")
@@ -121,7 +123,9 @@ def test_a_cythonize_failure_falls_back_to_the_twin(tmp_path):
     assert "navi_core/_core_py.py" in names and not _extension_files(names)
 
 
-def test_a_required_extension_that_cannot_cythonize_fails_the_install(tmp_path):
+def test_a_required_extension_that_cannot_cythonize_fails_the_install(
+    tmp_path: Path,
+) -> None:
     src = _copy_source(tmp_path)
     _break_cython_source(src)
     result = _wheel(src, tmp_path / "dist", NAVI_CORE_REQUIRE_EXTENSION="1")
@@ -209,7 +213,9 @@ def _install(sdist: Path, target: Path, **env: str) -> str:
     import orjson
     import PIL
 
-    deps = {str(Path(m.__file__).resolve().parents[1]) for m in (httpx, orjson, PIL)}
+    files = [m.__file__ for m in (httpx, orjson, PIL)]
+    assert None not in files, "a runtime dependency is a namespace package"
+    deps = {str(Path(f).resolve().parents[1]) for f in files if f is not None}
     paths = [
         str(target),
         sysconfig.get_paths()["purelib"],

@@ -708,7 +708,7 @@ def test_cli_compacts_a_stored_session(
         "Name every question.",
         "--db",
         str(db),
-        "--openai-base-url",
+        "--base-url",
         url,
         "--model",
         "m1",
@@ -732,7 +732,7 @@ def test_cli_compacts_a_stored_session(
         assert summaries(windows[1]) == ["Two questions answered tersely."]
         assert "sk-cli-test" not in repr(windows)
 
-    again = _cli(sid, "--db", str(db), "--openai-base-url", url, "--model", "m1")
+    again = _cli(sid, "--db", str(db), "--base-url", url, "--model", "m1")
     assert again.returncode == 0, again.stderr
     assert (
         again.stdout
@@ -804,7 +804,8 @@ def test_cli_anthropic_base_url_implies_anthropic(
         sid,
         "--db",
         str(db),
-        "--anthropic-base-url",
+        "--anthropic",
+        "--base-url",
         loopback.url,
         "--model",
         "c1",
@@ -854,8 +855,7 @@ def test_cli_failures_close_store_and_provider_and_print_one_line(
     url: str,
     error: str,
 ) -> None:
-    from navi_core import sessions_cli
-    from navi_core.cli import main
+    from navi_core.cli import main, options
     from navi_core.providers.openai_chat import OpenAIChat
 
     closed_providers: list[object] = []
@@ -866,11 +866,11 @@ def test_cli_failures_close_store_and_provider_and_print_one_line(
         close_provider(self)
 
     monkeypatch.setattr(_ClosingStore, "closed", 0)
-    monkeypatch.setattr(sessions_cli, "store_from_args", lambda a: _ClosingStore())
+    monkeypatch.setattr(options, "store_from_args", lambda a: _ClosingStore())
     monkeypatch.setattr(OpenAIChat, "close", recording_close)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-cli-test-9f8e7d6c")
 
-    code = main(["compact", "nope", "--model", "m1", "--openai-base-url", url])
+    code = main(["compact", "nope", "--model", "m1", "--base-url", url])
 
     out, err = capsys.readouterr()
     assert (code, out) == (1, "")

@@ -24,7 +24,7 @@ from navi_core.store import SQLiteStore
 
 sys.path.insert(0, str(Path(__file__).parent / "store"))
 # tests/store is on sys.path (line above) but not on the MYPYPATH of this directory
-from storekit import child_env  # type: ignore[import-not-found]
+from storekit import child_env
 
 _CHILD = textwrap.dedent(
     """

@@ -25,7 +25,7 @@ from navi_core.store import SessionStore, SQLiteStore
 
 sys.path.insert(0, str(Path(__file__).parent / "store"))
 # tests/store is on sys.path (line above) but not on the MYPYPATH of this directory
-from storekit import child_env, fresh_schema  # type: ignore[import-not-found]
+from storekit import child_env, fresh_schema
 
 pytestmark = pytest.mark.slow
 

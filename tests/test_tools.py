@@ -6,13 +6,22 @@ import enum
 import inspect
 import re
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional, TypedDict
+from typing import Any, Literal, Optional, TypedDict
 
 import pytest
 
-from navi_core import Agent, Scripted, Tool, ToolRegistrationError, ToolSpec, tool
+from navi_core import (
+    Agent,
+    Scripted,
+    Tool,
+    ToolCall,
+    ToolRegistrationError,
+    ToolSpec,
+    tool,
+)
 from navi_core.schema import schema_for
 from navi_core.tools import ToolRegistry
 
@@ -35,7 +44,7 @@ class Box(TypedDict):
     label: str
 
 
-def test_schema_from_signature_and_docstring():
+def test_schema_from_signature_and_docstring() -> None:
     @tool
     def search(query: str, limit: int = 10, exact: bool = False) -> list[str]:
         """Search the index for documents.
@@ -84,11 +93,11 @@ def test_schema_from_signature_and_docstring():
         (tuple[int, ...], {"type": "array", "items": {"type": "integer"}}),
     ],
 )
-def test_schema_for_types(hint, schema):
+def test_schema_for_types(hint: Any, schema: dict[str, Any]) -> None:
     assert schema_for(hint) == schema
 
 
-def test_nested_dataclass_and_typeddict():
+def test_nested_dataclass_and_typeddict() -> None:
     s = schema_for(Box)
     assert s["type"] == "object"
     assert s["required"] == ["corner", "label"]
@@ -98,7 +107,7 @@ def test_nested_dataclass_and_typeddict():
     assert corner["description"] == "A point on the plane."
 
 
-def test_unsupported_type_is_refused_with_its_name():
+def test_unsupported_type_is_refused_with_its_name() -> None:
     class Opaque:
         pass
 
@@ -109,7 +118,7 @@ def test_unsupported_type_is_refused_with_its_name():
             """Bad."""
 
 
-def test_name_and_description_overrides_and_invalid_name():
+def test_name_and_description_overrides_and_invalid_name() -> None:
     @tool(name="lookup_v2", description="Look things up.")
     def lookup(key: str) -> str:
         """Ignored docstring."""
@@ -120,8 +129,8 @@ def test_name_and_description_overrides_and_invalid_name():
         tool(name="has space")(lambda: None)
 
 
-def test_arguments_are_converted_to_annotated_types():
-    seen = {}
+def test_arguments_are_converted_to_annotated_types() -> None:
+    seen: dict[str, Any] = {}
 
     @tool
     def place(p: Point, color: Color, tags: tuple[str, ...] = ()) -> str:
@@ -133,7 +142,7 @@ def test_arguments_are_converted_to_annotated_types():
     assert seen == {"p": Point(1, 2.5), "color": Color.BLUE, "tags": ("a",)}
 
 
-def test_registry_refuses_duplicates_including_from_sources():
+def test_registry_refuses_duplicates_including_from_sources() -> None:
     @tool
     def dup() -> str:
         """D."""
@@ -145,10 +154,10 @@ def test_registry_refuses_duplicates_including_from_sources():
         reg.register_tool(dup)
 
     class Src:
-        def tools(self):
+        def tools(self) -> list[ToolSpec]:
             return [ToolSpec("other", "o", {}), ToolSpec("dup", "d", {})]
 
-        def call_batch(self, calls):
+        def call_batch(self, calls: Sequence[ToolCall]) -> list[Any]:
             return []
 
     with pytest.raises(ToolRegistrationError):
@@ -156,7 +165,7 @@ def test_registry_refuses_duplicates_including_from_sources():
     assert reg.names() == ["dup"]  # all or none
 
 
-def test_plain_functions_are_wrapped_and_agent_registers_later():
+def test_plain_functions_are_wrapped_and_agent_registers_later() -> None:
     def shout(text: str) -> str:
         """Upper-case the text."""
         return text.upper()
@@ -173,7 +182,7 @@ def test_plain_functions_are_wrapped_and_agent_registers_later():
     assert [s.name for s in agent.tool_specs()] == ["shout", "later"]
 
 
-def test_a_tool_is_still_its_function():
+def test_a_tool_is_still_its_function() -> None:
     @tool
     def add(a: int, b: int) -> int:
         """Add two numbers."""

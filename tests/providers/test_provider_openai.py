@@ -390,7 +390,11 @@ class TestErrors:
         ("status", "cls"), [(529, Overloaded), (500, ServerError), (502, ServerError)]
     )
     def test_server_side(
-        self, loopback: LoopbackServer, provider: OpenAIChat, status: int, cls: type
+        self,
+        loopback: LoopbackServer,
+        provider: OpenAIChat,
+        status: int,
+        cls: type[ProviderError],
     ) -> None:
         loopback.add(Reply.text(status, "upstream failed"))
         with pytest.raises(cls, match="upstream failed") as info:
