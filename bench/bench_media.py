@@ -38,7 +38,7 @@ from PIL import Image, ImageChops, ImageDraw, ImageFilter, ImageStat
 # Run from a plain checkout without installing.
 sys.path.insert(0, str(Path(__file__).absolute().parent.parent))
 
-from navi_core import core, media
+from navi_core import core, imaging, media
 from navi_core.config import ImageLimits
 
 __all__ = ["Run", "navi", "photo", "psnr", "source_bytes", "straightforward"]
@@ -170,10 +170,10 @@ def fit_stages(
     """The steps of ``media.fit`` run one by one, to time each (same output bytes)."""
     stages: dict[str, float] = {}
     kind = media.sniff(data) or ""
-    target = media._scaled(media._open(data, kind).size, limits.max_side)
+    target = imaging.scaled(imaging.open_image(data, kind).size, limits.max_side)
 
     def decode() -> tuple[Image.Image, Any]:
-        im = media._open(data, kind)
+        im = imaging.open_image(data, kind)
         drafted = im.draft(None, target) if kind == "image/jpeg" else None
         im.load()
         return im, drafted[1] if drafted else None
@@ -181,12 +181,12 @@ def fit_stages(
     im, box = _timed(stages, "decode", decode)
 
     def resize() -> Image.Image:
-        base = media._normalize(im)
-        return media._resample(base, target, box)
+        base = imaging.normalize(im)
+        return imaging.resample(base, target, box)
 
     small = _timed(stages, "resize", resize)
     fmt = "JPEG" if media_type == "image/jpeg" else "PNG"
-    out = _timed(stages, "encode", lambda: media._encode(small, fmt, 85))
+    out = _timed(stages, "encode", lambda: imaging.encode(small, fmt, 85))
     return stages, out
 
 
