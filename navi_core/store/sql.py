@@ -154,6 +154,11 @@ class SQLStore(abc.ABC, Generic[ConnT]):
     def __init__(self, where: str) -> None:
         #: names the database in every error message
         self._where = where
+        #: the failures ``_errors`` and ``_tx`` translate
+        self._caught: tuple[type[Exception], ...] = (
+            *self.DRIVER_ERRORS,
+            codec.CodecError,
+        )
 
     def __enter__(self: _StoreT) -> _StoreT:
         return self
@@ -210,25 +215,31 @@ class SQLStore(abc.ABC, Generic[ConnT]):
 
     # -- plumbing ---------------------------------------------------------------
 
+    def _error(self, exc: Exception) -> SessionError:
+        """A driver or codec failure as a ``SessionError`` naming the database."""
+        self._scrub(exc)
+        text = str(exc).strip() or type(exc).__name__
+        return SessionError(f"{self._where}: {text}")
+
     @contextmanager
     def _errors(self) -> Iterator[None]:
         """Turn driver and codec failures into a ``SessionError`` naming the database."""
-        caught: tuple[type[Exception], ...] = (*self.DRIVER_ERRORS, codec.CodecError)
         try:
             yield
-        except caught as exc:
-            self._scrub(exc)
-            text = str(exc).strip() or type(exc).__name__
-            raise SessionError(f"{self._where}: {text}") from exc
+        except self._caught as exc:
+            raise self._error(exc) from exc
 
     def _closed_error(self) -> SessionError:
         return SessionError(f"{self._where}: store is closed")
 
     @contextmanager
     def _tx(self, *, write: bool = False) -> Iterator[ConnT]:
-        """One transaction, its failures translated by ``_errors``."""
-        with self._errors(), self._transaction(write=write) as conn:
-            yield conn
+        """One transaction, its failures translated as ``_errors`` does."""
+        try:
+            with self._transaction(write=write) as conn:
+                yield conn
+        except self._caught as exc:
+            raise self._error(exc) from exc
 
     def _migrate(self, conn: ConnT) -> None:
         """Run the missing ``MIGRATIONS`` in the caller's transaction; refuse newer."""
@@ -311,8 +322,10 @@ class SQLStore(abc.ABC, Generic[ConnT]):
     def _write(
         self, session_id: str, messages: Sequence[Message], *, new_window: bool
     ) -> None:
-        with self._errors():  # encode first: a bad message writes nothing
+        try:  # encode first: a bad message writes nothing
             rows = [codec.stored_row(m) for m in messages]
+        except codec.CodecError as exc:
+            raise self._error(exc) from exc
         last_user, model = (self._text(v) for v in session_summary(messages))
         sql = self.STATEMENTS
         update = sql.new_window if new_window else sql.append

@@ -108,19 +108,6 @@ class SQLiteLock:
         return f"<SQLiteLock {self.session_id} {state}>"
 
 
-@contextmanager
-def _transaction(conn: sqlite3.Connection, *, write: bool) -> Iterator[None]:
-    """``BEGIN IMMEDIATE`` (the writer lock at once) when ``write``, else a snapshot."""
-    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
 class SQLiteStore(SQLStore[sqlite3.Connection]):
     """Sessions in the SQLite file ``path``; the embedded default store.
 
@@ -166,18 +153,19 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                 isolation_level=None,
                 check_same_thread=False,
             )
+            self._conn = conn
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute(f"PRAGMA synchronous = {synchronous}")
                 conn.execute("PRAGMA foreign_keys = ON")
                 conn.create_function(_CLOCK, 0, time.time)
-                with _transaction(conn, write=True):
+                with self._transaction(write=True):
                     self._migrate(conn)
             except BaseException:
+                self._conn = None
                 conn.close()
                 raise
-        self._conn = conn
         # After connecting, so the file exists: a symlink to it, or a path through a
         # symlinked directory, must lock where every other name of the file does.
         real = self.path.resolve()
@@ -191,12 +179,19 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
         # One connection for every thread: the mutex gives it to one at a time.
+        # BEGIN IMMEDIATE takes the writer lock at once; BEGIN reads a snapshot.
         with self._mutex:
             conn = self._conn
             if conn is None:
                 raise self._closed_error()
-            with _transaction(conn, write=write):
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
                 yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
 
     def _schema_version(self, conn: sqlite3.Connection) -> int:
         (version,) = conn.execute("PRAGMA user_version").fetchone()
