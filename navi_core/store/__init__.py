@@ -1,4 +1,7 @@
-"""Session stores: the protocol, null, memory, SQLite (default on disk) and PostgreSQL."""
+"""Session stores: the protocol, null, memory, SQLite (default on disk) and PostgreSQL.
+
+SQLite and PostgreSQL share one SQL core, ``sql.SQLStore``; each adds its dialect.
+"""
 
 from __future__ import annotations
 

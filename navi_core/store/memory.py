@@ -40,8 +40,8 @@ class _Session:
     locked: bool = False
 
 
-def _unlock(store: MemoryStore, session: _Session) -> None:
-    with store._mutex:
+def _unlock(mutex: threading.Lock, session: _Session) -> None:
+    with mutex:
         session.locked = False
 
 
@@ -50,8 +50,9 @@ class _MemoryLock:
 
     __slots__ = ("__weakref__", "_finalizer")
 
-    def __init__(self, store: MemoryStore, session: _Session) -> None:
-        self._finalizer = weakref.finalize(self, _unlock, store, session)
+    def __init__(self, mutex: threading.Lock, session: _Session) -> None:
+        """``mutex`` guards the store's sessions; ``session`` is the locked one."""
+        self._finalizer = weakref.finalize(self, _unlock, mutex, session)
 
     def release(self) -> None:
         self._finalizer()
@@ -134,7 +135,7 @@ class MemoryStore:
             if s.locked:
                 raise SessionBusy(f"session {s.id} is driven by another agent")
             s.locked = True
-            return _MemoryLock(self, s)
+            return _MemoryLock(self._mutex, s)
 
     def close(self) -> None:
         pass

@@ -5,7 +5,8 @@ from a ``ConnectionPool``; every ``append`` and ``new_window`` is one transactio
 locks the session row, so concurrent writers never interleave or lose a message.
 Bodies are codec JSON in a ``jsonb`` column, beside the wire identity columns; no key
 is written. Times come from the server's clock, so hosts with skewed clocks still list
-sessions in the right order.
+sessions in the right order. The shared logic lives in ``sql.SQLStore``; this module
+holds the PostgreSQL dialect, the connection pool and the session lock.
 
 The schema version lives in ``navi_schema``; ``MIGRATIONS[i]`` upgrades version ``i``
 to ``i + 1``. Opening runs the missing steps in one transaction under an advisory lock,
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -40,38 +40,26 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from .. import codec
-from ..conversation import Conversation, Message
-from ..errors import AmbiguousSession, SessionBusy, SessionError, SessionNotFound
-from .base import SessionInfo
-from .memory import session_summary
+from ..conversation import Message
+from ..errors import SessionBusy, SessionError
+from .sql import Dialect, SQLStore, Statements
 
 __all__ = ["PostgresLock", "PostgresMigration", "PostgresStore"]
 
 PostgresMigration: TypeAlias = Callable[["psycopg.Connection[Any]"], None]
-_Windows: TypeAlias = "list[list[Message]]"
 
 #: key of the transaction-scoped advisory lock that serialises migrations
 _MIGRATION_LOCK: Final = 0x6E61_7669_5F6D_6967  # "navi_mig"
-_NOW: Final = "extract(epoch FROM clock_timestamp())"
-_SESSION_COLUMNS: Final = (
-    "id, created_at, modified_at, message_count, last_user_message, model"
-)
-_APPEND: Final = (
-    "UPDATE navi_sessions SET message_count = message_count + %s, "
-    f"modified_at = GREATEST(modified_at, {_NOW}), "
-    "last_user_message = COALESCE(%s, last_user_message), model = COALESCE(%s, model) "
-    "WHERE id = %s RETURNING message_count, window_count, modified_at"
-)
-_NEW_WINDOW: Final = (
-    "UPDATE navi_sessions SET window_start = message_count, "
-    "window_count = window_count + 1, message_count = message_count + %s, "
-    f"modified_at = GREATEST(modified_at, {_NOW}), last_user_message = %s, model = %s "
-    "WHERE id = %s RETURNING message_count, window_count, modified_at"
-)
-_INSERT: Final = (
-    "INSERT INTO navi_messages (session_id, seq, window_no, created_at, role, "
-    "api_style, base_url, model, body, body_text) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s)"
+#: bodies are jsonb, kept verbatim in body_text when jsonb cannot hold them
+_STATEMENTS: Final = Statements.build(
+    Dialect(
+        param="%s",
+        now="extract(epoch FROM clock_timestamp())",
+        greatest="GREATEST",
+        prefix_match="starts_with(id, ?)",
+        body_columns=("body", "body_text"),
+        body_values="?::jsonb, ?",
+    )
 )
 _KEEPALIVES: Final = {
     "keepalives": "1",
@@ -186,7 +174,7 @@ class PostgresLock:
         return f"<PostgresLock {self.session_id} {state}>"
 
 
-class PostgresStore:
+class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
     """Sessions in the PostgreSQL database at ``dsn``.
 
     Args:
@@ -202,6 +190,8 @@ class PostgresStore:
 
     #: schema steps; ``MIGRATIONS[i]`` takes version ``i`` to ``i + 1``
     MIGRATIONS: ClassVar[tuple[PostgresMigration, ...]] = (_schema_v1,)
+    STATEMENTS: ClassVar[Statements] = _STATEMENTS
+    DRIVER_ERRORS: ClassVar[tuple[type[Exception], ...]] = (psycopg.Error,)
 
     def __init__(
         self, dsn: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 30.0
@@ -213,14 +203,14 @@ class PostgresStore:
             raise SessionError(
                 "invalid PostgreSQL DSN (not shown: it may hold a password)"
             )
+        host, port = params.get("host", "localhost"), params.get("port", "5432")
+        super().__init__(f"PostgreSQL {host}:{port}/{params.get('dbname', '')}")
         self._password = str(params.get("password") or "")
         keepalives = {k: v for k, v in _KEEPALIVES.items() if k not in params}
         self._lock_dsn = make_conninfo(dsn, **keepalives)
-        host, port = params.get("host", "localhost"), params.get("port", "5432")
-        self._where = f"PostgreSQL {host}:{port}/{params.get('dbname', '')}"
-        self._timeout = timeout
         self._connect_timeout = max(1, math.ceil(timeout))  # libpq: 0 waits forever
         self._closed = False
+        # The connection's context commits the migration, or rolls it back on error.
         with (
             self._errors(),
             psycopg.connect(dsn, connect_timeout=self._connect_timeout) as conn,
@@ -245,172 +235,60 @@ class PostgresStore:
     def __repr__(self) -> str:
         return f"<PostgresStore {self._where}>"
 
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    # -- plumbing ---------------------------------------------------------------
+    # -- dialect ----------------------------------------------------------------
 
     @contextmanager
-    def _errors(self) -> Iterator[None]:
-        """Turn psycopg and codec failures into a ``SessionError``; hide the password."""
-        try:
-            yield
-        except (psycopg.Error, codec.CodecError) as exc:
-            if self._password:
-                _scrub(exc, self._password)
-            text = str(exc).strip() or type(exc).__name__
-            raise SessionError(f"{self._where}: {text}") from exc
+    def _transaction(self, *, write: bool) -> Iterator[psycopg.Connection[Any]]:
+        # A pooled connection's context is one transaction; row locks order writers.
+        if self._closed:
+            raise self._closed_error()
+        with self._pool.connection() as conn:
+            yield conn
 
-    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
-        target = len(self.MIGRATIONS)
+    def _schema_version(self, conn: psycopg.Connection[Any]) -> int | None:
+        # Held to the end of the transaction: processes opening together migrate once.
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         conn.execute(
             "CREATE TABLE IF NOT EXISTS navi_schema (version integer NOT NULL)"
         )
         row = conn.execute("SELECT version FROM navi_schema").fetchone()
-        version = 0 if row is None else int(row[0])
-        if version > target:
-            raise SessionError(
-                f"{self._where} has navi schema v{version}, newer than this navi_core "
-                f"knows (v{target}); upgrade navi_core"
-            )
-        for step in self.MIGRATIONS[version:]:
-            step(conn)
-        if row is None:
-            conn.execute("INSERT INTO navi_schema (version) VALUES (%s)", (target,))
-        elif version != target:
-            conn.execute("UPDATE navi_schema SET version = %s", (target,))
+        return None if row is None else int(row[0])
 
-    @contextmanager
-    def _tx(self) -> Iterator[psycopg.Connection[Any]]:
-        """One pooled connection, one transaction: committed, or rolled back on error."""
-        if self._closed:
-            raise SessionError(f"{self._where}: store is closed")
-        with self._errors(), self._pool.connection() as conn:
-            yield conn
-
-    @staticmethod
-    def _resolve(conn: psycopg.Connection[Any], id_or_prefix: str) -> str:
-        if conn.execute(
-            "SELECT 1 FROM navi_sessions WHERE id = %s", (id_or_prefix,)
-        ).fetchone():
-            return id_or_prefix
-        rows = (
-            conn.execute(
-                "SELECT id FROM navi_sessions WHERE starts_with(id, %s) LIMIT 2",
-                (id_or_prefix,),
-            ).fetchall()
-            if id_or_prefix
-            else []
-        )
-        if not rows:
-            raise SessionNotFound(f"no session matches {id_or_prefix!r}")
-        if len(rows) > 1:
-            raise AmbiguousSession(
-                f"{id_or_prefix!r} matches several sessions; give more characters"
-            )
-        return str(rows[0][0])
-
-    # -- SessionStore -----------------------------------------------------------
-
-    def create(self) -> SessionInfo:
-        with self._tx() as conn:
-            row = conn.execute(
-                f"INSERT INTO navi_sessions (id, created_at, modified_at) "
-                f"VALUES (%s, {_NOW}, {_NOW}) RETURNING {_SESSION_COLUMNS}",
-                (uuid.uuid4().hex,),
-            ).fetchone()
-        assert row is not None
-        return SessionInfo(*row)
-
-    def list(self) -> list[SessionInfo]:
-        with self._tx() as conn:
-            rows = conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM navi_sessions "
-                "ORDER BY modified_at DESC, id DESC"
-            ).fetchall()
-        return [SessionInfo(*r) for r in rows]
-
-    def get(self, id_or_prefix: str) -> SessionInfo:
-        with self._tx() as conn:
-            sid = self._resolve(conn, id_or_prefix)
-            row = conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM navi_sessions WHERE id = %s", (sid,)
-            ).fetchone()
-        assert row is not None
-        return SessionInfo(*row)
-
-    def latest(self) -> SessionInfo | None:
-        with self._tx() as conn:
-            row = conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM navi_sessions "
-                "ORDER BY modified_at DESC, id DESC LIMIT 1"
-            ).fetchone()
-        return None if row is None else SessionInfo(*row)
-
-    def load(self, session_id: str) -> Conversation:
-        with self._tx() as conn:
-            sid = self._resolve(conn, session_id)
-            # One statement, one snapshot: a concurrent new_window cannot split it.
-            rows = conn.execute(
-                "SELECT m.body, m.body_text FROM navi_sessions s "
-                "JOIN navi_messages m ON m.session_id = s.id AND m.seq >= s.window_start "
-                "WHERE s.id = %s ORDER BY m.seq",
-                (sid,),
-            ).fetchall()
-        with self._errors():
-            return Conversation([_decode(b, t) for b, t in rows], sid)
-
-    def history(self, session_id: str) -> _Windows:
-        with self._tx() as conn:
-            sid = self._resolve(conn, session_id)
-            rows = conn.execute(
-                "SELECT s.window_count, m.window_no, m.body, m.body_text "
-                "FROM navi_sessions s LEFT JOIN navi_messages m ON m.session_id = s.id "
-                "WHERE s.id = %s ORDER BY m.seq",
-                (sid,),
-            ).fetchall()
-        windows: _Windows = [[] for _ in range(rows[0][0])]
-        with self._errors():
-            for _, window_no, body, body_text in rows:
-                if window_no is not None:
-                    windows[window_no].append(_decode(body, body_text))
-        return windows
-
-    def append(self, session_id: str, messages: Sequence[Message]) -> None:
-        self._write(session_id, messages, new_window=False)
-
-    def new_window(self, session_id: str, messages: Sequence[Message]) -> None:
-        self._write(session_id, messages, new_window=True)
-
-    def _write(
-        self, session_id: str, messages: Sequence[Message], *, new_window: bool
+    def _set_schema_version(
+        self, conn: psycopg.Connection[Any], old: int | None, new: int
     ) -> None:
-        with self._errors():  # encode first: a bad message writes nothing
-            rows = [codec.stored_row(m) for m in messages]
-        last_user, model = (_text(v) for v in session_summary(messages))
-        sql = _NEW_WINDOW if new_window else _APPEND
-        n = len(rows)
-        with self._tx() as conn:
-            # The UPDATE locks the session row: writers to one session take turns.
-            row = conn.execute(sql, (n, last_user, model, session_id)).fetchone()
-            if row is None:
-                sid = self._resolve(conn, session_id)
-                row = conn.execute(sql, (n, last_user, model, sid)).fetchone()
-                assert row is not None
-            else:
-                sid = session_id
-            total, window_count, now = row
-            first, window_no = total - n, window_count - 1
-            params = [
-                (sid, first + i, window_no, now, *_columns(r))
-                for i, r in enumerate(rows)
-            ]
-            with conn.cursor() as cur:
-                cur.executemany(_INSERT, params)
+        if old is None:
+            conn.execute("INSERT INTO navi_schema (version) VALUES (%s)", (new,))
+        else:
+            conn.execute("UPDATE navi_schema SET version = %s", (new,))
+
+    def _executemany(
+        self,
+        conn: psycopg.Connection[Any],
+        sql: str,
+        params: Sequence[Sequence[Any]],
+    ) -> None:
+        with conn.cursor() as cur:
+            cur.executemany(sql, params)
+
+    def _message_values(self, row: codec.StoredRow) -> tuple[Any, ...]:
+        # role, wire identity, then (jsonb, verbatim) body: jsonb refuses \u0000.
+        body = row.body.decode()
+        bodies = (None, body) if "\\u0000" in body else (body, None)
+        return (row.role, *map(_text, row[1:4]), *bodies)
+
+    def _message(self, body: Sequence[Any]) -> Message:
+        obj, text = body
+        return codec.from_obj(obj) if text is None else codec.decode(text)
+
+    def _text(self, value: str | None) -> str | None:
+        return _text(value)
+
+    def _scrub(self, exc: BaseException) -> None:
+        if self._password:
+            _scrub(exc, self._password)
+
+    # -- locks ------------------------------------------------------------------
 
     def lock(self, session_id: str) -> PostgresLock:
         sid = self.get(session_id).id
@@ -434,14 +312,3 @@ class PostgresStore:
         if not self._closed:
             self._closed = True
             self._pool.close()
-
-
-def _columns(row: codec.StoredRow) -> tuple[str | None, ...]:
-    """role, wire identity, then (jsonb, verbatim) body: jsonb refuses ``\\u0000``."""
-    body = row.body.decode()
-    bodies = (None, body) if "\\u0000" in body else (body, None)
-    return (row.role, *map(_text, row[1:4]), *bodies)
-
-
-def _decode(body: Any, body_text: str | None) -> Message:
-    return codec.from_obj(body) if body_text is None else codec.decode(body_text)

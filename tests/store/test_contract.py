@@ -103,6 +103,25 @@ def test_get_by_unique_prefix(store: SessionStore) -> None:
         assert store.load(prefix).session_id == sid
 
 
+def test_writes_take_a_unique_prefix(store: SessionStore) -> None:
+    sid, other = store.create().id, store.create().id
+    prefix = next(sid[:n] for n in range(1, len(sid)) if not other.startswith(sid[:n]))
+    store.append(prefix, [UserMessage("q1")])
+    store.new_window(prefix, [UserMessage("q2")])
+    store.append(prefix, [UserMessage("q3")])
+    assert store.history(sid) == [
+        [UserMessage("q1")],
+        [UserMessage("q2"), UserMessage("q3")],
+    ]
+    assert store.get(other).message_count == 0
+
+
+def test_a_new_session_was_modified_when_made(store: SessionStore) -> None:
+    info = store.create()
+    assert info.created_at == info.modified_at
+    assert store.get(info.id) == info
+
+
 def test_unknown_and_empty_ids_are_not_found(store: SessionStore) -> None:
     store.create()
     for bad in ("nope", "", "%", "_"):

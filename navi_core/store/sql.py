@@ -1,0 +1,349 @@
+"""The SQL store core: the ``SessionStore`` logic SQLite and PostgreSQL share, once.
+
+Both databases hold the same two tables. ``navi_sessions`` has one row per session
+with its listing columns (times, ``message_count``, last prompt, model) and its window
+bookkeeping (``window_count``, ``window_start``: the ``seq`` where the latest window
+begins). ``navi_messages`` has one row per message, keyed by ``(session_id, seq)``,
+with its ``window_no``, wire identity columns and codec JSON body; no key is written.
+
+``append`` and ``new_window`` are one transaction each: an ``UPDATE`` of the session
+row (which makes concurrent writers to one session take turns) returns the new count,
+the window and the time, then the message rows go in. Reads are one statement each,
+so a concurrent ``new_window`` cannot split what they return.
+
+``SQLStore`` holds that logic and leaves each store only its dialect: a ``Dialect``
+value for the SQL text that differs, plus hooks for connections and transactions,
+the schema version, body columns, and its lock. Driver and codec errors leave as a
+``SessionError`` naming the database; lookups raise ``SessionNotFound`` and
+``AmbiguousSession``.
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, Generic, Protocol, TypeAlias, TypeVar
+
+from .. import codec
+from ..conversation import Conversation, Message, valid_text
+from ..errors import AmbiguousSession, SessionError, SessionNotFound
+from .base import SessionInfo, SessionLock
+from .memory import session_summary
+
+__all__ = ["Connection", "Cursor", "Dialect", "SQLStore", "Statements"]
+
+_Windows: TypeAlias = "list[list[Message]]"
+_SESSION_COLUMNS: Final = (
+    "id, created_at, modified_at, message_count, last_user_message, model"
+)
+
+
+class Cursor(Protocol):
+    """The part of a DB-API cursor the core reads results through."""
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> builtins.list[Any]: ...
+
+
+class Connection(Protocol):
+    """The part of a driver connection the core runs statements on."""
+
+    def execute(self, sql: str, params: Sequence[Any], /) -> Cursor: ...
+
+
+ConnT = TypeVar("ConnT", bound=Connection)
+_StoreT = TypeVar("_StoreT", bound="SQLStore[Any]")
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """The SQL text that differs between databases; statements are built from it.
+
+    Every statement is written with ``?`` for a parameter, replaced by ``param``.
+    """
+
+    #: the driver's parameter placeholder
+    param: str
+    #: an expression for the current time in Unix seconds
+    now: str
+    #: the scalar maximum of two values
+    greatest: str
+    #: true when ``id`` starts with the one ``?`` parameter
+    prefix_match: str
+    #: the ``navi_messages`` columns holding a body, as read and written
+    body_columns: tuple[str, ...]
+    #: the placeholders those columns are inserted with
+    body_values: str
+
+
+@dataclass(frozen=True, slots=True)
+class Statements:
+    """Every statement the core runs, in one dialect."""
+
+    exists: str
+    prefix: str
+    create: str
+    list: str
+    get: str
+    latest: str
+    load: str
+    history: str
+    append: str
+    new_window: str
+    insert: str
+
+    @classmethod
+    def build(cls, d: Dialect) -> Statements:
+        body = ", ".join(f"m.{c}" for c in d.body_columns)
+        touch = (
+            "message_count = message_count + ?, "
+            f"modified_at = {d.greatest}(modified_at, {d.now})"
+        )
+        returning = "WHERE id = ? RETURNING message_count, window_count, modified_at"
+        sql = {
+            "exists": "SELECT 1 FROM navi_sessions WHERE id = ?",
+            "prefix": f"SELECT id FROM navi_sessions WHERE {d.prefix_match} LIMIT 2",
+            # One clock reading for both times: a new session was modified when made.
+            "create": "INSERT INTO navi_sessions (id, created_at, modified_at) "
+            f"SELECT ?, t, t FROM (SELECT {d.now} AS t) AS clock "
+            f"RETURNING {_SESSION_COLUMNS}",
+            "list": f"SELECT {_SESSION_COLUMNS} FROM navi_sessions "
+            "ORDER BY modified_at DESC, id DESC",
+            "get": f"SELECT {_SESSION_COLUMNS} FROM navi_sessions WHERE id = ?",
+            "latest": f"SELECT {_SESSION_COLUMNS} FROM navi_sessions "
+            "ORDER BY modified_at DESC, id DESC LIMIT 1",
+            "load": f"SELECT {body} FROM navi_sessions s JOIN navi_messages m "
+            "ON m.session_id = s.id AND m.seq >= s.window_start "
+            "WHERE s.id = ? ORDER BY m.seq",
+            # LEFT JOIN: a session without messages still gives its window count.
+            "history": f"SELECT s.window_count, m.window_no, {body} "
+            "FROM navi_sessions s LEFT JOIN navi_messages m ON m.session_id = s.id "
+            "WHERE s.id = ? ORDER BY m.seq",
+            "append": f"UPDATE navi_sessions SET {touch}, "
+            "last_user_message = COALESCE(?, last_user_message), "
+            f"model = COALESCE(?, model) {returning}",
+            "new_window": "UPDATE navi_sessions SET window_start = message_count, "
+            f"window_count = window_count + 1, {touch}, "
+            f"last_user_message = ?, model = ? {returning}",
+            "insert": "INSERT INTO navi_messages (session_id, seq, window_no, "
+            f"created_at, role, api_style, base_url, model, {', '.join(d.body_columns)}) "
+            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, {d.body_values})",
+        }
+        return cls(**{k: v.replace("?", d.param) for k, v in sql.items()})
+
+
+class SQLStore(abc.ABC, Generic[ConnT]):
+    """``SessionStore`` over SQL; a subclass supplies the dialect and the lock.
+
+    Subclasses set ``STATEMENTS`` and ``DRIVER_ERRORS``, open their database, call
+    ``_migrate`` inside one transaction, and implement the abstract hooks.
+    """
+
+    #: schema steps; ``MIGRATIONS[i]`` takes version ``i`` to ``i + 1``
+    MIGRATIONS: ClassVar[tuple[Callable[[Any], None], ...]] = ()
+    #: the statements, built once per dialect with ``Statements.build``
+    STATEMENTS: ClassVar[Statements]
+    #: what the driver raises; translated into ``SessionError``
+    DRIVER_ERRORS: ClassVar[tuple[type[Exception], ...]]
+
+    def __init__(self, where: str) -> None:
+        #: names the database in every error message
+        self._where = where
+        #: the failures ``_errors`` and ``_tx`` translate
+        self._caught: tuple[type[Exception], ...] = (
+            *self.DRIVER_ERRORS,
+            codec.CodecError,
+        )
+
+    def __enter__(self: _StoreT) -> _StoreT:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- dialect hooks ----------------------------------------------------------
+
+    @abc.abstractmethod
+    def _transaction(self, *, write: bool) -> AbstractContextManager[ConnT]:
+        """A connection in one transaction: committed, or rolled back on error.
+
+        ``write`` asks for the writer's lock at once where the database has one.
+        Raises ``self._closed_error()`` once the store is closed.
+        """
+
+    @abc.abstractmethod
+    def _schema_version(self, conn: ConnT) -> int | None:
+        """The stored schema version, None when none is recorded yet."""
+
+    @abc.abstractmethod
+    def _set_schema_version(self, conn: ConnT, old: int | None, new: int) -> None:
+        """Record ``new`` as the schema version (``old`` as ``_schema_version`` said)."""
+
+    @abc.abstractmethod
+    def _executemany(
+        self, conn: ConnT, sql: str, params: Sequence[Sequence[Any]]
+    ) -> None:
+        """Run ``sql`` once per parameter row."""
+
+    @abc.abstractmethod
+    def _message_values(self, row: codec.StoredRow) -> tuple[Any, ...]:
+        """role, api_style, base_url, model, then the body columns, to insert."""
+
+    @abc.abstractmethod
+    def _message(self, body: Sequence[Any]) -> Message:
+        """The message in the body columns of one row, as selected."""
+
+    def _text(self, value: str | None) -> str | None:
+        """A listing column value the database can hold."""
+        return None if value is None else valid_text(value)
+
+    def _scrub(self, exc: BaseException) -> None:
+        """Remove secrets from a driver error before it is shown (none by default)."""
+
+    @abc.abstractmethod
+    def lock(self, session_id: str) -> SessionLock:
+        """Become the session's only driver; raises ``SessionBusy`` when taken."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections and files (idempotent)."""
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def _error(self, exc: Exception) -> SessionError:
+        """A driver or codec failure as a ``SessionError`` naming the database."""
+        self._scrub(exc)
+        text = str(exc).strip() or type(exc).__name__
+        return SessionError(f"{self._where}: {text}")
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn driver and codec failures into a ``SessionError`` naming the database."""
+        try:
+            yield
+        except self._caught as exc:
+            raise self._error(exc) from exc
+
+    def _closed_error(self) -> SessionError:
+        return SessionError(f"{self._where}: store is closed")
+
+    @contextmanager
+    def _tx(self, *, write: bool = False) -> Iterator[ConnT]:
+        """One transaction, its failures translated as ``_errors`` does."""
+        try:
+            with self._transaction(write=write) as conn:
+                yield conn
+        except self._caught as exc:
+            raise self._error(exc) from exc
+
+    def _migrate(self, conn: ConnT) -> None:
+        """Run the missing ``MIGRATIONS`` in the caller's transaction; refuse newer."""
+        target = len(self.MIGRATIONS)
+        stored = self._schema_version(conn)
+        version = stored or 0
+        if version > target:
+            raise SessionError(
+                f"{self._where} has schema v{version}, newer than this navi_core "
+                f"knows (v{target}); upgrade navi_core"
+            )
+        for step in self.MIGRATIONS[version:]:
+            step(conn)
+        if stored != target:
+            self._set_schema_version(conn, stored, target)
+
+    def _resolve(self, conn: ConnT, id_or_prefix: str) -> str:
+        """The one session id equal to, or else starting with, ``id_or_prefix``."""
+        sql = self.STATEMENTS
+        if conn.execute(sql.exists, (id_or_prefix,)).fetchone():
+            return id_or_prefix
+        rows = (
+            conn.execute(sql.prefix, (id_or_prefix,)).fetchall() if id_or_prefix else []
+        )
+        if not rows:
+            raise SessionNotFound(f"no session matches {id_or_prefix!r}")
+        if len(rows) > 1:
+            raise AmbiguousSession(
+                f"{id_or_prefix!r} matches several sessions; give more characters"
+            )
+        return str(rows[0][0])
+
+    # -- SessionStore -----------------------------------------------------------
+
+    def create(self) -> SessionInfo:
+        with self._tx(write=True) as conn:
+            row = conn.execute(self.STATEMENTS.create, (uuid.uuid4().hex,)).fetchone()
+        return SessionInfo(*row)
+
+    def list(self) -> builtins.list[SessionInfo]:
+        with self._tx() as conn:
+            rows = conn.execute(self.STATEMENTS.list, ()).fetchall()
+        return [SessionInfo(*r) for r in rows]
+
+    def get(self, id_or_prefix: str) -> SessionInfo:
+        with self._tx() as conn:
+            sid = self._resolve(conn, id_or_prefix)
+            row = conn.execute(self.STATEMENTS.get, (sid,)).fetchone()
+        return SessionInfo(*row)
+
+    def latest(self) -> SessionInfo | None:
+        with self._tx() as conn:
+            row = conn.execute(self.STATEMENTS.latest, ()).fetchone()
+        return None if row is None else SessionInfo(*row)
+
+    def load(self, session_id: str) -> Conversation:
+        with self._tx() as conn:
+            sid = self._resolve(conn, session_id)
+            rows = conn.execute(self.STATEMENTS.load, (sid,)).fetchall()
+        with self._errors():
+            return Conversation([self._message(r) for r in rows], sid)
+
+    def history(self, session_id: str) -> _Windows:
+        with self._tx() as conn:
+            sid = self._resolve(conn, session_id)
+            rows = conn.execute(self.STATEMENTS.history, (sid,)).fetchall()
+        windows: _Windows = [[] for _ in range(rows[0][0])]
+        with self._errors():
+            for row in rows:
+                if row[1] is not None:
+                    windows[row[1]].append(self._message(row[2:]))
+        return windows
+
+    def append(self, session_id: str, messages: Sequence[Message]) -> None:
+        self._write(session_id, messages, new_window=False)
+
+    def new_window(self, session_id: str, messages: Sequence[Message]) -> None:
+        self._write(session_id, messages, new_window=True)
+
+    def _write(
+        self, session_id: str, messages: Sequence[Message], *, new_window: bool
+    ) -> None:
+        try:  # encode first: a bad message writes nothing
+            rows = [codec.stored_row(m) for m in messages]
+        except codec.CodecError as exc:
+            raise self._error(exc) from exc
+        last_user, model = (self._text(v) for v in session_summary(messages))
+        sql = self.STATEMENTS
+        update = sql.new_window if new_window else sql.append
+        n = len(rows)
+        with self._tx(write=True) as conn:
+            # Try the id as given first: the usual case needs no lookup.
+            sid = session_id
+            row = conn.execute(update, (n, last_user, model, sid)).fetchone()
+            if row is None:
+                sid = self._resolve(conn, session_id)
+                row = conn.execute(update, (n, last_user, model, sid)).fetchone()
+            total, window_count, now = row
+            first, window_no = total - n, window_count - 1
+            self._executemany(
+                conn,
+                sql.insert,
+                [
+                    (sid, first + i, window_no, now, *self._message_values(r))
+                    for i, r in enumerate(rows)
+                ],
+            )
