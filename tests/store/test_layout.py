@@ -1,8 +1,11 @@
-"""The store package's shape: one SQL core, small modules, no foreign private names."""
+"""The store package's shape: one SQL core under both SQL stores.
+
+(Module size and private names are checked for the whole package in
+tests/test_structure.py.)
+"""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 from pathlib import Path
 
@@ -13,32 +16,6 @@ from navi_core.store import SQLiteStore
 from navi_core.store.sql import Dialect, SQLStore, Statements
 
 STORE_DIR = Path(navi_core.store.__file__).parent
-
-
-def _modules() -> list[Path]:
-    return sorted(STORE_DIR.glob("*.py"))
-
-
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: p.name)
-def test_module_is_small(path: Path) -> None:
-    assert len(path.read_text().splitlines()) <= 400
-
-
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: p.name)
-def test_module_reads_no_private_name_of_another(path: Path) -> None:
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Attribute) and _private(node.attr):
-            owner = node.value
-            if not (isinstance(owner, ast.Name) and owner.id in ("self", "cls")):
-                found.append(f"{ast.unparse(owner)}.{node.attr} (line {node.lineno})")
-        elif isinstance(node, ast.ImportFrom):
-            found += [f"import {a.name}" for a in node.names if _private(a.name)]
-    assert found == []
-
-
-def _private(name: str) -> bool:
-    return name.startswith("_") and not name.startswith("__")
 
 
 def test_sqlite_and_postgres_share_the_core() -> None:
