@@ -32,7 +32,6 @@ __all__ = [
     "DONE",
     "ERROR",
     "FINISH",
-    "KIND_NAMES",
     "MODEL",
     "REDACTED_THINKING",
     "SIGNATURE",
@@ -54,17 +53,3 @@ USAGE: Final = 7
 MODEL: Final = 8
 ERROR: Final = 9
 DONE: Final = 10
-
-KIND_NAMES: Final = (
-    "TEXT",
-    "THINKING",
-    "SIGNATURE",
-    "REDACTED_THINKING",
-    "TOOL_START",
-    "TOOL_ARGS",
-    "FINISH",
-    "USAGE",
-    "MODEL",
-    "ERROR",
-    "DONE",
-)
