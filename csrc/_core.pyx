@@ -1,8 +1,24 @@
 # cython: language_level=3, embedsignature=True
-"""Compiled core of navi_core: SSE framing, provider delta parsing, token estimate, base64.
+"""Compiled core of navi_core: SSE framing, delta parsing, token estimate, base64.
 
-The twin ``navi_core/_core_py.py`` gives identical results; see it for the reference.
+The pure twin ``navi_core/_core_py.py`` gives identical results and is the reference.
+Each twin include mirrors one of its modules file for file and name for name:
+``_framing.pxi`` ↔ ``_framing_py.py``, ``_sse.pxi`` ↔ ``_sse_py.py``, ``_text.pxi`` ↔
+``_text_py.py``. The ``_fast_*.pxi`` includes are C-only fast paths with no twin.
 """
 
+__all__ = [
+    "AnthropicParser",
+    "OpenAIChatParser",
+    "SSEDecoder",
+    "SSEEvent",
+    "b64encode",
+    "estimate_tokens",
+]
+
+include "_fast_scan.pxi"
+include "_fast_shapes.pxi"
+include "_fast_b64.pxi"
+include "_framing.pxi"
 include "_sse.pxi"
 include "_text.pxi"

@@ -1,317 +1,169 @@
-# SSE framing and the OpenAI / Anthropic delta parsers: the compiled twin of
-# navi_core/_framing_py.py and navi_core/_sse_py.py, which document the rules. Same
-# results, errors and messages; tests/core/test_differential.py holds the two to that.
+# The OpenAI / Anthropic delta parsers: the compiled twin of navi_core/_sse_py.py.
 #
-# Speed comes from three things: lines are found with memchr in the caller's buffer
-# (only an unfinished line is copied), fields are matched on char pointers, and the
-# common chunks (OpenAI content deltas, Anthropic content_block_delta) are read by a
-# strict hand scanner (_sse_fast.pxi); anything else goes through orjson. Cold paths
-# (errors, retry values, odd input types, JSON members) call the twin's own helpers.
+# Parser._dispatch takes the same three steps as the twin's: _fast, _terminal, then
+# _generic. Only _fast differs: here it is a strict scanner over the bytes of the
+# common chunks (the C-only _fast_scan.pxi and _fast_shapes.pxi). _generic hands the
+# payload to the twin's own reader (OpenAIChatReader, AnthropicReader): the generic
+# orjson path exists once, in Python, and the fast path shares the reader's state.
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.string cimport memchr, memcmp, memset
-
-import orjson
+from cpython.bytes cimport (
+    PyBytes_AS_STRING,
+    PyBytes_FromStringAndSize,
+    PyBytes_GET_SIZE,
+)
+from libc.string cimport memcmp, memset
 
 from navi_core import deltas as _deltas
-from navi_core._framing_py import (
-    _ANTHROPIC_USAGE,
-    _BOM,
-    DEFAULT_MAX_EVENT_BYTES,
-    SSEEvent,
-    _as_bytes,
-    _data_error,
-    _int,
-    _line_error,
-    _loads,
-    _retry,
-    _shape_error,
-    _str,
-)
-from navi_core.errors import MalformedStream
-
-include "_sse_scan.pxi"
-include "_sse_fast.pxi"
+from navi_core._sse_py import AnthropicReader, OpenAIChatReader
 
 cdef object _TEXT = _deltas.TEXT
 cdef object _THINKING = _deltas.THINKING
 cdef object _SIGNATURE = _deltas.SIGNATURE
-cdef object _REDACTED_THINKING = _deltas.REDACTED_THINKING
 cdef object _TOOL_START = _deltas.TOOL_START
 cdef object _TOOL_ARGS = _deltas.TOOL_ARGS
 cdef object _FINISH = _deltas.FINISH
-cdef object _USAGE = _deltas.USAGE
 cdef object _MODEL = _deltas.MODEL
-cdef object _ERROR = _deltas.ERROR
 cdef tuple _DONE_DELTA = (_deltas.DONE,)
 
 
-cdef inline Py_ssize_t _eol(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
-    while i < n and p[i] != 10 and p[i] != 13:
-        i += 1
-    return i
+cdef class Parser(Framer):
+    """Turns each event payload into deltas: ``_fast``, ``_terminal``, ``_generic``."""
 
+    cdef object _reader  # the twin's reader, made by the subclass: the generic path
 
-cdef class _Framer:
-    """Splits bytes into SSE fields and hands each complete event to ``_dispatch``."""
-
-    cdef bytearray _buf  # an unfinished line (or, before the BOM check, the first bytes)
-    cdef Py_ssize_t _buf_offset  # stream offset of _buf[0]
-    cdef Py_ssize_t _pos  # stream offset of the next byte fed
-    cdef Py_ssize_t _max, _size, _data_offset
-    cdef bint _bom, _skip_lf, _closed, _stopped
-    cdef bint _names_events  # False: _dispatch never reads _event, so it is not kept
-    cdef list _parts
-    cdef bytes _event
-    cdef str _id
-    cdef object _retry, _error
-
-    def __cinit__(self, max_event_bytes=DEFAULT_MAX_EVENT_BYTES):
-        # Here rather than in __init__: an object made by cls.__new__(cls) is usable.
-        if max_event_bytes < 1:
-            raise ValueError("max_event_bytes must be positive")
-        self._max = max_event_bytes
-        self._buf = bytearray()
-        self._bom = True
-        self._parts = []
-        self._event = b""
-        self._id = ""
-
-    def feed(self, data):
-        """Consume a chunk of the body; return what it completed (maybe nothing)."""
-        cdef list out = []
-        cdef Py_buffer view
-        if type(data) is not bytes and type(data) is not bytearray:
-            data = _as_bytes(data)
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            raise ValueError("feed() called after close()")
-        if self._stopped:
-            return out
-        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-        try:
-            if view.len:
-                try:
-                    self._feed(<const unsigned char*>view.buf, view.len, out)
-                except MalformedStream as exc:
-                    self._fail(exc, out)
-        finally:
-            PyBuffer_Release(&view)
-        return out
-
-    def close(self):
-        """End of input: finish the last line and dispatch a pending event with data."""
-        cdef list out = []
-        if self._error is not None:
-            raise self._error
-        if not self._closed:
-            self._closed = True
-            if not self._stopped:
-                try:
-                    self._finish(out)
-                except MalformedStream as exc:
-                    self._fail(exc, out)
-        return out
-
-    cdef int _fail(self, exc, list out) except -1:
-        self._error = exc
-        PyByteArray_Resize(self._buf, 0)
-        self._parts = []
-        if not out:
-            raise exc
-        return 0
-
-    cdef int _feed(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
-        cdef bytes head
-        if not self._bom:
-            return self._chunk(p, n, out)
-        head = bytes(self._buf) + (<const char*>p)[:n]
-        if len(head) < 3 and _BOM.startswith(head):
-            self._buf = bytearray(head)
-            return 0
-        return self._unhold(head, out)
-
-    cdef int _unhold(self, bytes head, list out) except -1:
-        """The BOM question is settled: feed what was held back."""
-        self._bom = False
-        PyByteArray_Resize(self._buf, 0)
-        if head.startswith(_BOM):
-            head = head[3:]
-            self._pos += 3
-        if head:
-            self._chunk(<const unsigned char*>PyBytes_AS_STRING(head), len(head), out)
-        return 0
-
-    cdef int _finish(self, list out) except -1:
-        if self._bom:
-            self._unhold(bytes(self._buf), out)
-            if self._stopped:
-                return 0
-        if PyByteArray_GET_SIZE(self._buf):
-            self._line(
-                <const unsigned char*>PyByteArray_AS_STRING(self._buf),
-                PyByteArray_GET_SIZE(self._buf),
-                self._buf_offset,
-                out,
-            )
-            PyByteArray_Resize(self._buf, 0)
-        if self._parts and not self._stopped:
-            self._flush(out)
-        return 0
-
-    cdef inline Py_ssize_t _past_eol(self, const unsigned char* p, Py_ssize_t j, Py_ssize_t n):
-        """Index after the line terminator at p[j]; a CR ending the chunk may pair later."""
-        if p[j] == 10:
-            return j + 1
-        if j + 1 < n:
-            return j + 2 if p[j + 1] == 10 else j + 1
-        self._skip_lf = True
-        return j + 1
-
-    cdef int _chunk(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
-        cdef Py_ssize_t base = self._pos, i = 0, j
-        cdef bytearray buf = self._buf
-        cdef const unsigned char* q
-        self._pos = base + n
-        if self._skip_lf:
-            self._skip_lf = False
-            if p[0] == 10:
-                i = 1
-        if PyByteArray_GET_SIZE(buf):  # finish the line the last chunk left open
-            j = _eol(p, i, n)
-            buf += (<const char*>p)[i:j]
-            if PyByteArray_GET_SIZE(buf) > self._max:
-                raise _line_error(self._buf_offset, self._max)
-            if j == n:
-                return 0
-            self._line(
-                <const unsigned char*>PyByteArray_AS_STRING(buf),
-                PyByteArray_GET_SIZE(buf),
-                self._buf_offset,
-                out,
-            )
-            PyByteArray_Resize(buf, 0)
-            i = self._past_eol(p, j, n)
-            if self._stopped:
-                return 0
-        if memchr(p + i, 13, n - i) == NULL:
-            while True:
-                q = <const unsigned char*>memchr(p + i, 10, n - i)
-                if q == NULL:
-                    break
-                j = q - p
-                if (
-                    j + 1 < n and p[j + 1] == 10 and 6 <= j - i <= self._max
-                    and memcmp(p + i, b"data: ", 6) == 0 and not self._parts
-                ):  # the usual one-line event: same effect as two _line calls
-                    self._data_offset = base + i
-                    self._dispatch(p + i + 6, j - i - 6, out)
-                    self._event = b""
-                    self._retry = None
-                    i = j + 2
-                else:
-                    self._line(p + i, j - i, base + i, out)
-                    i = j + 1
-                if self._stopped:
-                    return 0
-        else:
-            while i < n:
-                j = _eol(p, i, n)
-                if j == n:
-                    break
-                self._line(p + i, j - i, base + i, out)
-                i = self._past_eol(p, j, n)
-                if self._stopped:
-                    return 0
-        if i < n:
-            if n - i > self._max:
-                raise _line_error(base + i, self._max)
-            buf += (<const char*>p)[i:n]
-            self._buf_offset = base + i
-        return 0
-
-    cdef int _line(
-        self, const unsigned char* p, Py_ssize_t n, Py_ssize_t offset, list out
+    cdef int _dispatch(
+        self, const unsigned char* p, Py_ssize_t n, list out
     ) except -1:
-        """Apply one line (without its terminator) to the pending event."""
-        cdef const unsigned char* colon
-        cdef const unsigned char* v
-        cdef Py_ssize_t name, vn
-        if n == 0:
-            if self._parts:
-                self._flush(out)
-            else:
-                self._event = b""
-                self._retry = None
-            return 0
-        if n > self._max:
-            raise _line_error(offset, self._max)
-        if p[0] == 58:  # ":" starts a comment
-            return 0
-        colon = <const unsigned char*>memchr(p, 58, n)
-        if colon == NULL:
-            name, v, vn = n, p + n, 0
-        else:
-            name = colon - p
-            v = colon + 1
-            vn = n - name - 1
-            if vn and v[0] == 32:
-                v += 1
-                vn -= 1
-        if name == 4 and memcmp(p, b"data", 4) == 0:
-            if self._parts:
-                self._size += vn + 1
-            else:
-                self._size = vn
-                self._data_offset = offset
-            if self._size > self._max:
-                raise _data_error(offset, self._max)
-            self._parts.append(PyBytes_FromStringAndSize(<const char*>v, vn))
-        elif name == 5 and memcmp(p, b"event", 5) == 0:
-            if self._names_events:
-                self._event = PyBytes_FromStringAndSize(<const char*>v, vn)
-        elif name == 2 and memcmp(p, b"id", 2) == 0:
-            if memchr(v, 0, vn) == NULL:
-                self._id = PyUnicode_DecodeUTF8(<const char*>v, vn, b"replace")
-        elif name == 5 and memcmp(p, b"retry", 5) == 0:
-            retry = _retry(PyBytes_FromStringAndSize(<const char*>v, vn))
-            if retry is not None:
-                self._retry = retry
+        if not self._fast(p, n, out) and not self._terminal(p, n, out):
+            self._generic(PyBytes_FromStringAndSize(<const char*>p, n), out)
         return 0
 
-    cdef int _flush(self, list out) except -1:
-        cdef list parts = self._parts
-        cdef bytes data = parts[0] if len(parts) == 1 else b"\n".join(parts)
-        del parts[:]
-        self._dispatch(
-            <const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), out
-        )
-        self._event = b""
-        self._retry = None
+    cdef bint _fast(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
+        """Emit the deltas of a chunk the scanner takes; False otherwise."""
+        return False
+
+    cdef bint _terminal(
+        self, const unsigned char* p, Py_ssize_t n, list out
+    ) except -1:
+        """Handle the payload that ends the stream, if p[:n] is it."""
+        return False
+
+    cdef int _generic(self, bytes data, list out) except -1:
+        """The reader's deltas for ``data``."""
+        self._reader.read(data, self._data_offset, out)
         return 0
 
-    cdef int _dispatch(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
-        """Handle one event's data (valid until this returns)."""
-        raise NotImplementedError
 
+cdef class OpenAIChatParser(Parser):
+    """Chat-completions stream (``data: {chunk}`` ... ``data: [DONE]``) to deltas."""
 
-cdef class SSEDecoder(_Framer):
-    """Incremental ``text/event-stream`` decoder: bytes in, ``SSEEvent`` values out."""
+    cdef bytes _model_raw  # the JSON text the reader's model was last read from here
+    cdef set _tools  # the reader's set of started tool calls (the same object)
 
     def __cinit__(self, *args, **kwargs):
-        self._names_events = True
+        self._reader = OpenAIChatReader()
+        self._tools = self._reader.tools
+        self._model_raw = b""
 
-    cdef int _dispatch(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
-        event = PyUnicode_DecodeUTF8(
-            PyBytes_AS_STRING(self._event), PyBytes_GET_SIZE(self._event), b"replace"
-        )
-        text = PyUnicode_DecodeUTF8(<const char*>p, n, b"replace")
-        out.append(SSEEvent(event or "message", text, self._id, self._retry))
-        return 0
+    cdef bint _terminal(
+        self, const unsigned char* p, Py_ssize_t n, list out
+    ) except -1:
+        if n != 6 or memcmp(p, b"[DONE]", 6) != 0:
+            return False
+        out.append(_DONE_DELTA)
+        self._stopped = True
+        return True
+
+    cdef int _generic(self, bytes data, list out) except -1:
+        self._model_raw = b""  # the reader may set another model: compare afresh
+        return Parser._generic(self, data, out)
+
+    cdef bint _fast(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
+        cdef _OpenAIChunk c
+        cdef Py_ssize_t size
+        memset(&c, 0, sizeof(c))
+        if _openai_chunk(p, n, &c) < 0:
+            return False
+        if c.model_st == 2 and _nonempty(&c.model):
+            size = c.model.end - c.model.start
+            if size != PyBytes_GET_SIZE(self._model_raw) or memcmp(
+                p + c.model.start, PyBytes_AS_STRING(self._model_raw), size
+            ):  # not the text seen last: decode it (an escaped twin may still be equal)
+                model = _text(p, &c.model)
+                self._model_raw = PyBytes_FromStringAndSize(
+                    <const char*>p + c.model.start, size
+                )
+                reader = self._reader
+                if model != reader.model:
+                    reader.model = model
+                    out.append((_MODEL, model))
+        if c.reasoning_content_st == 2 and _nonempty(&c.reasoning_content):
+            out.append((_THINKING, _text(p, &c.reasoning_content)))
+        elif c.reasoning_st == 2 and _nonempty(&c.reasoning):
+            out.append((_THINKING, _text(p, &c.reasoning)))
+        if c.content_st == 2 and _nonempty(&c.content):
+            out.append((_TEXT, _text(p, &c.content)))
+        if c.refusal_st == 2 and _nonempty(&c.refusal):
+            out.append((_TEXT, _text(p, &c.refusal)))
+        if c.call_st:
+            index = c.call_index if c.call_index_st == 2 else 0
+            if index not in self._tools:
+                self._tools.add(index)
+                call_id = _text(p, &c.call_id) if c.call_id_st == 2 else ""
+                name = _text(p, &c.call_name) if c.call_name_st == 2 else ""
+                out.append((_TOOL_START, index, call_id, name))
+            if c.call_args_st == 2 and _nonempty(&c.call_args):
+                out.append((_TOOL_ARGS, index, _text(p, &c.call_args)))
+        if c.finish_st == 2:
+            out.append((_FINISH, _text(p, &c.finish)))
+        return True
 
 
-include "_sse_parsers.pxi"
+cdef class AnthropicParser(Parser):
+    """Anthropic Messages stream to deltas, dispatching on each payload's ``type``."""
+
+    cdef dict _blocks  # the reader's block index -> tool ordinal (the same object)
+
+    def __cinit__(self, *args, **kwargs):
+        self._reader = AnthropicReader()
+        self._blocks = self._reader.blocks
+
+    cdef bint _fast(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
+        """Also skips a ping or a content_block_stop."""
+        cdef _AnthropicEvent e
+        memset(&e, 0, sizeof(e))
+        if _anthropic_event(p, n, &e) < 0 or e.type_st != 2:
+            return False
+        # The types are compared as raw bytes: an escaped one ("text\u005fdelta") may
+        # still mean one of them, so the generic path decides.
+        if e.type.flags & _ESCAPED:
+            return False
+        if e.delta_type_st == 2 and e.delta_type.flags & _ESCAPED:
+            return False
+        if _is(p, &e.type, b"ping", 4) or _is(p, &e.type, b"content_block_stop", 18):
+            return True
+        if not _is(p, &e.type, b"content_block_delta", 19) or not e.delta_st:
+            return False
+        if e.delta_type_st != 2:  # no delta type: nothing to emit
+            return True
+        if _is(p, &e.delta_type, b"text_delta", 10):
+            if e.text_st != 2:
+                return False
+            if _nonempty(&e.text):
+                out.append((_TEXT, _text(p, &e.text)))
+        elif _is(p, &e.delta_type, b"input_json_delta", 16):
+            if e.partial_json_st != 2 or not e.index_st:
+                return False
+            ordinal = self._blocks.get(e.index)
+            if ordinal is not None and _nonempty(&e.partial_json):
+                out.append((_TOOL_ARGS, ordinal, _text(p, &e.partial_json)))
+        elif _is(p, &e.delta_type, b"thinking_delta", 14):
+            if e.thinking_st != 2:
+                return False
+            if _nonempty(&e.thinking):
+                out.append((_THINKING, _text(p, &e.thinking)))
+        elif _is(p, &e.delta_type, b"signature_delta", 15):
+            if e.signature_st != 2:
+                return False
+            out.append((_SIGNATURE, _text(p, &e.signature)))
+        return True

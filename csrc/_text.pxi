@@ -1,12 +1,12 @@
 # Token estimate and base64: the compiled twin of navi_core/_text_py.py, which documents
-# the rules and owns the cost tables; they are copied into C arrays below at import, so
-# both twins price every piece alike. tests/core/test_differential_text.py holds the
-# two to the same results.
-#
-# estimate_tokens walks the string's PEP 393 storage directly (one specialisation per
-# code unit width) with the GIL released for long strings. b64encode lives in
-# _text_b64.pxi.
+# the rules and owns the cost tables, copied into C arrays at import so both twins price
+# every piece alike (tests/core/test_differential_text.py holds them to that). Helpers
+# carry the twin's names; C only: _copy_table, _load_tables, and _scan / _scan_text,
+# the loop of estimate_tokens on the PEP 393 storage, once per code unit width, with the
+# GIL released for long strings. b64encode's table loop is the C-only _fast_b64.pxi.
 
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.string cimport memcpy
 
 from navi_core import _text_py as _tp
@@ -89,15 +89,17 @@ cdef int _tk_spaces_per_token = _tp.SPACES_PER_TOKEN
 cdef int _tk_newlines_per_token = _tp.NEWLINES_PER_TOKEN
 
 
-cdef int _tk_copy(int* dst, tuple src, Py_ssize_t size) except -1:
+cdef int _copy_table(int* dst, tuple src, Py_ssize_t size) except -1:
     if len(src) != size:
-        raise ImportError(f"navi_core._text_py table has {len(src)} entries, not {size}")
+        raise ImportError(
+            f"navi_core._text_py table has {len(src)} entries, not {size}"
+        )
     for i in range(size):
         dst[i] = src[i]
     return 0
 
 
-cdef int _tk_load() except -1:
+cdef int _load_tables() except -1:
     cdef bytes bmp = _tp.BMP_CLASS
     cdef Py_ssize_t i
     if (
@@ -109,31 +111,29 @@ cdef int _tk_load() except -1:
     memcpy(_tk_bmp, <const char*>bmp, 0x10000)
     for i in range(5):
         _tk_astral_lo[i], _tk_astral_hi[i], _tk_astral_cls[i] = _tp.ASTRAL_RANGES[i]
-    _tk_copy(_tk_ascii_word, _tp.ASCII_WORD, 78)
-    _tk_copy(_tk_script_step, _tp.SCRIPT_STEP, 110)
-    _tk_copy(_tk_punct_run, _tp.PUNCT_RUN, 9)
-    _tk_copy(_tk_symbol, _tp.SYMBOL_COST, 22)
-    _tk_copy(_tk_prefix, _tp.PREFIX_COST, 22)
+    _copy_table(_tk_ascii_word, _tp.ASCII_WORD, 78)
+    _copy_table(_tk_script_step, _tp.SCRIPT_STEP, 110)
+    _copy_table(_tk_punct_run, _tp.PUNCT_RUN, 9)
+    _copy_table(_tk_symbol, _tp.SYMBOL_COST, 22)
+    _copy_table(_tk_prefix, _tp.PREFIX_COST, 22)
     return 0
 
 
-_tk_load()
+_load_tables()
 
 
-cdef inline int _tk_class(Py_UCS4 cp) noexcept nogil:
-    if cp < 0x10000:
-        return _tk_bmp[cp]
+cdef inline int _astral_class(Py_UCS4 cp) noexcept nogil:
     for i in range(5):
         if _tk_astral_lo[i] <= cp <= _tk_astral_hi[i]:
             return _tk_astral_cls[i]
     return _TK_OTHER
 
 
-cdef inline bint _tk_letter(int cls) noexcept nogil:
+cdef inline bint _is_letter(int cls) noexcept nogil:
     return cls <= _TK_UPPER or _TK_LATIN <= cls <= _TK_MARK
 
 
-cdef inline long long _tk_word(
+cdef inline long long _word_cost(
     int prefix, Py_ssize_t ascii_letters, Py_ssize_t capitals, long long cost
 ) noexcept nogil:
     cdef int row
@@ -148,37 +148,27 @@ cdef inline long long _tk_word(
     return cost
 
 
-cdef inline long long _tk_punct(
-    long long symbols, Py_ssize_t changes, Py_ssize_t repeats, bint lead, bint trail
+cdef inline long long _punct_cost(
+    Py_ssize_t changes, Py_ssize_t repeats, bint lead, bint trail
 ) noexcept nogil:
-    cdef long long cost = symbols + repeats // 16 * <long long>_tk_repeat_16
-    if lead:
-        cost += _tk_lead_space
+    cdef long long cost = _tk_lead_space if lead else 0
     if trail:
         cost += _tk_trailing_newline
+    cost += repeats // 16 * <long long>_tk_repeat_16
     if changes > 8:
         return cost + _tk_punct_run[8] + (changes - 8) * <long long>_tk_punct_slope
     return cost + _tk_punct_run[changes]
 
 
-cdef inline int _tk_step(int cls, int prefix, Py_ssize_t run) noexcept nogil:
-    """The cost of the ``run``-th letter of a run of script ``cls`` in a word."""
-    cdef int row = (cls - _TK_LATIN) * 2 + (0 if prefix == _TK_PRE_SPACE else 1)
-    return _tk_script_step[row * 5 + (run if run < 5 else 5) - 1]
-
-
-cdef inline long long _tk_newlines(Py_ssize_t n) noexcept nogil:
-    return _tk_token + (n - 1) // _tk_newlines_per_token * _tk_token
-
-
-cdef inline long long _tk_spaces(Py_ssize_t n) noexcept nogil:
+cdef inline long long _space_cost(Py_ssize_t n) noexcept nogil:
     return _tk_token + (n - 1) // _tk_spaces_per_token * _tk_token
 
 
-cdef long long _tk_scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
-    """Thousandths of a token in ``s[:n]``, step for step as _text_py.estimate_tokens."""
+cdef long long _scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
+    """Thousandths of a token in ``s[:n]``, step for step as the twin's
+    estimate_tokens."""
     cdef long long total = 0
-    cdef int mode = _TK_NONE, cls
+    cdef int mode = _TK_NONE, cls, sv
     cdef Py_UCS4 cp
     cdef int w_pre = 0, w_pre_cls = 0, w_run = -1
     cdef Py_ssize_t w_ascii = 0, w_caps = 0, w_len = 0
@@ -193,7 +183,7 @@ cdef long long _tk_scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
     cdef bint s_tail_space = False
     for i in range(n):
         cp = s[i]
-        cls = _tk_class(cp)
+        cls = _tk_bmp[cp] if cp < 0x10000 else _astral_class(cp)
         if mode == _TK_WORD:
             if _TK_LATIN <= cls <= _TK_MARK:
                 w_lower = True
@@ -202,7 +192,10 @@ cdef long long _tk_scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
                 else:
                     w_run = cls
                     w_len = 1
-                w_cost += _tk_step(cls, w_pre, w_len)
+                sv = 0 if w_pre == _TK_PRE_SPACE else 1
+                w_cost += _tk_script_step[
+                    ((cls - _TK_LATIN) * 2 + sv) * 5 + (w_len if w_len < 5 else 5) - 1
+                ]
                 continue
             if cls == _TK_LOWER:
                 w_ascii += 1
@@ -212,10 +205,10 @@ cdef long long _tk_scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
                 w_ascii += 1
                 w_caps += 1
                 continue
-            total += _tk_word(w_pre, w_ascii, w_caps, w_cost)
+            total += _word_cost(w_pre, w_ascii, w_caps, w_cost)
             mode = _TK_NONE
         elif mode == _TK_PUNCTS:
-            if _tk_letter(cls) and p_len == 1 and not p_lead:
+            if _is_letter(cls) and p_len == 1 and not p_lead:
                 mode = _TK_WORD
                 w_pre = _TK_PRE_PUNCT if p_first < 0x80 else _TK_PRE_OTHER
                 w_pre_cls = p_first_cls
@@ -233,12 +226,12 @@ cdef long long _tk_scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
                 mode = _TK_TRAIL
                 continue
             else:
-                total += _tk_punct(p_cost, p_changes, p_repeats, p_lead, False)
+                total += p_cost + _punct_cost(p_changes, p_repeats, p_lead, False)
                 mode = _TK_NONE
         elif mode == _TK_TRAIL:
             if cls == _TK_NEWLINE or cp == 0x2F:
                 continue
-            total += _tk_punct(p_cost, p_changes, p_repeats, p_lead, True)
+            total += p_cost + _punct_cost(p_changes, p_repeats, p_lead, True)
             mode = _TK_NONE
         elif mode == _TK_DIGITS:
             if cls == _TK_DIGIT:
@@ -256,12 +249,14 @@ cdef long long _tk_scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
                 s_tail_space = cp == 0x20
                 continue
             if s_newlines:
-                total += _tk_newlines(s_newlines)
+                total += (
+                    _tk_token + (s_newlines - 1) // _tk_newlines_per_token * _tk_token
+                )
             mode = _TK_NONE
             if s_tail:
                 if s_tail > 1:
-                    total += _tk_spaces(s_tail - 1)
-                if _tk_letter(cls):
+                    total += _space_cost(s_tail - 1)
+                if _is_letter(cls):
                     mode = _TK_WORD
                     w_pre = _TK_PRE_SPACE if s_tail_space else _TK_PRE_OTHER
                     w_pre_cls = _TK_BLANK
@@ -271,7 +266,7 @@ cdef long long _tk_scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
                 else:
                     total += _tk_token
         if mode == _TK_NONE:
-            if _tk_letter(cls):
+            if _is_letter(cls):
                 mode = _TK_WORD
                 w_pre = _TK_PRE_NONE
             elif cls == _TK_DIGIT:
@@ -304,7 +299,8 @@ cdef long long _tk_scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
                 w_lower = True
                 w_run = cls
                 w_len = 1
-                w_cost += _tk_step(cls, w_pre, 1)
+                sv = 0 if w_pre == _TK_PRE_SPACE else 1
+                w_cost += _tk_script_step[((cls - _TK_LATIN) * 2 + sv) * 5]
         else:
             p_len = 1
             p_first = cp
@@ -314,25 +310,28 @@ cdef long long _tk_scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
             p_repeats = 0
             p_cost = _tk_symbol[cls]
     if mode == _TK_WORD:
-        total += _tk_word(w_pre, w_ascii, w_caps, w_cost)
+        total += _word_cost(w_pre, w_ascii, w_caps, w_cost)
     elif mode == _TK_PUNCTS or mode == _TK_TRAIL:
-        total += _tk_punct(p_cost, p_changes, p_repeats, p_lead, mode == _TK_TRAIL)
+        total += p_cost + _punct_cost(p_changes, p_repeats, p_lead, mode == _TK_TRAIL)
     elif mode == _TK_DIGITS:
         total += (digits + 2) // 3 * _tk_token
     elif mode == _TK_SPACES:
         if s_newlines:
-            total += _tk_newlines(s_newlines)
+            total += _tk_token + (s_newlines - 1) // _tk_newlines_per_token * _tk_token
         if s_tail:
-            total += _tk_spaces(s_tail)
+            total += _space_cost(s_tail)
     return total
 
 
-cdef long long _tk_dispatch(int kind, const void* data, Py_ssize_t n) noexcept nogil:
+cdef long long _scan_text(
+    int kind, const void* data, Py_ssize_t n
+) noexcept nogil:
+    """_scan for a str of PEP 393 ``kind``."""
     if kind == PyUnicode_1BYTE_KIND:
-        return _tk_scan(<const Py_UCS1*>data, n)
+        return _scan(<const Py_UCS1*>data, n)
     if kind == PyUnicode_2BYTE_KIND:
-        return _tk_scan(<const Py_UCS2*>data, n)
-    return _tk_scan(<const Py_UCS4*>data, n)
+        return _scan(<const Py_UCS2*>data, n)
+    return _scan(<const Py_UCS4*>data, n)
 
 
 def estimate_tokens(text):
@@ -356,11 +355,47 @@ def estimate_tokens(text):
     kind = PyUnicode_KIND(text)
     data = PyUnicode_DATA(text)
     if n < _TK_NOGIL_LENGTH:
-        total = _tk_dispatch(kind, data, n)
+        total = _scan_text(kind, data, n)
     else:
         with nogil:
-            total = _tk_dispatch(kind, data, n)
+            total = _scan_text(kind, data, n)
     return (total + _tk_token - 1) // _tk_token
 
 
-include "_text_b64.pxi"
+def b64encode(data):
+    """Standard base64 with padding, as ``base64.b64encode(data).decode()``.
+
+    Any buffer is accepted; one that is not C-contiguous is copied first.
+
+    Raises:
+        TypeError: ``data`` does not support the buffer protocol.
+    """
+    cdef Py_buffer view
+    cdef Py_ssize_t n
+    cdef object out
+    cdef char* dst
+    try:
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    except TypeError:
+        raise TypeError(
+            "b64encode() argument must be a bytes-like object, not "
+            f"{type(data).__name__}"
+        ) from None
+    except BufferError:
+        return b64encode(memoryview(data).tobytes())
+    n = view.len
+    try:
+        if n > (PY_SSIZE_T_MAX // 4 - 1) * 3:
+            raise MemoryError("b64encode() input too large")
+        out = PyUnicode_New((n + 2) // 3 * 4, 127)
+        if n == 0:
+            return out
+        dst = <char*>PyUnicode_DATA(out)
+        if n < _TK_NOGIL_LENGTH:
+            _b64_encode(<const unsigned char*>view.buf, n, dst)
+        else:
+            with nogil:
+                _b64_encode(<const unsigned char*>view.buf, n, dst)
+        return out
+    finally:
+        PyBuffer_Release(&view)

@@ -1,13 +1,16 @@
 """Pure-Python twin of ``csrc/_core.pyx``: the same names, signatures and results.
 
 It is the reference implementation and the typing source of truth. The code lives in
-``_sse_py`` (SSE framing and the provider delta parsers) and ``_text_py`` (token
-estimate and base64), mirrored by ``csrc/_sse.pxi`` and ``csrc/_text.pxi``.
+three modules, each mirrored file for file and name for name by an include of the
+compiled core: ``_framing_py`` (SSE framing) ↔ ``csrc/_framing.pxi``, ``_sse_py`` (the
+provider delta parsers) ↔ ``csrc/_sse.pxi``, ``_text_py`` (token estimate and base64) ↔
+``csrc/_text.pxi``. The compiled core's C-only fast paths are ``csrc/_fast_*.pxi``.
 """
 
 from __future__ import annotations
 
-from ._sse_py import AnthropicParser, OpenAIChatParser, SSEDecoder, SSEEvent
+from ._framing_py import SSEDecoder, SSEEvent
+from ._sse_py import AnthropicParser, OpenAIChatParser
 from ._text_py import b64encode, estimate_tokens
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""SSE framing in pure Python: the twin of the framing half of ``csrc/_sse.pxi``.
+"""SSE framing in pure Python: the twin of ``csrc/_framing.pxi``.
 
 Framing follows the WHATWG event-stream rules
 (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation)
@@ -14,9 +14,12 @@ on bytes, with three deliberate choices both twins share:
   not all digits: no delay that long means anything, and ``int()`` refuses past 4300.
 
 ``feed()`` takes any bytes-like object (a strided ``memoryview`` is copied in order) and
-nothing else. The delta parsers in ``_sse_py`` build on ``_Framer``; the helpers here
-(errors, field values, JSON members) are shared with the compiled twin, so both raise
-the same errors with the same messages.
+nothing else. ``Framer`` has the same methods as its compiled twin, each doing the same
+step: ``feed`` / ``close`` → ``_feed`` (the BOM check) → ``_unhold`` → ``_chunk`` (the
+lines of one chunk) → ``_line`` → ``_flush`` → ``_dispatch``, which the delta parsers of
+``_sse_py`` and ``SSEDecoder`` override. The compiled twin uses the helpers here (errors,
+field values, ``SSEEvent``) as they are, so both raise the same errors with the same
+messages.
 """
 
 from __future__ import annotations
@@ -25,23 +28,26 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
-import orjson
-
 from .errors import MalformedStream
 
-__all__ = ["DEFAULT_MAX_EVENT_BYTES", "SSEDecoder", "SSEEvent"]
+__all__ = [
+    "BOM",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "Buffer",
+    "Delta",
+    "Framer",
+    "SSEDecoder",
+    "SSEEvent",
+    "as_bytes",
+    "data_error",
+    "line_error",
+    "parse_retry",
+]
 
-_BOM: Final = b"\xef\xbb\xbf"
-_EOL: Final = re.compile(rb"\r\n|\r|\n")
-_EXCERPT: Final = 80  # bytes of a payload quoted in an error message
-_MAX_RETRY_DIGITS: Final = 18
+BOM: Final = b"\xef\xbb\xbf"
 DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
-_ANTHROPIC_USAGE: Final = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_input_tokens",
-    "cache_creation_input_tokens",
-)
+_EOL: Final = re.compile(rb"\r\n|\r|\n")
+_MAX_RETRY_DIGITS: Final = 18
 
 Buffer = bytes | bytearray | memoryview
 Delta = tuple[Any, ...]
@@ -57,66 +63,20 @@ class SSEEvent:
     retry: int | None
 
 
-def _excerpt(data: bytes) -> str:
-    return repr(bytes(data[:_EXCERPT]).decode("utf-8", "replace"))
-
-
-def _shape_error(data: bytes, offset: int) -> MalformedStream:
-    return MalformedStream(
-        f"unexpected JSON structure in SSE event at byte {offset}: {_excerpt(data)}",
-        offset=offset,
-    )
-
-
-def _loads(data: bytes, offset: int) -> dict[str, Any]:
-    """Parse one event payload as a JSON object; invalid UTF-8 decodes as U+FFFD."""
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        try:
-            obj = orjson.loads(bytes(data).decode("utf-8", "replace"))
-        except orjson.JSONDecodeError:
-            raise MalformedStream(
-                f"invalid JSON in SSE event at byte {offset}: {_excerpt(data)}",
-                offset=offset,
-            ) from None
-    if type(obj) is not dict:
-        raise MalformedStream(
-            f"SSE event at byte {offset} is not a JSON object: {_excerpt(data)}",
-            offset=offset,
-        )
-    return obj
-
-
-def _line_error(offset: int, limit: int) -> MalformedStream:
+def line_error(offset: int, limit: int) -> MalformedStream:
     return MalformedStream(
         f"SSE line at byte {offset} exceeds max_event_bytes ({limit})", offset=offset
     )
 
 
-def _data_error(offset: int, limit: int) -> MalformedStream:
+def data_error(offset: int, limit: int) -> MalformedStream:
     return MalformedStream(
         f"SSE event data at byte {offset} exceeds max_event_bytes ({limit})",
         offset=offset,
     )
 
 
-def _int(value: Any) -> int:
-    """An integer member such as a token count: absent or null is 0."""
-    if value is None:
-        return 0
-    if type(value) is not int:
-        raise TypeError("token count is not an integer")
-    return value
-
-
-def _str(value: Any) -> str:
-    if type(value) is not str:
-        raise TypeError("expected a string")
-    return value
-
-
-def _as_bytes(data: object) -> bytes:
+def as_bytes(data: object) -> bytes:
     """``data`` copied to bytes if it is bytes-like; TypeError for anything else."""
     if isinstance(data, bytes | bytearray):
         return bytes(data)
@@ -130,7 +90,7 @@ def _as_bytes(data: object) -> bytes:
         return view.tobytes()  # C order, whatever the strides
 
 
-def _retry(value: bytes) -> int | None:
+def parse_retry(value: bytes) -> int | None:
     """The milliseconds of a ``retry`` field, or None to ignore it."""
     if not value.isdigit():  # ASCII digits only, and not empty
         return None
@@ -140,21 +100,21 @@ def _retry(value: bytes) -> int | None:
     return int(digits) if digits else 0
 
 
-class _Framer:
+class Framer:
     """Splits bytes into SSE fields and hands each complete event to ``_dispatch``."""
 
     _names_events: ClassVar[bool] = True  # False: _dispatch never reads _event
 
     __slots__ = (
         "_bom",
+        "_buf",
+        "_buf_offset",
         "_closed",
         "_data_offset",
         "_error",
         "_event",
-        "_held",
         "_id",
         "_max",
-        "_offset",
         "_parts",
         "_retry",
         "_size",
@@ -166,8 +126,8 @@ class _Framer:
         if max_event_bytes < 1:
             raise ValueError("max_event_bytes must be positive")
         self._max = max_event_bytes
-        self._held = bytearray()  # the unfinished line; first bytes until BOM check
-        self._offset = 0  # stream offset of _held[0]
+        self._buf = bytearray()  # the unfinished line; first bytes until BOM check
+        self._buf_offset = 0  # stream offset of _buf[0] (or of the next byte fed)
         self._bom = True  # a leading BOM may still be arriving
         self._skip_lf = False  # the last chunk ended in CR: drop a leading LF
         self._parts: list[bytes] = []
@@ -189,7 +149,7 @@ class _Framer:
             ValueError: called after ``close()``.
         """
         if type(data) is not bytes:
-            data = _as_bytes(data)
+            data = as_bytes(data)
         if self._error is not None:
             raise self._error
         if self._closed:
@@ -197,16 +157,19 @@ class _Framer:
         out: list[Any] = []
         if self._stopped or not data:
             return out
-        held = self._held
-        if held and not self._bom and b"\n" not in data and b"\r" not in data:
-            held += data  # only the unfinished line grows: no copy of it
-            if len(held) > self._max:
-                self._fail(_line_error(self._offset, self._max), out)
+        buf = self._buf
+        if buf and not self._bom and b"\n" not in data and b"\r" not in data:
+            buf += data  # only the unfinished line grows: no copy of it
+            if len(buf) > self._max:
+                self._fail(line_error(self._buf_offset, self._max), out)
             return out
-        if held:
-            data = bytes(held) + data
-            held.clear()
-        self._run(data, out, False)
+        if buf:
+            data = bytes(buf) + data
+            buf.clear()
+        try:
+            self._feed(data, out)
+        except MalformedStream as exc:
+            self._fail(exc, out)
         return out
 
     def close(self) -> list[Any]:
@@ -217,114 +180,124 @@ class _Framer:
         if not self._closed:
             self._closed = True
             if not self._stopped:
-                data = bytes(self._held)
-                self._held.clear()
-                self._run(data, out, True)
+                try:
+                    self._finish(out)
+                except MalformedStream as exc:
+                    self._fail(exc, out)
         return out
 
     def _fail(self, exc: MalformedStream, out: list[Any]) -> None:
         """Poison this object; raise now unless ``out`` must be returned first."""
         self._error = exc
-        self._held.clear()
+        self._buf.clear()
         self._parts = []
         if not out:
             raise exc
 
-    def _run(self, buf: bytes, out: list[Any], final: bool) -> None:
-        try:
-            if self._bom:
-                if not final and len(buf) < 3 and _BOM.startswith(buf):
-                    self._held += buf
-                    return
-                self._bom = False
-                if buf.startswith(_BOM):
-                    buf = buf[3:]
-                    self._offset += 3
-            if self._skip_lf and buf:
-                self._skip_lf = False
-                if buf[0] == 10:
-                    buf = buf[1:]
-                    self._offset += 1
-            pos = self._lines(buf, out)
+    def _feed(self, data: bytes, out: list[Any]) -> None:
+        """``data`` (with the held line in front) after the BOM question."""
+        if not self._bom:
+            self._chunk(data, out)
+        elif len(data) < 3 and BOM.startswith(data):
+            self._buf += data
+        else:
+            self._unhold(data, out)
+
+    def _unhold(self, head: bytes, out: list[Any]) -> None:
+        """The BOM question is settled: feed what was held back."""
+        self._bom = False
+        self._buf.clear()
+        if head.startswith(BOM):
+            head = head[3:]
+            self._buf_offset += 3
+        if head:
+            self._chunk(head, out)
+
+    def _finish(self, out: list[Any]) -> None:
+        if self._bom:
+            self._unhold(bytes(self._buf), out)
             if self._stopped:
                 return
-            rest = len(buf) - pos
-            if rest > self._max:
-                raise _line_error(self._offset + pos, self._max)
-            if final:
-                if rest:
-                    self._line(buf[pos:], self._offset + pos, out)
-                    pos = len(buf)
-                if self._parts and not self._stopped:
-                    self._flush(out)
-            elif rest:
-                self._held += buf[pos:]
-            self._offset += pos
-        except MalformedStream as exc:
-            self._fail(exc, out)
+        buf = self._buf
+        if buf:
+            self._line(bytes(buf), self._buf_offset, out)
+            buf.clear()
+        if self._parts and not self._stopped:
+            self._flush(out)
 
-    def _lines(self, buf: bytes, out: list[Any]) -> int:
-        """Apply each complete line; return where the unfinished one starts."""
-        base = self._offset
+    def _chunk(self, buf: bytes, out: list[Any]) -> None:
+        """Apply the complete lines of ``buf``; hold back the unfinished one."""
+        if self._skip_lf:
+            self._skip_lf = False
+            if buf[0] == 10:
+                buf = buf[1:]
+                self._buf_offset += 1
+        base = self._buf_offset
+        pos = 0
         if b"\r" in buf:
-            pos = 0
             end = len(buf)
             for m in _EOL.finditer(buf):
                 self._line(buf[pos : m.start()], base + pos, out)
                 pos = m.end()
                 if self._stopped:
-                    break
+                    return
                 if pos == end and m.group() == b"\r":
                     self._skip_lf = True
-            return pos
-        # LF only: whole events at a time; the two usual shapes skip _line.
-        blocks = buf.split(b"\n\n")
-        rest = blocks.pop()
-        pos = 0
-        limit = self._max
-        dispatch = self._dispatch
-        for block in blocks:
-            size = len(block)
-            if self._parts or size > limit:
-                pass
-            elif block.startswith(b"data: ") and b"\n" not in block:
-                self._data_offset = base + pos
-                dispatch(block[6:], out)
-                self._event = b""
-                self._retry = None
-                pos += size + 2
-                if self._stopped:
-                    return pos
-                continue
-            elif block.startswith(b"event: "):
-                nl = block.find(b"\n")
-                if (
-                    block.startswith(b"data: ", nl + 1)
-                    and block.find(b"\n", nl + 1) < 0
-                ):
-                    if self._names_events:
-                        self._event = block[7:nl]
-                    self._data_offset = base + pos + nl + 1
-                    dispatch(block[nl + 7 :], out)
+        else:  # LF only: whole events at a time; the two usual shapes skip _line
+            blocks = buf.split(b"\n\n")
+            rest = blocks.pop()
+            limit = self._max
+            dispatch = self._dispatch
+            for block in blocks:
+                size = len(block)
+                if self._parts or size > limit:
+                    pass
+                elif block.startswith(b"data: ") and b"\n" not in block:
+                    self._data_offset = base + pos
+                    dispatch(block[6:], out)
                     self._event = b""
                     self._retry = None
                     pos += size + 2
                     if self._stopped:
-                        return pos
+                        return
                     continue
-            self._lf_lines(block, base + pos, out, whole=True)
-            if not self._stopped:
-                self._line(b"", base + pos + size + 1, out)
-            pos += size + 2
+                elif block.startswith(b"event: "):
+                    nl = block.find(b"\n")
+                    if (
+                        block.startswith(b"data: ", nl + 1)
+                        and block.find(b"\n", nl + 1) < 0
+                    ):
+                        if self._names_events:
+                            self._event = block[7:nl]
+                        self._data_offset = base + pos + nl + 1
+                        dispatch(block[nl + 7 :], out)
+                        self._event = b""
+                        self._retry = None
+                        pos += size + 2
+                        if self._stopped:
+                            return
+                        continue
+                self._lf_lines(block, base + pos, out, whole=True)
+                if not self._stopped:
+                    self._line(b"", base + pos + size + 1, out)
+                pos += size + 2
+                if self._stopped:
+                    return
+            pos += self._lf_lines(rest, base + pos, out)
             if self._stopped:
-                return pos
-        return pos + self._lf_lines(rest, base + pos, out)
+                return
+        rest_size = len(buf) - pos
+        if rest_size > self._max:
+            raise line_error(base + pos, self._max)
+        if rest_size:
+            self._buf += buf[pos:]
+        self._buf_offset = base + pos
 
     def _lf_lines(
         self, text: bytes, offset: int, out: list[Any], whole: bool = False
     ) -> int:
         """Apply the LF-ended lines of ``text`` (all of it if ``whole``); return the
-        length used."""
+        length used. Python only: the compiled ``_chunk`` walks lines with memchr."""
         pos = 0
         find = text.find
         while (nl := find(b"\n", pos)) >= 0:
@@ -347,7 +320,7 @@ class _Framer:
                 self._retry = None
             return
         if len(line) > self._max:
-            raise _line_error(offset, self._max)
+            raise line_error(offset, self._max)
         if line[0] == 58:  # ":" starts a comment
             return
         colon = line.find(b":")
@@ -368,7 +341,7 @@ class _Framer:
                 self._size = len(value)
                 self._data_offset = offset
             if self._size > self._max:
-                raise _data_error(offset, self._max)
+                raise data_error(offset, self._max)
             parts.append(value)
         elif name == b"event":
             if self._names_events:
@@ -377,7 +350,7 @@ class _Framer:
             if b"\x00" not in value:
                 self._id = value.decode("utf-8", "replace")
         elif name == b"retry":
-            retry = _retry(value)
+            retry = parse_retry(value)
             if retry is not None:
                 self._retry = retry
 
@@ -390,10 +363,11 @@ class _Framer:
         self._retry = None
 
     def _dispatch(self, data: bytes, out: list[Any]) -> None:
+        """Handle one event's data."""
         raise NotImplementedError
 
 
-class SSEDecoder(_Framer):
+class SSEDecoder(Framer):
     """Incremental ``text/event-stream`` decoder: bytes in, ``SSEEvent`` values out."""
 
     __slots__ = ()

@@ -1,35 +1,23 @@
 """The OpenAI / Anthropic delta parsers in pure Python: the twin of ``csrc/_sse.pxi``.
 
-SSE framing lives in ``_framing_py`` (re-exported here: ``SSEDecoder``, ``SSEEvent``);
-each parser fuses it with JSON decoding and returns the delta tuples of
-``navi_core.deltas``.
-
-Speed: consecutive chunks of one stream are usually byte-identical around a single
-string value (``..."delta":{"content":"`` + text + ``"},"logprobs":null...``). After a
-chunk has gone through orjson and the generic code, ``_learn`` records the bytes
-around the string it emitted and proves with a probe that any string put there parses
-to the same object; later chunks with that head and tail only decode their string.
+A parser's ``_dispatch`` turns one event payload into ``navi_core.deltas`` tuples in
+three steps, named alike in both twins: ``_fast``, ``_terminal`` (OpenAI's ``[DONE]``),
+``_generic``. The generic path is a reader (orjson, then what each member means); it
+exists once, here, and the compiled parsers call it for every chunk their byte scanner
+does not take. This twin's ``_fast`` learns instead: consecutive chunks are usually
+byte-identical around one string (``..."delta":{"content":"`` + text + ``"},...``), so
+``_learn`` records the bytes around the string a chunk emitted, proves with a probe that
+any string put there parses alike, and later chunks with that head and tail only decode
+their string.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import orjson
 
-from ._framing_py import (
-    _ANTHROPIC_USAGE,
-    DEFAULT_MAX_EVENT_BYTES,
-    Buffer,
-    Delta,
-    SSEDecoder,
-    SSEEvent,
-    _Framer,
-    _int,
-    _loads,
-    _shape_error,
-    _str,
-)
+from ._framing_py import DEFAULT_MAX_EVENT_BYTES, Buffer, Delta, Framer
 from .deltas import (
     DONE,
     ERROR,
@@ -43,139 +31,82 @@ from .deltas import (
     TOOL_START,
     USAGE,
 )
+from .errors import MalformedStream
 
-__all__ = ["AnthropicParser", "OpenAIChatParser", "SSEDecoder", "SSEEvent"]
+__all__ = ["AnthropicParser", "AnthropicReader", "OpenAIChatParser", "OpenAIChatReader"]
 
+_EXCERPT: Final = 80  # bytes of a payload quoted in an error message
+_ANTHROPIC_USAGE: Final = ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                           "cache_creation_input_tokens")  # fmt: skip
 _PROBE: Final = "\u2603 probe"
 _PROBE_JSON: Final = orjson.dumps(_PROBE)[1:-1]
 
 Slot = tuple[dict[str, Any], str]  # the container and key of the emitted string
 
 
-class _Template:
-    """The bytes around one JSON string value, and the delta that string makes."""
-
-    __slots__ = ("delta", "head", "hi", "lo", "size", "tail")
-
-    def __init__(self, head: bytes, tail: bytes, delta: tuple[Any, ...]) -> None:
-        self.head = head
-        self.tail = tail
-        self.delta = delta
-        self.lo = len(head) - 1  # keep the quotes: the slice is a JSON string
-        self.hi = len(tail) - 1
-        self.size = len(head) + len(tail)
+def _malformed(what: str, data: bytes, offset: int) -> MalformedStream:
+    excerpt = repr(bytes(data[:_EXCERPT]).decode("utf-8", "replace"))
+    return MalformedStream(f"{what.format(offset=offset)}: {excerpt}", offset=offset)
 
 
-def _learn(
-    data: bytes, obj: dict[str, Any], slot: Slot, delta: tuple[Any, ...]
-) -> _Template | None:
-    """Record where ``slot``'s string sits in ``data``, if a probe proves it.
-
-    The probe replaces the string in ``obj`` and in the bytes: if both still agree,
-    the head leaves the JSON parser inside that very string and the tail closes it,
-    so any string between them parses to ``obj`` with only that value changed.
-    """
-    container, key = slot
-    value = container[key]
-    raw = orjson.dumps(value)
-    at = data.rfind(raw)
-    if at < 0:
-        return None
-    head = bytes(data[: at + 1])
-    tail = bytes(data[at + len(raw) - 1 :])
-    container[key] = _PROBE
-    try:
-        proven = orjson.loads(head + _PROBE_JSON + tail) == obj
-    except orjson.JSONDecodeError:
-        return None
-    return _Template(head, tail, delta) if proven else None
+def _int(value: Any) -> int:
+    """An integer member such as a token count: absent or null is 0."""
+    if value is None:
+        return 0
+    if type(value) is not int:
+        raise TypeError("token count is not an integer")
+    return value
 
 
-class _Parser(_Framer):
-    """Decodes each event payload and hands the object to ``_apply``."""
+def _str(value: Any) -> str:
+    if type(value) is not str:
+        raise TypeError("expected a string")
+    return value
 
-    __slots__ = ("_hits", "_learned", "_template")
-    _names_events = False
 
-    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
-        super().__init__(max_event_bytes)
-        self._template: _Template | None = None
-        self._learned = 0
-        self._hits = 0
+class Reader:
+    """The generic path: one event payload through orjson, then read as an object."""
 
-    def feed(self, data: Buffer) -> list[Delta]:
-        """Consume a chunk; return the deltas it completed (maybe none)."""
-        return super().feed(data)
+    __slots__ = ()
 
-    def close(self) -> list[Delta]:
-        """End of input: return the deltas of a pending unterminated event."""
-        return super().close()
-
-    def _dispatch(self, data: bytes, out: list[Any]) -> None:
-        t = self._template
-        if (
-            t is not None
-            and len(data) >= t.size
-            and data.startswith(t.head)
-            and data.endswith(t.tail)
-        ):
-            try:
-                text = orjson.loads(data[t.lo : len(data) - t.hi])
-            except orjson.JSONDecodeError:
-                pass  # not one string after all: the generic path decides
-            else:
-                self._hits += 1
-                if text:
-                    out.append((*t.delta, text))
-                return
+    def read(
+        self, data: bytes, offset: int, out: list[Any]
+    ) -> tuple[dict[str, Any], Slot | None]:
+        """Append the deltas of the payload ``data`` (at stream ``offset``) to ``out``;
+        return the object and the slot of the one string it emitted, if it did one."""
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
-            if self._terminal(data, out):
-                return
-            obj = None
-        if type(obj) is not dict:  # let _loads decide: replace bad UTF-8 or raise
-            obj = _loads(data, self._data_offset)
-        start = len(out)
+            try:  # invalid UTF-8 decodes as U+FFFD
+                obj = orjson.loads(bytes(data).decode("utf-8", "replace"))
+            except orjson.JSONDecodeError:
+                what = "invalid JSON in SSE event at byte {offset}"
+                raise _malformed(what, data, offset) from None
+        if type(obj) is not dict:
+            what = "SSE event at byte {offset} is not a JSON object"
+            raise _malformed(what, data, offset)
         try:
-            slot = self._apply(obj, out)
+            return obj, self.apply(obj, out)
         except (AttributeError, KeyError, TypeError) as exc:
-            raise _shape_error(data, self._data_offset) from exc
-        self._template = None
-        if slot is None or self._learned > self._hits + 4:
-            return
-        made = out[start:]
-        if made and made[0][0] == MODEL:
-            made = made[1:]
-        if len(made) == 1 and made[0][-1] is slot[0][slot[1]]:
-            self._learned += 1
-            self._template = _learn(data, obj, slot, made[0][:-1])
+            what = "unexpected JSON structure in SSE event at byte {offset}"
+            raise _malformed(what, data, offset) from exc
 
-    def _terminal(self, data: bytes, out: list[Any]) -> bool:
-        return False
-
-    def _apply(self, obj: dict[str, Any], out: list[Any]) -> Slot | None:
+    def apply(self, obj: dict[str, Any], out: list[Any]) -> Slot | None:
+        """Append the deltas of one decoded payload; KeyError etc. on a bad shape."""
         raise NotImplementedError
 
 
-class OpenAIChatParser(_Parser):
-    """Chat-completions stream (``data: {chunk}`` ... ``data: [DONE]``) to deltas."""
+class OpenAIChatReader(Reader):
+    """What a chat-completions chunk means. ``tools`` is never rebound: the compiled
+    parser's fast path shares that set, and reads and sets ``model``."""
 
-    __slots__ = ("_model", "_tools")
+    __slots__ = ("model", "tools")
 
-    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
-        super().__init__(max_event_bytes)
-        self._model = ""
-        self._tools: set[int] = set()
+    def __init__(self) -> None:
+        self.model = ""
+        self.tools: set[int] = set()  # indexes of the tool calls already started
 
-    def _terminal(self, data: bytes, out: list[Any]) -> bool:
-        if data != b"[DONE]":
-            return False
-        out.append((DONE,))
-        self._stopped = True
-        return True
-
-    def _apply(self, obj: dict[str, Any], out: list[Any]) -> Slot | None:
+    def apply(self, obj: dict[str, Any], out: list[Any]) -> Slot | None:
         slot = None
         error = obj.get("error")
         if error is not None:
@@ -186,8 +117,8 @@ class OpenAIChatParser(_Parser):
             out.append((ERROR, str(kind), str(error.get("message") or "")))
             return None
         model = obj.get("model")
-        if model and model != self._model:
-            self._model = _str(model)
+        if model and model != self.model:
+            self.model = _str(model)
             out.append((MODEL, model))
         choices = obj.get("choices")
         if choices:
@@ -231,7 +162,7 @@ class OpenAIChatParser(_Parser):
 
     def _tool_calls(self, calls: list[Any], out: list[Any]) -> Slot | None:
         slot = None
-        tools = self._tools
+        tools = self.tools
         for position, call in enumerate(calls):
             index = call.get("index")
             index = position if index is None else _int(index)
@@ -250,18 +181,18 @@ class OpenAIChatParser(_Parser):
         return slot
 
 
-class AnthropicParser(_Parser):
-    """Anthropic Messages stream to deltas, dispatching on each payload's ``type``."""
+class AnthropicReader(Reader):
+    """What a Messages stream payload means, by its ``type``. ``blocks`` is never
+    rebound: the compiled parser's fast path shares that dict."""
 
-    __slots__ = ("_blocks", "_tools", "_usage")
+    __slots__ = ("_tools", "_usage", "blocks")
 
-    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
-        super().__init__(max_event_bytes)
-        self._blocks: dict[Any, int] = {}  # content block index -> tool ordinal
+    def __init__(self) -> None:
+        self.blocks: dict[Any, int] = {}  # content block index -> tool ordinal
         self._tools = 0
         self._usage = [0, 0, 0, 0]  # input, output, cache_read, cache_write
 
-    def _apply(self, obj: dict[str, Any], out: list[Any]) -> Slot | None:
+    def apply(self, obj: dict[str, Any], out: list[Any]) -> Slot | None:
         kind = obj.get("type")
         if kind == "content_block_delta":
             delta = obj["delta"]
@@ -272,7 +203,7 @@ class AnthropicParser(_Parser):
                     out.append((TEXT, text))
                     return delta, "text"
             elif kind == "input_json_delta":
-                ordinal = self._blocks.get(obj.get("index"))
+                ordinal = self.blocks.get(obj.get("index"))
                 text = _str(delta.get("partial_json"))
                 if ordinal is not None and text:
                     out.append((TOOL_ARGS, ordinal, text))
@@ -316,7 +247,7 @@ class AnthropicParser(_Parser):
         elif kind == "tool_use":
             ordinal = self._tools
             self._tools += 1
-            self._blocks[index] = ordinal
+            self.blocks[index] = ordinal
             out.append((TOOL_START, ordinal, _str(block["id"]), _str(block["name"])))
             args = block.get("input")
             if args:
@@ -340,3 +271,128 @@ class AnthropicParser(_Parser):
             if value is not None:
                 totals[slot] = _int(value)
         out.append((USAGE, totals[0], totals[1], totals[2], totals[3], 0))
+
+
+class _Template(NamedTuple):
+    """The bytes around one JSON string value, and the delta that string makes."""
+
+    head: bytes
+    tail: bytes
+    delta: tuple[Any, ...]
+    lo: int  # len(head) - 1: keep the quotes, the slice is a JSON string
+    hi: int  # len(tail) - 1
+    size: int  # len(head) + len(tail)
+
+
+def _learn(
+    data: bytes, obj: dict[str, Any], slot: Slot, delta: tuple[Any, ...]
+) -> _Template | None:
+    """Record where ``slot``'s string sits in ``data``, if a probe proves it.
+
+    The probe replaces the string in ``obj`` and in the bytes: if both still agree,
+    the head leaves the JSON parser inside that very string and the tail closes it,
+    so any string between them parses to ``obj`` with only that value changed.
+    """
+    container, key = slot
+    raw = orjson.dumps(container[key])
+    at = data.rfind(raw)
+    if at < 0:
+        return None
+    head = bytes(data[: at + 1])
+    tail = bytes(data[at + len(raw) - 1 :])
+    container[key] = _PROBE
+    try:
+        proven = orjson.loads(head + _PROBE_JSON + tail) == obj
+    except orjson.JSONDecodeError:
+        return None
+    if not proven:
+        return None
+    lo, hi = len(head) - 1, len(tail) - 1
+    return _Template(head, tail, delta, lo, hi, lo + hi + 2)
+
+
+class Parser(Framer):
+    """Turns each event payload into deltas: ``_fast``, ``_terminal``, ``_generic``."""
+
+    __slots__ = ("_hits", "_learned", "_reader", "_template")
+    _names_events = False
+    _reader: Reader
+
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        super().__init__(max_event_bytes)
+        self._template: _Template | None = None
+        self._learned = 0
+        self._hits = 0
+
+    def feed(self, data: Buffer) -> list[Delta]:
+        """Consume a chunk; return the deltas it completed (maybe none)."""
+        return super().feed(data)
+
+    def close(self) -> list[Delta]:
+        """End of input: return the deltas of a pending unterminated event."""
+        return super().close()
+
+    def _dispatch(self, data: bytes, out: list[Any]) -> None:
+        if not self._fast(data, out) and not self._terminal(data, out):
+            self._generic(data, out)
+
+    def _fast(self, data: bytes, out: list[Any]) -> bool:
+        """Emit the delta of a chunk the learned template fits; False otherwise."""
+        t = self._template
+        if t is None or len(data) < t.size or not data.startswith(t.head):
+            return False
+        if not data.endswith(t.tail):
+            return False
+        try:
+            text = orjson.loads(data[t.lo : len(data) - t.hi])
+        except orjson.JSONDecodeError:
+            return False  # not one string after all: the generic path decides
+        self._hits += 1
+        if text:
+            out.append((*t.delta, text))
+        return True
+
+    def _terminal(self, data: bytes, out: list[Any]) -> bool:
+        """Handle the payload that ends the stream, if ``data`` is it."""
+        return False
+
+    def _generic(self, data: bytes, out: list[Any]) -> None:
+        """The reader's deltas for ``data``; then learn a template from them."""
+        start = len(out)
+        obj, slot = self._reader.read(data, self._data_offset, out)
+        self._template = None
+        if slot is None or self._learned > self._hits + 4:
+            return
+        made = out[start:]
+        if made and made[0][0] == MODEL:
+            made = made[1:]
+        if len(made) == 1 and made[0][-1] is slot[0][slot[1]]:
+            self._learned += 1
+            self._template = _learn(data, obj, slot, made[0][:-1])
+
+
+class OpenAIChatParser(Parser):
+    """Chat-completions stream (``data: {chunk}`` ... ``data: [DONE]``) to deltas."""
+
+    __slots__ = ()
+
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        super().__init__(max_event_bytes)
+        self._reader = OpenAIChatReader()
+
+    def _terminal(self, data: bytes, out: list[Any]) -> bool:
+        if data != b"[DONE]":
+            return False
+        out.append((DONE,))
+        self._stopped = True
+        return True
+
+
+class AnthropicParser(Parser):
+    """Anthropic Messages stream to deltas, dispatching on each payload's ``type``."""
+
+    __slots__ = ()
+
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        super().__init__(max_event_bytes)
+        self._reader = AnthropicReader()

@@ -1,13 +1,17 @@
-# A strict, allocation-free JSON scanner for the parsers' fast paths.
+# C-only fast path, no Python twin: byte scanners for the compiled framer and parsers.
 #
-# Every function returns the index just past what it scanned, or -1 to give up.
-# Giving up is always safe: the caller falls back to orjson and the generic code
-# shared in spirit with the pure twin. The scanner therefore accepts only what orjson
-# accepts with the same meaning, and gives up on anything it does not fully check:
-# exponents, surrogate escapes, deep nesting, duplicate keys of interest, keys with
-# escapes. A string is only ever compared by its raw bytes when it holds no escape
-# (flag _ESCAPED): "text\u005fdelta" means text_delta, yet its bytes differ.
+# _eol finds the end of an SSE line for csrc/_framing.pxi. The rest is a strict,
+# allocation-free JSON scanner for the parsers' fast paths (the shapes it reads are in
+# _fast_shapes.pxi). Every JSON function returns the index just past what it scanned,
+# or -1 to give up. Giving up is always safe: the parser then takes its generic path,
+# the readers of navi_core/_sse_py.py, which both twins share. The scanner therefore
+# accepts only what orjson accepts with the same meaning, and gives up on anything it
+# does not fully check: exponents, surrogate escapes, deep nesting, duplicate keys of
+# interest, keys with escapes. A string is only ever compared by its raw bytes when it
+# holds no escape (flag _ESCAPED): "text\u005fdelta" means text_delta, yet its bytes
+# differ.
 
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp
 
@@ -23,7 +27,18 @@ cdef struct _Str:
     int flags  # _ESCAPED
 
 
-cdef inline Py_ssize_t _ws(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+cdef inline Py_ssize_t _eol(
+    const unsigned char* p, Py_ssize_t i, Py_ssize_t n
+) noexcept nogil:
+    """Index of the first CR or LF in p[i:n], or n."""
+    while i < n and p[i] != 10 and p[i] != 13:
+        i += 1
+    return i
+
+
+cdef inline Py_ssize_t _ws(
+    const unsigned char* p, Py_ssize_t i, Py_ssize_t n
+) noexcept nogil:
     while i < n and (p[i] == 32 or p[i] == 10 or p[i] == 13 or p[i] == 9):
         i += 1
     return i
@@ -50,7 +65,9 @@ cdef inline bint _cont(unsigned char c) noexcept nogil:
     return 0x80 <= c <= 0xBF
 
 
-cdef inline Py_ssize_t _utf8(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+cdef inline Py_ssize_t _utf8(
+    const unsigned char* p, Py_ssize_t i, Py_ssize_t n
+) noexcept nogil:
     """Length of the well-formed UTF-8 sequence at p[i] (a non-ASCII byte), or 0."""
     cdef unsigned char c = p[i], c1
     if 0xC2 <= c <= 0xDF:
@@ -135,7 +152,9 @@ cdef Py_ssize_t _string(
     return -1
 
 
-cdef Py_ssize_t _number(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+cdef Py_ssize_t _number(
+    const unsigned char* p, Py_ssize_t i, Py_ssize_t n
+) noexcept nogil:
     """Scan a JSON number without exponent (exponents give up: 1e400 is an error)."""
     cdef Py_ssize_t start = i
     if i < n and p[i] == 45:  # -
@@ -306,7 +325,7 @@ cdef inline Py_ssize_t _sep(
 cdef inline Py_ssize_t _opt_string(
     const unsigned char* p, Py_ssize_t i, Py_ssize_t n, _Str* s, int* state
 ) noexcept nogil:
-    """A string or null member value; ``state``: 1 null, 2 string; gives up on a repeat."""
+    """A string or null member value; ``state``: 1 null, 2 string; -1 on a repeat."""
     if state[0]:
         return -1
     if i < n and p[i] == 34:

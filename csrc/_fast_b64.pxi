@@ -1,12 +1,11 @@
-# b64encode: the compiled twin of navi_core._text_py.b64encode (included by _text.pxi).
+# C-only fast path, no Python twin: the table loop behind b64encode (csrc/_text.pxi;
+# the Python twin calls binascii).
 #
 # Each 3-byte group becomes two loads from a 4096-entry table of character pairs; on
 # little-endian hosts a C loop takes 12 bytes at a time with two 8-byte big-endian loads
-# and two 8-byte stores. The result is written straight into a new ASCII str, with the
-# GIL released for large inputs.
+# and two 8-byte stores. b64encode writes straight into a new ASCII str, with the GIL
+# released for large inputs.
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.stdint cimport uint16_t
 from libc.string cimport memcpy
 
@@ -28,9 +27,10 @@ cdef extern from *:
     #  define NAVI_LITTLE_ENDIAN 0
     #endif
 
-    /* Encodes 12-byte blocks of src while 16 bytes remain (two 8-byte big-endian loads,
-       each giving two 3-byte groups, four pair lookups and one 8-byte store); returns
-       the bytes consumed. On other hosts it consumes nothing: the caller's loop does. */
+    /* Encodes 12-byte blocks of src while 16 bytes remain (two 8-byte big-endian
+       loads, each giving two 3-byte groups, four pair lookups and one 8-byte store);
+       returns the bytes consumed. On other hosts it consumes nothing: the caller's
+       loop does. */
     static Py_ssize_t navi_b64_blocks(const unsigned char *src, Py_ssize_t n,
                                       char *dst, const uint16_t *pairs) {
         Py_ssize_t i = 0;
@@ -98,41 +98,3 @@ cdef void _b64_encode(const unsigned char* src, Py_ssize_t n, char* dst) noexcep
         memcpy(dst, &_b64_pairs[v >> 12], 2)
         dst[2] = _b64_alphabet[(v >> 6) & 63]
         dst[3] = c"="
-
-
-def b64encode(data):
-    """Standard base64 with padding, as ``base64.b64encode(data).decode()``.
-
-    Any buffer is accepted; one that is not C-contiguous is copied first.
-
-    Raises:
-        TypeError: ``data`` does not support the buffer protocol.
-    """
-    cdef Py_buffer view
-    cdef Py_ssize_t n
-    cdef object out
-    cdef char* dst
-    try:
-        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    except TypeError:
-        raise TypeError(
-            f"b64encode() argument must be a bytes-like object, not {type(data).__name__}"
-        ) from None
-    except BufferError:
-        return b64encode(memoryview(data).tobytes())
-    n = view.len
-    try:
-        if n > (PY_SSIZE_T_MAX // 4 - 1) * 3:
-            raise MemoryError("b64encode() input too large")
-        out = PyUnicode_New((n + 2) // 3 * 4, 127)
-        if n == 0:
-            return out
-        dst = <char*>PyUnicode_DATA(out)
-        if n < _TK_NOGIL_LENGTH:
-            _b64_encode(<const unsigned char*>view.buf, n, dst)
-        else:
-            with nogil:
-                _b64_encode(<const unsigned char*>view.buf, n, dst)
-        return out
-    finally:
-        PyBuffer_Release(&view)

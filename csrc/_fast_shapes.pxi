@@ -1,7 +1,8 @@
-# Shape scanners for the common provider chunks, built on _sse_scan.pxi.
+# C-only fast path, no Python twin: shape scanners for the common provider chunks,
+# built on _fast_scan.pxi; the parsers' _fast methods (csrc/_sse.pxi) read the result.
 #
 # Each fills a struct with the string members it found and returns 0, or -1 when
-# the chunk is not one it fully understands (the parser then uses orjson).
+# the chunk is not one it fully understands (the parser then takes the generic path).
 # A member that may carry meaning is accepted once only: orjson keeps the last of
 # duplicate keys, the scanner would see the first.
 
@@ -20,6 +21,10 @@ cdef struct _AnthropicEvent:
     int type_st, delta_type_st, text_st, thinking_st, partial_json_st, signature_st
     int index_st, delta_st
     long long index
+
+
+cdef inline bint _nonempty(_Str* s) noexcept nogil:
+    return s.end > s.start
 
 
 cdef inline Py_ssize_t _plain_int(
@@ -200,7 +205,9 @@ cdef Py_ssize_t _openai_choice(
     return i
 
 
-cdef int _openai_chunk(const unsigned char* p, Py_ssize_t n, _OpenAIChunk* c) noexcept nogil:
+cdef int _openai_chunk(
+    const unsigned char* p, Py_ssize_t n, _OpenAIChunk* c
+) noexcept nogil:
     cdef _Str key
     cdef bint done = False
     cdef Py_ssize_t i = _ws(p, 0, n)
@@ -274,7 +281,9 @@ cdef Py_ssize_t _anthropic_delta(
     return i
 
 
-cdef int _anthropic_event(const unsigned char* p, Py_ssize_t n, _AnthropicEvent* e) noexcept nogil:
+cdef int _anthropic_event(
+    const unsigned char* p, Py_ssize_t n, _AnthropicEvent* e
+) noexcept nogil:
     cdef _Str key
     cdef bint done = False
     cdef Py_ssize_t i = _ws(p, 0, n)
