@@ -64,7 +64,7 @@ def _str(value: Any) -> str:
     return value
 
 
-class Reader:
+class _Reader:
     """The generic path: one event payload through orjson, then read as an object."""
 
     __slots__ = ()
@@ -96,7 +96,7 @@ class Reader:
         raise NotImplementedError
 
 
-class OpenAIChatReader(Reader):
+class OpenAIChatReader(_Reader):
     """What a chat-completions chunk means. ``tools`` is never rebound: the compiled
     parser's fast path shares that set, and reads and sets ``model``."""
 
@@ -181,7 +181,7 @@ class OpenAIChatReader(Reader):
         return slot
 
 
-class AnthropicReader(Reader):
+class AnthropicReader(_Reader):
     """What a Messages stream payload means, by its ``type``. ``blocks`` is never
     rebound: the compiled parser's fast path shares that dict."""
 
@@ -316,7 +316,7 @@ class Parser(Framer):
 
     __slots__ = ("_hits", "_learned", "_reader", "_template")
     _names_events = False
-    _reader: Reader
+    _reader: _Reader
 
     def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         super().__init__(max_event_bytes)
