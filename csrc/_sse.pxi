@@ -1,7 +1,7 @@
 # The OpenAI / Anthropic delta parsers: the compiled twin of navi_core/_sse_py.py.
 #
-# Parser._dispatch takes the same three steps as the twin's: _fast, _terminal, then
-# _generic. Only _fast differs: here it is a strict scanner over the bytes of the
+# Parser._dispatch takes the twin's three steps: a fast path, _terminal, _generic.
+# Only the fast path differs: here it is _fast, a strict scanner over the bytes of the
 # common chunks (the C-only _fast_scan.pxi and _fast_shapes.pxi). _generic hands the
 # payload to the twin's own reader (OpenAIChatReader, AnthropicReader): the generic
 # orjson path exists once, in Python, and the fast path shares the reader's state.
@@ -27,7 +27,7 @@ cdef tuple _DONE_DELTA = (_deltas.DONE,)
 
 
 cdef class Parser(Framer):
-    """Turns each event payload into deltas: ``_fast``, ``_terminal``, ``_generic``."""
+    """Turns each event payload into deltas: fast path, ``_terminal``, ``_generic``."""
 
     cdef object _reader  # the twin's reader, made by the subclass: the generic path
 
@@ -129,7 +129,7 @@ cdef class AnthropicParser(Parser):
         self._blocks = self._reader.blocks
 
     cdef bint _fast(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
-        """Also skips a ping or a content_block_stop."""
+        """Also skips a ping or a content_block_stop; a message_stop is DONE."""
         cdef _AnthropicEvent e
         memset(&e, 0, sizeof(e))
         if _anthropic_event(p, n, &e) < 0 or e.type_st != 2:
@@ -141,6 +141,9 @@ cdef class AnthropicParser(Parser):
         if e.delta_type_st == 2 and e.delta_type.flags & _ESCAPED:
             return False
         if _is(p, &e.type, b"ping", 4) or _is(p, &e.type, b"content_block_stop", 18):
+            return True
+        if _is(p, &e.type, b"message_stop", 12):
+            out.append(_DONE_DELTA)
             return True
         if not _is(p, &e.type, b"content_block_delta", 19) or not e.delta_st:
             return False

@@ -1,19 +1,19 @@
 """The OpenAI / Anthropic delta parsers in pure Python: the twin of ``csrc/_sse.pxi``.
 
 A parser's ``_dispatch`` turns one event payload into ``navi_core.deltas`` tuples in
-three steps, named alike in both twins: ``_fast``, ``_terminal`` (OpenAI's ``[DONE]``),
-``_generic``. The generic path is a reader (orjson, then what each member means); it
-exists once, here, and the compiled parsers call it for every chunk their byte scanner
-does not take. This twin's ``_fast`` learns instead: consecutive chunks are usually
-byte-identical around one string (``..."delta":{"content":"`` + text + ``"},...``), so
-``_learn`` records the bytes around the string a chunk emitted, proves with a probe that
-any string put there parses alike, and later chunks with that head and tail only decode
-their string.
+three steps: a fast path (the compiled twin's ``_fast``; inline here, a call per event
+would cost), ``_terminal`` (OpenAI's ``[DONE]``), ``_generic``. The generic path is a
+reader (orjson, then what each member means): it exists once, here, and the compiled
+parsers call it for every chunk their byte scanner does not take. This twin's fast path
+learns: consecutive chunks are usually byte-identical around one string
+(``..."delta":{"content":"`` + text + ``"},...``), so ``_learn`` records the bytes
+around the string a chunk emitted, proves with a probe that any string put there parses
+alike, and later chunks with that head and tail only decode their string.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import orjson
 
@@ -273,15 +273,18 @@ class AnthropicReader(_Reader):
         out.append((USAGE, totals[0], totals[1], totals[2], totals[3], 0))
 
 
-class _Template(NamedTuple):
+class _Template:
     """The bytes around one JSON string value, and the delta that string makes."""
 
-    head: bytes
-    tail: bytes
-    delta: tuple[Any, ...]
-    lo: int  # len(head) - 1: keep the quotes, the slice is a JSON string
-    hi: int  # len(tail) - 1
-    size: int  # len(head) + len(tail)
+    __slots__ = ("delta", "head", "hi", "lo", "size", "tail")
+
+    def __init__(self, head: bytes, tail: bytes, delta: tuple[Any, ...]) -> None:
+        self.head = head
+        self.tail = tail
+        self.delta = delta
+        self.lo = len(head) - 1  # keep the quotes: the slice is a JSON string
+        self.hi = len(tail) - 1
+        self.size = len(head) + len(tail)
 
 
 def _learn(
@@ -305,14 +308,11 @@ def _learn(
         proven = orjson.loads(head + _PROBE_JSON + tail) == obj
     except orjson.JSONDecodeError:
         return None
-    if not proven:
-        return None
-    lo, hi = len(head) - 1, len(tail) - 1
-    return _Template(head, tail, delta, lo, hi, lo + hi + 2)
+    return _Template(head, tail, delta) if proven else None
 
 
 class Parser(Framer):
-    """Turns each event payload into deltas: ``_fast``, ``_terminal``, ``_generic``."""
+    """Turns each event payload into deltas: fast path, ``_terminal``, ``_generic``."""
 
     __slots__ = ("_hits", "_learned", "_reader", "_template")
     _names_events = False
@@ -333,24 +333,26 @@ class Parser(Framer):
         return super().close()
 
     def _dispatch(self, data: bytes, out: list[Any]) -> None:
-        if not self._fast(data, out) and not self._terminal(data, out):
-            self._generic(data, out)
-
-    def _fast(self, data: bytes, out: list[Any]) -> bool:
-        """Emit the delta of a chunk the learned template fits; False otherwise."""
+        # The fast path, inline (the compiled twin's is _fast): a chunk that fits the
+        # learned template only decodes its string.
         t = self._template
-        if t is None or len(data) < t.size or not data.startswith(t.head):
-            return False
-        if not data.endswith(t.tail):
-            return False
-        try:
-            text = orjson.loads(data[t.lo : len(data) - t.hi])
-        except orjson.JSONDecodeError:
-            return False  # not one string after all: the generic path decides
-        self._hits += 1
-        if text:
-            out.append((*t.delta, text))
-        return True
+        if (
+            t is not None
+            and len(data) >= t.size
+            and data.startswith(t.head)
+            and data.endswith(t.tail)
+        ):
+            try:
+                text = orjson.loads(data[t.lo : len(data) - t.hi])
+            except orjson.JSONDecodeError:
+                pass  # not one string after all: the generic path decides
+            else:
+                self._hits += 1
+                if text:
+                    out.append((*t.delta, text))
+                return
+        if not self._terminal(data, out):
+            self._generic(data, out)
 
     def _terminal(self, data: bytes, out: list[Any]) -> bool:
         """Handle the payload that ends the stream, if ``data`` is it."""

@@ -44,7 +44,9 @@ C_ONLY = {
     "_framing.pxi": {
         "Framer._past_eol",  # a CR at the end of a chunk, on pointers
     },
-    "_sse.pxi": set(),
+    "_sse.pxi": {
+        "Parser._fast",  # the byte scanner; the twin's template check is inline
+    },
     "_text.pxi": {
         "_copy_table",  # the twin's tables into C arrays, at import
         "_load_tables",
