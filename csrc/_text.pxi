@@ -1,9 +1,9 @@
 # Token estimate and base64: the compiled twin of navi_core/_text_py.py, which documents
 # the rules and owns the cost tables, copied into C arrays at import so both twins price
-# every piece alike (tests/core/test_differential_text.py holds them to that). Helpers
-# carry the twin's names; C only: _copy_table, _load_tables, and _scan / _scan_text,
-# the loop of estimate_tokens on the PEP 393 storage, once per code unit width, with the
-# GIL released for long strings. b64encode's table loop is the C-only _fast_b64.pxi.
+# every piece alike (tests/core/test_differential_text.py). Helpers carry the twin's
+# names; C only: _copy_table, _load_tables, _char_class, and _scan / _scan_text (the
+# loop of estimate_tokens on the PEP 393 storage, once per code unit width, the GIL
+# released for long strings). b64encode's table loop is the C-only _fast_b64.pxi.
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.pyport cimport PY_SSIZE_T_MAX
@@ -51,16 +51,14 @@ cdef enum:  # character classes, as in _text_py
     _TK_LATIN = 7
     _TK_OTHER = 16
     _TK_MARK = 17
-
-cdef enum:  # what the scanner is inside of
+    # what the scanner is inside of
     _TK_NONE = 0
     _TK_WORD = 1
     _TK_DIGITS = 2
     _TK_PUNCTS = 3
     _TK_TRAIL = 4
     _TK_SPACES = 5
-
-cdef enum:  # what precedes a word
+    # what precedes a word
     _TK_PRE_NONE = 0
     _TK_PRE_SPACE = 1
     _TK_PRE_PUNCT = 2
@@ -91,9 +89,7 @@ cdef int _tk_newlines_per_token = _tp.NEWLINES_PER_TOKEN
 
 cdef int _copy_table(int* dst, tuple src, Py_ssize_t size) except -1:
     if len(src) != size:
-        raise ImportError(
-            f"navi_core._text_py table has {len(src)} entries, not {size}"
-        )
+        raise ImportError(f"a _text_py table has {len(src)} entries, not {size}")
     for i in range(size):
         dst[i] = src[i]
     return 0
@@ -129,6 +125,13 @@ cdef inline int _astral_class(Py_UCS4 cp) noexcept nogil:
     return _TK_OTHER
 
 
+cdef inline int _char_class(Py_UCS4 cp) noexcept nogil:
+    """The twin's ``bmp[cp] if cp < 0x10000 else _astral_class(cp)``."""
+    if cp < 0x10000:
+        return _tk_bmp[cp]
+    return _astral_class(cp)
+
+
 cdef inline bint _is_letter(int cls) noexcept nogil:
     return cls <= _TK_UPPER or _TK_LATIN <= cls <= _TK_MARK
 
@@ -149,9 +152,10 @@ cdef inline long long _word_cost(
 
 
 cdef inline long long _punct_cost(
-    Py_ssize_t changes, Py_ssize_t repeats, bint lead, bint trail
+    long long cost, Py_ssize_t changes, Py_ssize_t repeats, bint lead, bint trail
 ) noexcept nogil:
-    cdef long long cost = _tk_lead_space if lead else 0
+    if lead:
+        cost += _tk_lead_space
     if trail:
         cost += _tk_trailing_newline
     cost += repeats // 16 * <long long>_tk_repeat_16
@@ -160,13 +164,16 @@ cdef inline long long _punct_cost(
     return cost + _tk_punct_run[changes]
 
 
+cdef inline long long _newline_cost(Py_ssize_t n) noexcept nogil:
+    return _tk_token + (n - 1) // _tk_newlines_per_token * _tk_token
+
+
 cdef inline long long _space_cost(Py_ssize_t n) noexcept nogil:
     return _tk_token + (n - 1) // _tk_spaces_per_token * _tk_token
 
 
 cdef long long _scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
-    """Thousandths of a token in ``s[:n]``, step for step as the twin's
-    estimate_tokens."""
+    """Thousandths of a token in ``s[:n]``, step for step as the twin's loop."""
     cdef long long total = 0
     cdef int mode = _TK_NONE, cls, sv
     cdef Py_UCS4 cp
@@ -183,7 +190,7 @@ cdef long long _scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
     cdef bint s_tail_space = False
     for i in range(n):
         cp = s[i]
-        cls = _tk_bmp[cp] if cp < 0x10000 else _astral_class(cp)
+        cls = _char_class(cp)
         if mode == _TK_WORD:
             if _TK_LATIN <= cls <= _TK_MARK:
                 w_lower = True
@@ -226,12 +233,12 @@ cdef long long _scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
                 mode = _TK_TRAIL
                 continue
             else:
-                total += p_cost + _punct_cost(p_changes, p_repeats, p_lead, False)
+                total += _punct_cost(p_cost, p_changes, p_repeats, p_lead, False)
                 mode = _TK_NONE
         elif mode == _TK_TRAIL:
             if cls == _TK_NEWLINE or cp == 0x2F:
                 continue
-            total += p_cost + _punct_cost(p_changes, p_repeats, p_lead, True)
+            total += _punct_cost(p_cost, p_changes, p_repeats, p_lead, True)
             mode = _TK_NONE
         elif mode == _TK_DIGITS:
             if cls == _TK_DIGIT:
@@ -249,9 +256,7 @@ cdef long long _scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
                 s_tail_space = cp == 0x20
                 continue
             if s_newlines:
-                total += (
-                    _tk_token + (s_newlines - 1) // _tk_newlines_per_token * _tk_token
-                )
+                total += _newline_cost(s_newlines)
             mode = _TK_NONE
             if s_tail:
                 if s_tail > 1:
@@ -312,21 +317,18 @@ cdef long long _scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
     if mode == _TK_WORD:
         total += _word_cost(w_pre, w_ascii, w_caps, w_cost)
     elif mode == _TK_PUNCTS or mode == _TK_TRAIL:
-        total += p_cost + _punct_cost(p_changes, p_repeats, p_lead, mode == _TK_TRAIL)
+        total += _punct_cost(p_cost, p_changes, p_repeats, p_lead, mode == _TK_TRAIL)
     elif mode == _TK_DIGITS:
         total += (digits + 2) // 3 * _tk_token
     elif mode == _TK_SPACES:
         if s_newlines:
-            total += _tk_token + (s_newlines - 1) // _tk_newlines_per_token * _tk_token
+            total += _newline_cost(s_newlines)
         if s_tail:
             total += _space_cost(s_tail)
     return total
 
 
-cdef long long _scan_text(
-    int kind, const void* data, Py_ssize_t n
-) noexcept nogil:
-    """_scan for a str of PEP 393 ``kind``."""
+cdef long long _scan_text(int kind, const void* data, Py_ssize_t n) noexcept nogil:
     if kind == PyUnicode_1BYTE_KIND:
         return _scan(<const Py_UCS1*>data, n)
     if kind == PyUnicode_2BYTE_KIND:
@@ -335,9 +337,7 @@ cdef long long _scan_text(
 
 
 def estimate_tokens(text):
-    """Approximate o200k_base token count of ``text``, in one pass.
-
-    The rules and tables are those of navi_core._text_py.estimate_tokens.
+    """Approximate o200k_base token count of ``text`` (the twin's rules), in one pass.
 
     Raises:
         TypeError: ``text`` is not a str.
@@ -363,9 +363,8 @@ def estimate_tokens(text):
 
 
 def b64encode(data):
-    """Standard base64 with padding, as ``base64.b64encode(data).decode()``.
-
-    Any buffer is accepted; one that is not C-contiguous is copied first.
+    """Standard base64 with padding, as ``base64.b64encode(data).decode()``; any
+    buffer is accepted, one that is not C-contiguous is copied first.
 
     Raises:
         TypeError: ``data`` does not support the buffer protocol.
@@ -377,9 +376,9 @@ def b64encode(data):
     try:
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     except TypeError:
+        name = type(data).__name__
         raise TypeError(
-            "b64encode() argument must be a bytes-like object, not "
-            f"{type(data).__name__}"
+            f"b64encode() argument must be a bytes-like object, not {name}"
         ) from None
     except BufferError:
         return b64encode(memoryview(data).tobytes())

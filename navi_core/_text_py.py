@@ -177,8 +177,10 @@ def _word_cost(prefix: int, ascii_letters: int, capitals: int, cost: int) -> int
     return cost
 
 
-def _punct_cost(changes: int, repeats: int, lead: bool, trail: bool) -> int:
-    cost = LEAD_SPACE if lead else 0
+def _punct_cost(cost: int, changes: int, repeats: int, lead: bool, trail: bool) -> int:
+    """``cost`` so far (non-ASCII characters) plus the rest of a punctuation run's."""
+    if lead:
+        cost += LEAD_SPACE
     if trail:
         cost += TRAILING_NEWLINE
     cost += repeats // 16 * REPEAT_16
@@ -189,6 +191,10 @@ def _punct_cost(changes: int, repeats: int, lead: bool, trail: bool) -> int:
 
 def _space_cost(n: int) -> int:
     return TOKEN + (n - 1) // SPACES_PER_TOKEN * TOKEN
+
+
+def _newline_cost(n: int) -> int:
+    return TOKEN + (n - 1) // NEWLINES_PER_TOKEN * TOKEN
 
 
 def estimate_tokens(text: str) -> int:
@@ -259,12 +265,12 @@ def estimate_tokens(text: str) -> int:
                 mode = _TRAIL
                 continue
             else:
-                total += p_cost + _punct_cost(p_changes, p_repeats, p_lead, False)
+                total += _punct_cost(p_cost, p_changes, p_repeats, p_lead, False)
                 mode = _NONE
         elif mode == _TRAIL:
             if cls == NEWLINE or cp == 0x2F:
                 continue
-            total += p_cost + _punct_cost(p_changes, p_repeats, p_lead, True)
+            total += _punct_cost(p_cost, p_changes, p_repeats, p_lead, True)
             mode = _NONE
         elif mode == _DIGITS:
             if cls == DIGIT:
@@ -282,7 +288,7 @@ def estimate_tokens(text: str) -> int:
                 s_tail_space = cp == 0x20
                 continue
             if s_newlines:
-                total += TOKEN + (s_newlines - 1) // NEWLINES_PER_TOKEN * TOKEN
+                total += _newline_cost(s_newlines)
             mode = _NONE
             if s_tail:
                 # o200k gives the last blank to a following word or " " + punctuation
@@ -342,12 +348,12 @@ def estimate_tokens(text: str) -> int:
     if mode == _WORD:
         total += _word_cost(w_pre, w_ascii, w_caps, w_cost)
     elif mode in (_PUNCT, _TRAIL):
-        total += p_cost + _punct_cost(p_changes, p_repeats, p_lead, mode == _TRAIL)
+        total += _punct_cost(p_cost, p_changes, p_repeats, p_lead, mode == _TRAIL)
     elif mode == _DIGITS:
         total += (digits + 2) // 3 * TOKEN
     elif mode == _SPACE:
         if s_newlines:
-            total += TOKEN + (s_newlines - 1) // NEWLINES_PER_TOKEN * TOKEN
+            total += _newline_cost(s_newlines)
         if s_tail:
             total += _space_cost(s_tail)
     return (total + TOKEN - 1) // TOKEN

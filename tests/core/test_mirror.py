@@ -52,6 +52,7 @@ C_ONLY = {
         "_load_tables",
         "_scan",  # the loop of estimate_tokens, once per code unit width
         "_scan_text",
+        "_char_class",  # the twin's inline bmp[cp] / _astral_class(cp) per character
     },
 }
 
