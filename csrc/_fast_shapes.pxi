@@ -166,8 +166,10 @@ cdef Py_ssize_t _openai_delta(
 cdef Py_ssize_t _openai_choice(
     const unsigned char* p, Py_ssize_t i, Py_ssize_t n, _OpenAIChunk* c
 ) noexcept nogil:
+    """The one choice of a chunk; ``index_st`` 2: not the first choice."""
     cdef _Str key
     cdef bint done = False
+    cdef long long other
     if i >= n or p[i] != 123:
         return -1
     i = _ws(p, i + 1, n)
@@ -181,8 +183,11 @@ cdef Py_ssize_t _openai_choice(
             if c.index_st:
                 return -1
             c.index_st = 1
-            if i < n and p[i] == 48:  # only choice 0
+            if i < n and p[i] == 48:  # choice 0
                 i = i + 1 if _number(p, i, n) == i + 1 else -1
+            elif i < n and 49 <= p[i] <= 57:  # another choice (n > 1): ignored
+                c.index_st = 2
+                i = _plain_int(p, i, n, &other)
             else:
                 i = _literal(p, i, n, b"null", 4)
         elif _is(p, &key, b"delta", 5):

@@ -97,6 +97,8 @@ cdef class OpenAIChatParser(Parser):
                 if model != reader.model:
                     reader.model = model
                     out.append((_MODEL, model))
+        if c.index_st == 2:  # a choice the parser does not follow: only the model
+            return True
         if c.reasoning_content_st == 2 and _nonempty(&c.reasoning_content):
             out.append((_THINKING, _text(p, &c.reasoning_content)))
         elif c.reasoning_st == 2 and _nonempty(&c.reasoning):
