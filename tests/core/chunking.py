@@ -30,7 +30,8 @@ def run(target: Any, chunks: list[bytes]) -> list[Any]:
     out: list[Any] = []
     for chunk in chunks:
         out += target.feed(chunk)
-    return out + target.close()
+    out += target.close()
+    return out
 
 
 def feed_all(make: Callable[[], Any], raw: bytes) -> list[Any]:
