@@ -143,6 +143,8 @@ class Stream:
     ) -> None:
         self._host = host
         self._phase = Phase.TURN_START
+        # typed as the union so next() returns it unchanged; providers and dispatch
+        # push into it through their ``deque[Event]`` / ``list[Event]`` signatures
         self._queue: deque[AnyEvent] = deque()
         self._handlers: dict[Phase, Callable[[], None]] = {
             Phase.TURN_START: self._turn_start,
