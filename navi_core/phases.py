@@ -130,6 +130,10 @@ class RequestState:
     #: a context overflow of this request was already compacted once
     overflow_compacted: bool = False
 
+    def checked_now(self) -> RequestState:
+        """This state with ``checked`` set (built directly: it runs every request)."""
+        return RequestState(self.attempt, self.retry_at, True, self.overflow_compacted)
+
 
 @dataclass(frozen=True, slots=True)
 class CompactionJob:

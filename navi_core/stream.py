@@ -354,9 +354,13 @@ class Stream:
         for message in host.steering.take():
             self._commit(message)
         if not self._request.checked:
-            self._request = replace(self._request, checked=True)
-            pending = plan_compaction(
-                host.session, config, host.tool_specs(), reason="threshold"
+            self._request = self._request.checked_now()
+            pending = (  # no threshold without a context window: skip the sizing
+                plan_compaction(
+                    host.session, config, host.tool_specs(), reason="threshold"
+                )
+                if config.compaction.context_window is not None
+                else None
             )
             if pending is not None:
                 self._announce(pending)
@@ -465,10 +469,10 @@ class Stream:
             self._compaction = None
             if job.pending.started.reason == "overflow":
                 raise
-            self._request = replace(self._request, checked=True)  # send it uncompacted
+            self._request = self._request.checked_now()  # send it uncompacted
             return
         self._compaction = None
-        self._request = replace(self._request, checked=True)
+        self._request = self._request.checked_now()
         self._queue.append(compacted)
         if job.notice is not None:
             self._queue.append(job.notice)
