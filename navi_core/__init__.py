@@ -12,7 +12,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .agent import Agent
-from .config import CompactionConfig, Config, ImageLimits, RetryPolicy, Timeout
+from .config import (
+    CompactionConfig,
+    Config,
+    ImageLimits,
+    PlanningConfig,
+    RetryPolicy,
+    Timeout,
+)
 from .conversation import (
     CompactionSummary,
     Conversation,
@@ -39,6 +46,8 @@ from .errors import (
     MalformedStream,
     NaviError,
     NoCompactionPrompt,
+    NothingToCompact,
+    OutputValidationError,
     Overloaded,
     ProviderError,
     RateLimited,
@@ -46,19 +55,28 @@ from .errors import (
     SessionBusy,
     SessionError,
     SessionNotFound,
+    SteeringQueueFull,
     StreamPoisoned,
+    ThinkingStall,
     ToolRegistrationError,
     TransportError,
 )
 from .events import (
+    PENDING,
     AnyEvent,
     Compacted,
     CompactionStarted,
     Event,
+    HookFailure,
+    Lagged,
     MessageComplete,
     ModelInfo,
+    Pending,
     ProviderRetry,
+    ResponseDiscarded,
+    Steered,
     StopReason,
+    SubagentEvent,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -66,17 +84,19 @@ from .events import (
     ToolDispatchComplete,
     ToolDispatchStart,
     ToolFinished,
+    ToolProgress,
     ToolStarted,
     TurnComplete,
 )
 from .providers.base import Provider, ProviderRequest, ProviderStream
 from .providers.scripted import MidStreamFailure, Scripted
 from .session import Session
+from .steering import SteerDisposition
 from .store.base import SessionInfo, SessionStore
 from .store.memory import MemoryStore
 from .store.null import NullStore
 from .stream import Phase, Stream
-from .tools import Tool, ToolCall, ToolSource, ToolSpec, tool
+from .tools import Tool, ToolCall, ToolContext, ToolSource, ToolSpec, tool
 
 if TYPE_CHECKING:  # imported on first use at run time (see __getattr__)
     from .compaction import CompactionResult
@@ -100,8 +120,8 @@ _LAZY = {
 
 __all__ = [
     "Agent",
-    "Anthropic",
     "AmbiguousSession",
+    "Anthropic",
     "AnyEvent",
     "AuthFailed",
     "BadRequest",
@@ -116,7 +136,9 @@ __all__ = [
     "Conversation",
     "EmptyAssistantResponse",
     "Event",
+    "HookFailure",
     "ImageLimits",
+    "Lagged",
     "MalformedStream",
     "Media",
     "MediaPart",
@@ -127,10 +149,15 @@ __all__ = [
     "ModelInfo",
     "NaviError",
     "NoCompactionPrompt",
+    "NothingToCompact",
     "NullStore",
     "OpenAIChat",
+    "OutputValidationError",
     "Overloaded",
+    "PENDING",
+    "Pending",
     "Phase",
+    "PlanningConfig",
     "PostgresStore",
     "Provider",
     "ProviderError",
@@ -139,6 +166,7 @@ __all__ = [
     "ProviderStream",
     "RateLimited",
     "RedactedThinking",
+    "ResponseDiscarded",
     "RetryPolicy",
     "SQLiteStore",
     "Scripted",
@@ -149,23 +177,30 @@ __all__ = [
     "SessionInfo",
     "SessionNotFound",
     "SessionStore",
+    "SteerDisposition",
+    "Steered",
+    "SteeringQueueFull",
     "StopReason",
     "Stream",
     "StreamPoisoned",
+    "SubagentEvent",
     "System",
     "Text",
     "TextDelta",
     "TextPart",
     "Thinking",
     "ThinkingDelta",
+    "ThinkingStall",
     "Timeout",
     "Tool",
     "ToolCall",
     "ToolCallDelta",
     "ToolCallStart",
+    "ToolContext",
     "ToolDispatchComplete",
     "ToolDispatchStart",
     "ToolFinished",
+    "ToolProgress",
     "ToolRegistrationError",
     "ToolResult",
     "ToolSource",

@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 
 from .providers.base import Provider
 
-__all__ = ["CompactionConfig", "Config", "ImageLimits", "RetryPolicy", "Timeout"]
+__all__ = [
+    "CompactionConfig",
+    "Config",
+    "ImageLimits",
+    "PlanningConfig",
+    "RetryPolicy",
+    "Timeout",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,12 +73,17 @@ class CompactionConfig:
 
 @dataclass(frozen=True, slots=True)
 class Timeout:
-    """HTTP timeouts in seconds (None waits forever)."""
+    """HTTP timeouts in seconds (None waits forever).
+
+    ``read`` bounds one socket read; ``idle`` bounds the silence between two events of
+    an open response (None: only ``read`` applies).
+    """
 
     connect: float | None = 10.0
     read: float | None = 120.0
     write: float | None = 30.0
     pool: float | None = 10.0
+    idle: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +92,14 @@ class ImageLimits:
 
     max_side: int = 1568
     max_bytes: int = 5 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class PlanningConfig:
+    """Before the first response of a non-casual turn, one tool-less request writes a
+    plan with this system prompt; the plan joins the conversation."""
+
+    prompt: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,3 +113,11 @@ class Config:
     images: ImageLimits = field(default_factory=ImageLimits)
     max_output_tokens: int | None = None
     temperature: float | None = None
+    #: seconds of wall clock for a whole turn (``StopReason.TIMEOUT``); None: no limit
+    turn_timeout: float | None = None
+    #: steering messages that may wait at once (``SteeringQueueFull`` beyond)
+    max_steering: int = 64
+    #: thinking characters a response may stream with no text or tool call
+    max_thinking_chars: int | None = None
+    #: a planning request before the first response of a non-casual turn
+    planning: PlanningConfig | None = None

@@ -8,6 +8,10 @@ NaviError
 ├── EmptyAssistantResponse  the model answered with nothing at all
 ├── NoCompactionPrompt      compaction was needed but no summary prompt is configured
 ├── Cancelled               the host cancelled the turn
+├── ThinkingStall           a response streamed only thinking past the configured limit
+├── SteeringQueueFull       more than ``Config.max_steering`` steering messages wait
+├── NothingToCompact        a compaction by hand found fewer than two messages to summarise
+├── OutputValidationError   the structured answer stayed invalid after a corrective retry
 ├── SessionError            persistence: SessionNotFound, AmbiguousSession, SessionBusy
 └── ToolRegistrationError   a duplicate or invalid tool
 """
@@ -26,6 +30,8 @@ __all__ = [
     "MalformedStream",
     "NaviError",
     "NoCompactionPrompt",
+    "NothingToCompact",
+    "OutputValidationError",
     "Overloaded",
     "ProviderError",
     "RateLimited",
@@ -33,7 +39,9 @@ __all__ = [
     "SessionBusy",
     "SessionError",
     "SessionNotFound",
+    "SteeringQueueFull",
     "StreamPoisoned",
+    "ThinkingStall",
     "ToolRegistrationError",
     "TransportError",
 ]
@@ -156,6 +164,23 @@ class NoCompactionPrompt(NaviError):
 
 class Cancelled(NaviError):
     """The turn was cancelled by the host (``Stream.cancel()`` or a tool)."""
+
+
+class ThinkingStall(NaviError):
+    """A response streamed ``Config.max_thinking_chars`` of thinking with no text or
+    tool call; it was aborted and is not retried."""
+
+
+class SteeringQueueFull(NaviError):
+    """``Config.max_steering`` steering messages wait already; this one was refused."""
+
+
+class NothingToCompact(NaviError):
+    """Fewer than two messages could be summarised."""
+
+
+class OutputValidationError(NaviError, ValueError):
+    """The model's structured answer did not validate, also after one corrective retry."""
 
 
 class SessionError(NaviError):

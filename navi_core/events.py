@@ -11,17 +11,24 @@ import enum
 from dataclasses import dataclass
 from typing import TypeAlias, final
 
-from .conversation import Message, Usage
+from .conversation import Message, ToolUse, Usage
 
 __all__ = [
+    "PENDING",
     "AnyEvent",
     "Compacted",
     "CompactionStarted",
     "Event",
+    "HookFailure",
+    "Lagged",
     "MessageComplete",
     "ModelInfo",
+    "Pending",
     "ProviderRetry",
+    "ResponseDiscarded",
+    "Steered",
     "StopReason",
+    "SubagentEvent",
     "TextDelta",
     "ThinkingDelta",
     "ToolCallDelta",
@@ -29,6 +36,7 @@ __all__ = [
     "ToolDispatchComplete",
     "ToolDispatchStart",
     "ToolFinished",
+    "ToolProgress",
     "ToolStarted",
     "TurnComplete",
 ]
@@ -45,6 +53,10 @@ class StopReason(str, enum.Enum):
     MAX_TOKENS = "max_tokens"
     #: the host cancelled the turn
     CANCELLED = "cancelled"
+    #: ``Config.turn_timeout`` seconds of wall clock ran out
+    TIMEOUT = "timeout"
+    #: a tool call waits for a person's approval (``TurnComplete.pending_approvals``)
+    APPROVAL_REQUIRED = "approval_required"
 
     def __str__(self) -> str:
         return self.value
@@ -134,6 +146,17 @@ class ToolFinished(Event):
     name: str
     is_error: bool
     seconds: float
+    #: a short error text when ``is_error``
+    error: str | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ToolProgress(Event):
+    """A running tool reported progress through ``ToolContext.emit``."""
+
+    call_id: str
+    text: str
 
 
 @final
@@ -188,6 +211,72 @@ class Compacted(Event):
 
 @final
 @dataclass(frozen=True, slots=True)
+class Pending(Event):
+    """No event was ready within ``next(timeout=...)``; the turn goes on.
+
+    ``PENDING`` is its only instance. It is truthy, so ``while ev := stream.next(t)``
+    keeps looping until the turn ends.
+    """
+
+    def __bool__(self) -> bool:
+        return True
+
+
+PENDING: Pending = Pending()
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ResponseDiscarded(Event):
+    """Attempt ``attempt`` failed after it returned deltas; a renderer removes them.
+
+    Returned before the ``ProviderRetry`` of that failure. The counts say how much of
+    the attempt was returned: characters of text and thinking, tool calls started.
+    """
+
+    attempt: int
+    text_chars: int
+    thinking_chars: int
+    tool_calls: int
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Steered(Event):
+    """A steering message joined the conversation."""
+
+    message: Message
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class SubagentEvent(Event):
+    """An event of the sub-agent run by tool call ``call_id``."""
+
+    call_id: str
+    event: Event
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Lagged(Event):
+    """A subscriber fell behind: ``dropped`` events were not delivered to it."""
+
+    dropped: int
+
+
+@dataclass(frozen=True, slots=True)
+class HookFailure:
+    """A hook raised: which hook, in which stage, the error text, the call it concerned."""
+
+    hook: str
+    stage: str
+    error: str
+    call_id: str | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
 class TurnComplete(Event):
     """The turn ended; ``response`` is the final assistant text."""
 
@@ -196,6 +285,14 @@ class TurnComplete(Event):
     iterations: int
     tool_calls: int
     usage: Usage
+    #: the id of this turn (``Stream.turn_id``)
+    turn_id: str = ""
+    #: the validated structured output when ``run(..., output=T)`` asked for one
+    output: object = None
+    #: every exception a hook raised during the turn
+    hook_failures: tuple[HookFailure, ...] = ()
+    #: the calls waiting for ``Agent.approve``/``deny`` (``APPROVAL_REQUIRED``)
+    pending_approvals: tuple[ToolUse, ...] = ()
 
 
 AnyEvent: TypeAlias = (
@@ -213,4 +310,10 @@ AnyEvent: TypeAlias = (
     | CompactionStarted
     | Compacted
     | TurnComplete
+    | Pending
+    | ResponseDiscarded
+    | ToolProgress
+    | Steered
+    | SubagentEvent
+    | Lagged
 )

@@ -89,9 +89,14 @@ def type_hints(f: Callable[..., Any]) -> dict[str, Any]:
 
 
 def function_schema(
-    f: Callable[..., Any], hints: Mapping[str, Any], arg_docs: Mapping[str, str]
+    f: Callable[..., Any],
+    hints: Mapping[str, Any],
+    arg_docs: Mapping[str, str],
+    *,
+    skip: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The JSON schema of the keyword arguments of ``f`` (``hints`` its type hints).
+    """The JSON schema of the keyword arguments of ``f`` (``hints`` its type hints);
+    the parameters in ``skip`` are injected by the caller and left out.
 
     Raises:
         ToolRegistrationError: a positional-only parameter, or a type with no JSON form.
@@ -100,7 +105,7 @@ def function_schema(
     properties: dict[str, Any] = {}
     required: list[str] = []
     for pname, param in sig.parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or pname in skip:
             continue
         if param.kind is param.POSITIONAL_ONLY:
             raise ToolRegistrationError(

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import enum
 import threading
 
 from .conversation import Message
 
-__all__ = ["SteeringQueue"]
+__all__ = ["SteerDisposition", "SteeringQueue"]
+
+
+class SteerDisposition(str, enum.Enum):
+    """What ``Agent.steer`` did with a message."""
+
+    #: a turn is running: it applies the message before its next response
+    QUEUED = "queued"
+    #: no turn is running: the next ``run()``/``resume()`` applies it first
+    NEXT_TURN = "next_turn"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class SteeringQueue:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, overload, runtime_checkable
@@ -35,6 +36,7 @@ else:
 __all__ = [
     "Tool",
     "ToolCall",
+    "ToolContext",
     "ToolRegistry",
     "ToolSource",
     "ToolSpec",
@@ -61,6 +63,44 @@ class ToolCall:
     id: str
     name: str
     arguments: dict[str, Any] = field(hash=False)
+
+
+class ToolContext:
+    """What a running call may know and do; a parameter annotated ``ToolContext`` gets it.
+
+    The parameter is left out of the schema the model sees. ``cancelled`` is set when
+    the turn is cancelled or closed: a long tool should check it and return early.
+    ``emit(text)`` reports progress, returned by the stream as ``ToolProgress``.
+    """
+
+    __slots__ = ("_emit", "call_id", "cancelled", "name", "session_id")
+
+    def __init__(
+        self,
+        call_id: str,
+        name: str,
+        session_id: str | None = None,
+        cancelled: threading.Event | None = None,
+        emit: Callable[[str], None] | None = None,
+    ) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.session_id = session_id
+        self.cancelled = cancelled if cancelled is not None else threading.Event()
+        self._emit = emit
+
+    def emit(self, text: str) -> None:
+        """Report progress of this call (``ToolProgress(call_id, text)``)."""
+        if self._emit is not None:
+            self._emit(str(text))
+
+    def __repr__(self) -> str:
+        return f"ToolContext(call_id={self.call_id!r}, name={self.name!r})"
+
+
+def context_parameters(hints: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of the parameters annotated ``ToolContext`` (injected, not in the schema)."""
+    return tuple(k for k, v in hints.items() if v is ToolContext)
 
 
 class _FunctionSignature:
@@ -101,11 +141,24 @@ class Tool(Generic[P, R]):
         """The declaration sent to the model."""
         return ToolSpec(self.name, self.description, self.parameters)
 
-    def invoke(self, arguments: Mapping[str, Any]) -> R:
-        """Call the function with JSON arguments converted to the annotated types."""
+    def invoke(
+        self, arguments: Mapping[str, Any], context: ToolContext | None = None
+    ) -> R:
+        """Call the function with JSON arguments converted to the annotated types.
+
+        ``context`` is passed to every parameter annotated ``ToolContext`` (a fresh,
+        inert one when none is given).
+        """
         hints = self.hints
         fn: Callable[..., R] = self.fn
-        return fn(**{k: convert(hints.get(k, Any), v) for k, v in arguments.items()})
+        kwargs = {
+            k: convert(hints.get(k, Any), v)
+            for k, v in arguments.items()
+            if hints.get(k) is not ToolContext
+        }
+        for k in context_parameters(hints):
+            kwargs[k] = context if context is not None else ToolContext("", self.name)
+        return fn(**kwargs)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
@@ -153,10 +206,11 @@ def tool(
     def build(f: Callable[..., Any]) -> Tool:
         summary, arg_docs = parse_docstring(inspect.getdoc(f) or "")
         hints = type_hints(f)
+        injected = context_parameters(hints)
         return Tool(
             name or f.__name__,
             description if description is not None else summary,
-            function_schema(f, hints, arg_docs),
+            function_schema(f, hints, arg_docs, skip=injected),
             f,
             hints,
         )

@@ -42,7 +42,9 @@ def test_every_event_is_frozen_and_slotted(cls: type[Event]) -> None:
     assert dataclasses.is_dataclass(cls) is True
     # set by @dataclass at run time; typeshed does not declare it
     assert cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
-    assert ("__slots__" in vars(cls) and not hasattr(cls, "__dict__")) or cls.__slots__
+    # slotted all the way up: instances carry no __dict__
+    assert "__slots__" in vars(cls)
+    assert all("__dict__" not in vars(k) for k in cls.__mro__ if k is not object)
 
 
 def test_events_cannot_be_changed() -> None:
