@@ -35,7 +35,6 @@ from navi_core import (
     StreamPoisoned,
     Text,
     Thinking,
-    ToolDispatchStart,
     ToolFinished,
     ToolStarted,
     ToolUse,
