@@ -512,7 +512,8 @@ class Stream:
                 if queue or self._ctl.stop is not None:
                     return
         except ProviderError as exc:
-            self._stream_failed(response, exc)
+            if self._ctl.stop is None:  # else: the read a stop interrupted
+                self._stream_failed(response, exc)
             return
         self._completed()
 
