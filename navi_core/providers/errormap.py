@@ -115,7 +115,7 @@ OVERFLOW_WORDING: Final[tuple[OverflowWording, ...]] = (
         "TGI",
         422,
         '{"error": "Input validation error: `inputs` tokens + `max_new_tokens` '
-        "must be <= 4096. Given: 4000 `inputs` tokens and 200 `max_new_tokens`\", "
+        'must be <= 4096. Given: 4000 `inputs` tokens and 200 `max_new_tokens`", '
         '"error_type": "validation"}',
         "huggingface/text-generation-inference router/src/validation.rs "
         "(ValidationError::MaxTotalTokens, sent as 422)",
