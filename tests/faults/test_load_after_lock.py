@@ -55,7 +55,9 @@ def test_latest_session_is_loaded_after_the_lock(tmp_path: Path) -> None:
     path = tmp_path / "navi.db"
     with SQLiteStore(path) as writer:
         sid = writer.create().id
-        with LateWriterStore(path, writer) as store:
-            with Agent(Scripted([]), store=store, session="latest") as agent:
-                assert agent.session_id == sid
-                assert len(agent.conversation.messages) == 2
+        with (
+            LateWriterStore(path, writer) as store,
+            Agent(Scripted([]), store=store, session="latest") as agent,
+        ):
+            assert agent.session_id == sid
+            assert len(agent.conversation.messages) == 2
