@@ -13,7 +13,6 @@ sees the ``Agent``.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -26,14 +25,26 @@ from .conversation import (
     Usage,
     UserMessage,
 )
-from .errors import EmptyAssistantResponse, NoCompactionPrompt, ProviderError
-from .events import Compacted, CompactionStarted, Event, MessageComplete
+from .core import estimate_tokens
+from .errors import (
+    ContextOverflow,
+    EmptyAssistantResponse,
+    NoCompactionPrompt,
+)
+from .events import Compacted, CompactionStarted
 from .providers.base import Provider, ProviderRequest
 from .session import Session
 from .sizing import SizeCache, estimate_request_tokens, message_sizes, request_tokens
+from .summary_input import (
+    MAX_SHRINKS,
+    MIN_TRANSCRIPT_TOKENS,
+    ask_summary,
+    bounded_transcript,
+    transcript_budget,
+)
 from .tokens import estimate_message_tokens
 from .tools import ToolSpec
-from .transcript import is_summary, render_transcript
+from .transcript import is_summary
 
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
@@ -314,10 +325,16 @@ def _apply(
     plan: Split,
     extra_instructions: str | None,
 ) -> int:
-    """Summarise ``plan``, store the new window, then replace the conversation."""
-    text = _summarise(provider, summariser, config, prompt, plan, extra_instructions)
+    """Summarise ``plan``, store the new window, then replace the conversation.
+
+    The kept messages' usage is restated from the summary's own measured size (the
+    output tokens of its response), an estimate only when the response had none.
+    """
+    text, measured = _summarise(
+        provider, summariser, config, prompt, plan, extra_instructions
+    )
     summary = Message("user", (CompactionSummary(text),), wire=provider.wire)
-    running = estimate_message_tokens(summary)
+    running = measured or estimate_message_tokens(summary)
     kept: list[Message] = []
     for m, size in zip(plan.kept, plan.kept_sizes, strict=True):
         u = m.usage
@@ -337,42 +354,36 @@ def _summarise(
     prompt: str,
     plan: Split,
     extra_instructions: str | None,
-) -> str:
-    """Ask ``summariser`` (else ``provider``, also the fallback) for the summary text."""
+) -> tuple[str, int]:
+    """The summary text and its output tokens (0 when unreported).
+
+    The transcript is bounded to fit (``summary_input``); one that still overflows
+    is halved and sent again, at most ``MAX_SHRINKS`` times.
+    """
     system = prompt
     if plan.previous is not None:
         system += "\n\n" + _CHAIN_NOTE
     if extra_instructions:
         system += "\n\nAdditional instructions:\n" + extra_instructions
     shown = (plan.previous, *plan.prefix) if plan.previous else plan.prefix
-    transcript = render_transcript(shown)
-    message = UserMessage(
-        f"Summarise this conversation.\n\n<transcript>\n{transcript}\n</transcript>"
-    )
-    request = ProviderRequest((message,), system, (), config)
-    first = summariser if summariser is not None else provider
-    try:
-        text = _complete(first, request)
-    except ProviderError:
-        if first is provider:
-            raise
-        text = _complete(provider, request)
-    if not text.strip():
+    budget = transcript_budget(config, system)
+    for shrink in range(MAX_SHRINKS + 1):
+        transcript = bounded_transcript(shown, budget)
+        message = UserMessage(
+            f"Summarise this conversation.\n\n<transcript>\n{transcript}\n</transcript>"
+        )
+        request = ProviderRequest((message,), system, (), config)
+        try:
+            answer = ask_summary(provider, summariser, request)
+            break
+        except ContextOverflow:
+            tokens = estimate_tokens(transcript)
+            if shrink == MAX_SHRINKS or tokens <= MIN_TRANSCRIPT_TOKENS:
+                raise
+            budget = tokens // 2
+    if not answer.text.strip():
         raise EmptyAssistantResponse(
             "the summary response held no text; the conversation is unchanged"
         )
-    return text
-
-
-def _complete(provider: Provider, request: ProviderRequest) -> str:
-    """Open ``request`` on ``provider``, pump it to the end and return its text."""
-    response = provider.open(request)
-    queue: deque[Event] = deque()
-    try:
-        while not response.produce(queue):
-            queue.clear()  # only the completed message matters here
-    finally:
-        response.close()
-    complete = queue[-1]
-    assert isinstance(complete, MessageComplete)
-    return complete.message.text
+    usage = answer.usage
+    return answer.text, usage.output if usage is not None else 0
