@@ -19,8 +19,8 @@ from loopback import LoopbackServer, Reply
 
 from navi_core import (
     Agent,
-    CompactionSummary,
     CompactionConfig,
+    CompactionSummary,
     Config,
     Message,
     Scripted,
@@ -31,6 +31,7 @@ from navi_core import (
     UserMessage,
 )
 from navi_core.providers.openai_chat import OpenAIChat
+from navi_core.sizing import message_sizes
 from navi_core.store.sqlite import SQLiteStore
 from navi_core.tokens import estimate_message_tokens
 from navi_core.tools import ToolCall, ToolSpec
@@ -73,7 +74,7 @@ def test_summary_output_tokens_anchor_the_restated_usage(
     summary, kept_prompt, kept_answer = messages
     assert estimate_message_tokens(summary) != 77
     assert kept_answer.usage is not None
-    assert kept_answer.usage.input == 77 + estimate_message_tokens(kept_prompt)
+    assert kept_answer.usage.input == 77 + message_sizes([kept_prompt])[0]
     assert kept_answer.usage.output == 5
 
 
