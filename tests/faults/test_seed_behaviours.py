@@ -74,7 +74,8 @@ def test_summary_output_tokens_anchor_the_restated_usage(
     summary, kept_prompt, kept_answer = messages
     assert estimate_message_tokens(summary) != 77
     assert kept_answer.usage is not None
-    assert kept_answer.usage.input == 77 + message_sizes([kept_prompt])[0]
+    assert kept_prompt.text == OLD[2].text
+    assert kept_answer.usage.input == 77 + message_sizes(OLD)[2]
     assert kept_answer.usage.output == 5
 
 
