@@ -10,10 +10,18 @@ from collections.abc import Iterable
 from typing import Any
 
 import orjson
+from loopback import LoopbackServer, Reply
 
 from navi_core import Agent, Event, Stream, TurnComplete
 
-__all__ = ["chunk", "drive", "openai_stream", "run_turn"]
+__all__ = [
+    "OVERFLOW_BODY",
+    "WindowedServer",
+    "chunk",
+    "drive",
+    "openai_stream",
+    "run_turn",
+]
 
 
 def chunk(obj: dict[str, Any]) -> bytes:
@@ -66,3 +74,29 @@ def drive(stream: Stream) -> tuple[list[Event], TurnComplete]:
 def run_turn(agent: Agent, prompt: str) -> tuple[list[Event], TurnComplete]:
     """Run one turn of ``agent`` to its end."""
     return drive(agent.run(prompt))
+
+
+OVERFLOW_BODY: dict[str, Any] = {
+    "error": {
+        "message": "This model's maximum context length is 100000 tokens. However, "
+        "your messages resulted in more tokens.",
+        "type": "invalid_request_error",
+        "code": "context_length_exceeded",
+    }
+}
+
+
+class WindowedServer(LoopbackServer):
+    """A loopback server with a context window: a request body larger than
+    ``window`` bytes gets a context-length error, the others the next scripted reply."""
+
+    def __init__(self, window: int) -> None:
+        super().__init__()
+        self.window = window
+        self.overflows = 0
+
+    def _take_reply_locked(self) -> Reply:
+        if len(self.requests[-1].body) > self.window:
+            self.overflows += 1
+            return Reply.json(400, OVERFLOW_BODY)
+        return super()._take_reply_locked()

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "navi_core"
+import navi_core
+
+PACKAGE = Path(navi_core.__file__).resolve().parent
 PROBE = (
     "import navi_core.core as c; "
     "print(c.IMPLEMENTATION); print(c.EXTENSION_ERROR is not None)"
