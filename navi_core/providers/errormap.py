@@ -220,6 +220,8 @@ def provider_message(
     message, kind = error_fields(body)
     if message is None:
         message = body.decode("utf-8", "replace").strip()
+    if kind is not None:
+        kind = redact(kind, secrets)
     return clip(redact(message, secrets)), kind
 
 
@@ -264,6 +266,6 @@ def error_from_body(
 ) -> ProviderError:
     """The mapped error for a non-2xx response: the provider's message, or the status."""
     message, kind = provider_message(body, secrets)
-    if not message:
-        message = f"HTTP {status} {reason}".rstrip()
+    if not message:  # the reason phrase is the server's text too: it may echo a key
+        message = clip(redact(f"HTTP {status} {reason}".rstrip(), secrets))
     return error_for_status(status, message, retry_after_ms=retry_after_ms, kind=kind)
