@@ -119,6 +119,9 @@ def check_headers(headers: Mapping[str, str]) -> None:
 
 
 def _header_fault(value: str) -> str | None:
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() in ("bearer", "basic"):
+        value = token  # the key itself: "Bearer  sk-..." has a key with a space
     if value != value.strip():
         return (
             "starts or ends with whitespace or a line break (a key read from a file "
