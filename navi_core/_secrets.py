@@ -17,6 +17,7 @@ One list of secret-looking names (``SECRET_WORDS``) decides which query paramete
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import re
@@ -240,6 +241,9 @@ def url_secrets(url: str, public: str) -> set[str]:
             found.add(param.partition("=")[2] or param)
     # Both spellings: a message may quote the URL (encoded) or the value (decoded).
     found |= {unquote(v) for v in found} | {quote(v, safe="") for v in found}
+    if parts.password:  # httpx sends user info as Basic credentials
+        pair = f"{unquote(parts.username or '')}:{unquote(parts.password)}"
+        found.add(base64.b64encode(pair.encode()).decode())
     found.discard("")
     return found
 

@@ -10,9 +10,11 @@ whatever the URL.
 
 ``protect(secrets)`` registers secrets and installs the one filter on the
 ``navi_core``, ``httpx`` and ``httpcore`` loggers and on every logger under them that
-exists by then; each HTTP provider calls it when it is made, so every logger created
-at import time is covered. A logger created later under those names is covered at
-the next ``protect`` or ``install()``; a handler can also carry ``SECRET_FILTER``.
+exists by then (and on the ones httpcore makes on its first request); each HTTP
+provider calls it when it is made. A module under ``navi_core`` takes its logger from
+``get_logger(__name__)``, which carries the filter whenever it is made; any other
+logger made later under those names is covered at the next ``protect`` or
+``install()``. A handler can carry ``SECRET_FILTER`` too.
 Logging is process-wide, so the filter is the one process-wide object here.
 """
 
@@ -30,6 +32,7 @@ __all__ = [
     "PROTECTED_LOGGERS",
     "SECRET_FILTER",
     "SecretFilter",
+    "get_logger",
     "install",
     "protect",
     "redact_urls",
@@ -37,6 +40,16 @@ __all__ = [
 
 PROTECTED_LOGGERS: Final = ("navi_core", "httpx", "httpcore")
 """The loggers (and their children) whose records are redacted."""
+
+#: httpcore makes these when it first traces a request, after any provider exists:
+#: made here first, they carry the filter when httpcore gets them
+_LATE_LOGGERS: Final = (
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+    "httpcore.socks",
+)
 
 _USERINFO: Final = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@?#'\"]+@")
 _PARAM: Final = re.compile(r"(?P<head>[?&;](?P<name>[^=&;#\s/'\"]+)=)[^&;#\s'\"]*")
@@ -108,10 +121,19 @@ def install() -> None:
         for name in list(logging.root.manager.loggerDict)
         if name.partition(".")[0] in PROTECTED_LOGGERS
     ]
-    for name in {*PROTECTED_LOGGERS, *names}:
+    for name in {*PROTECTED_LOGGERS, *_LATE_LOGGERS, *names}:
         logger = logging.getLogger(name)
         if SECRET_FILTER not in logger.filters:
             logger.addFilter(SECRET_FILTER)
+
+
+def get_logger(name: str) -> logging.Logger:
+    """``logging.getLogger(name)`` with ``SECRET_FILTER`` on it: the way a module
+    under ``navi_core`` gets its logger, so its records are redacted from the start."""
+    logger = logging.getLogger(name)
+    if SECRET_FILTER not in logger.filters:
+        logger.addFilter(SECRET_FILTER)
+    return logger
 
 
 def protect(secrets: Iterable[str]) -> None:
