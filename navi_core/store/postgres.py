@@ -15,12 +15,21 @@ so processes starting together migrate once; a newer schema is refused.
 ``lock(session_id)`` takes ``pg_try_advisory_lock`` on a connection of its own, held
 until ``release()``. When the holder dies its connection drops (TCP keepalives notice
 a vanished host) and the server frees the lock.
+
+A lock is also lost while its holder lives when a restart, a failover or
+``pg_terminate_backend`` ends its connection. So every write of a session this store
+holds is fenced: once the row is locked it checks ``pg_locks`` for the lock on the
+very backend that took it (pid, start time), else raises ``SessionLockLost``; a new
+holder waits for that row lock before it loads, so it sees every accepted write.
+Pooled connections are checked on checkout, and a transaction that failed on a dead
+one before committing runs once more (``SQLStore._run``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -42,6 +51,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from .. import codec
 from ..conversation import Message
 from ..errors import SessionBusy, SessionError
+from .pg_fence import LockHolder, check_held, is_dead_connection, lock_holder
 from .sql import Dialect, SQLStore, Statements
 
 __all__ = ["PostgresLock", "PostgresMigration", "PostgresStore"]
@@ -142,15 +152,22 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
 class PostgresLock:
     """A session-level advisory lock held on a dedicated connection."""
 
-    __slots__ = ("__weakref__", "_conn", "_finalizer", "_key", "session_id")
+    __slots__ = ("__weakref__", "_conn", "_finalizer", "_key", "holder", "session_id")
 
     def __init__(
-        self, session_id: str, conn: psycopg.Connection[Any], key: int
+        self,
+        session_id: str,
+        conn: psycopg.Connection[Any],
+        key: int,
+        holder: LockHolder,
+        on_release: Callable[[], None],
     ) -> None:
         self.session_id = session_id
         self._conn = conn
         self._key = key
-        self._finalizer = weakref.finalize(self, conn.close)
+        #: the backend holding the lock, as writes check it
+        self.holder = holder
+        self._finalizer = weakref.finalize(self, _close, conn, on_release)
 
     def release(self) -> None:
         """Give the session up (idempotent); closing the connection frees the lock."""
@@ -172,6 +189,13 @@ class PostgresLock:
     def __repr__(self) -> str:
         state = "held" if self._finalizer.alive else "released"
         return f"<PostgresLock {self.session_id} {state}>"
+
+
+def _close(conn: psycopg.Connection[Any], on_release: Callable[[], None]) -> None:
+    try:
+        on_release()
+    finally:
+        conn.close()
 
 
 class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
@@ -210,6 +234,9 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         self._lock_dsn = make_conninfo(dsn, **keepalives)
         self._connect_timeout = max(1, math.ceil(timeout))  # libpq: 0 waits forever
         self._closed = False
+        #: the locks this store holds, by session id: their writes are fenced
+        self._held: dict[str, LockHolder] = {}
+        self._held_mutex = threading.Lock()
         # The connection's context commits the migration, or rolls it back on error.
         with (
             self._errors(),
@@ -222,6 +249,7 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
             max_size=max_size,
             open=False,
             configure=_configure,
+            check=ConnectionPool.check_connection,
             timeout=timeout,
             name="navi_core",
         )
@@ -288,6 +316,15 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         if self._password:
             _scrub(exc, self._password)
 
+    def _dead_connection(self, exc: BaseException) -> bool:
+        return is_dead_connection(exc)
+
+    def _fence(self, conn: psycopg.Connection[Any], session_id: str) -> None:
+        with self._held_mutex:
+            holder = self._held.get(session_id)
+        if holder is not None:
+            check_held(conn, holder, session_id)
+
     # -- locks ------------------------------------------------------------------
 
     def lock(self, session_id: str) -> PostgresLock:
@@ -300,13 +337,26 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         try:
             with self._errors():
                 row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+                if row is None or not row[0]:
+                    raise SessionBusy(f"session {sid} is driven by another agent")
+                holder = lock_holder(conn, key)
+                # Wait out a write of the previous holder that passed its fence check
+                # before that holder lost the lock: the caller loads after this.
+                with conn.transaction():
+                    conn.execute(
+                        "SELECT 1 FROM navi_sessions WHERE id = %s FOR UPDATE", (sid,)
+                    )
         except BaseException:
             conn.close()
             raise
-        if row is None or not row[0]:
-            conn.close()
-            raise SessionBusy(f"session {sid} is driven by another agent")
-        return PostgresLock(sid, conn, key)
+        with self._held_mutex:
+            self._held[sid] = holder
+        return PostgresLock(sid, conn, key, holder, lambda: self._forget(sid, holder))
+
+    def _forget(self, sid: str, holder: LockHolder) -> None:
+        with self._held_mutex:
+            if self._held.get(sid) is holder:
+                del self._held[sid]
 
     def close(self) -> None:
         if not self._closed:

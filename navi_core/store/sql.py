@@ -57,6 +57,7 @@ class Connection(Protocol):
 
 
 ConnT = TypeVar("ConnT", bound=Connection)
+_T = TypeVar("_T")
 _StoreT = TypeVar("_StoreT", bound="SQLStore[Any]")
 
 
@@ -205,6 +206,15 @@ class SQLStore(abc.ABC, Generic[ConnT]):
     def _scrub(self, exc: BaseException) -> None:
         """Remove secrets from a driver error before it is shown (none by default)."""
 
+    def _dead_connection(self, exc: BaseException) -> bool:
+        """True when ``exc`` says the connection died (a server restart, a failover):
+        a transaction that failed so before committing is run again once."""
+        return False
+
+    def _fence(self, conn: ConnT, session_id: str) -> None:
+        """Inside a write, after the session row is locked: raise ``SessionLockLost``
+        when this store held the session's lock and has lost it (none by default)."""
+
     @abc.abstractmethod
     def lock(self, session_id: str) -> SessionLock:
         """Become the session's only driver; raises ``SessionBusy`` when taken."""
@@ -241,6 +251,24 @@ class SQLStore(abc.ABC, Generic[ConnT]):
         except self._caught as exc:
             raise self._error(exc) from exc
 
+    def _run(self, body: Callable[[ConnT], _T], *, write: bool = False) -> _T:
+        """``body`` in one transaction (as ``_tx``); run once more when the first try
+        failed on a dead connection before it could commit."""
+        for attempt in (1, 2):
+            finished = False
+            try:
+                with self._tx(write=write) as conn:
+                    result = body(conn)
+                    finished = True
+                return result
+            except SessionError as exc:
+                cause = exc.__cause__
+                if attempt == 2 or finished or cause is None:
+                    raise
+                if not self._dead_connection(cause):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def _migrate(self, conn: ConnT) -> None:
         """Run the missing ``MIGRATIONS`` in the caller's transaction; refuse newer."""
         target = len(self.MIGRATIONS)
@@ -275,37 +303,45 @@ class SQLStore(abc.ABC, Generic[ConnT]):
     # -- SessionStore -----------------------------------------------------------
 
     def create(self) -> SessionInfo:
-        with self._tx(write=True) as conn:
-            row = conn.execute(self.STATEMENTS.create, (uuid.uuid4().hex,)).fetchone()
+        sid = uuid.uuid4().hex
+        row = self._run(
+            lambda conn: conn.execute(self.STATEMENTS.create, (sid,)).fetchone(),
+            write=True,
+        )
         return SessionInfo(*row)
 
     def list(self) -> builtins.list[SessionInfo]:
-        with self._tx() as conn:
-            rows = conn.execute(self.STATEMENTS.list, ()).fetchall()
+        rows = self._run(lambda conn: conn.execute(self.STATEMENTS.list, ()).fetchall())
         return [SessionInfo(*r) for r in rows]
 
     def get(self, id_or_prefix: str) -> SessionInfo:
-        with self._tx() as conn:
+        def body(conn: ConnT) -> Any:
             sid = self._resolve(conn, id_or_prefix)
-            row = conn.execute(self.STATEMENTS.get, (sid,)).fetchone()
-        return SessionInfo(*row)
+            return conn.execute(self.STATEMENTS.get, (sid,)).fetchone()
+
+        return SessionInfo(*self._run(body))
 
     def latest(self) -> SessionInfo | None:
-        with self._tx() as conn:
-            row = conn.execute(self.STATEMENTS.latest, ()).fetchone()
+        row = self._run(
+            lambda conn: conn.execute(self.STATEMENTS.latest, ()).fetchone()
+        )
         return None if row is None else SessionInfo(*row)
 
     def load(self, session_id: str) -> Conversation:
-        with self._tx() as conn:
+        def body(conn: ConnT) -> tuple[str, builtins.list[Any]]:
             sid = self._resolve(conn, session_id)
-            rows = conn.execute(self.STATEMENTS.load, (sid,)).fetchall()
+            return sid, conn.execute(self.STATEMENTS.load, (sid,)).fetchall()
+
+        sid, rows = self._run(body)
         with self._errors():
             return Conversation([self._message(r) for r in rows], sid)
 
     def history(self, session_id: str) -> _Windows:
-        with self._tx() as conn:
+        def body(conn: ConnT) -> builtins.list[Any]:
             sid = self._resolve(conn, session_id)
-            rows = conn.execute(self.STATEMENTS.history, (sid,)).fetchall()
+            return conn.execute(self.STATEMENTS.history, (sid,)).fetchall()
+
+        rows = self._run(body)
         windows: _Windows = [[] for _ in range(rows[0][0])]
         with self._errors():
             for row in rows:
@@ -330,13 +366,15 @@ class SQLStore(abc.ABC, Generic[ConnT]):
         sql = self.STATEMENTS
         update = sql.new_window if new_window else sql.append
         n = len(rows)
-        with self._tx(write=True) as conn:
+
+        def body(conn: ConnT) -> None:
             # Try the id as given first: the usual case needs no lookup.
             sid = session_id
             row = conn.execute(update, (n, last_user, model, sid)).fetchone()
             if row is None:
                 sid = self._resolve(conn, session_id)
                 row = conn.execute(update, (n, last_user, model, sid)).fetchone()
+            self._fence(conn, sid)
             total, window_count, now = row
             first, window_no = total - n, window_count - 1
             self._executemany(
@@ -347,3 +385,5 @@ class SQLStore(abc.ABC, Generic[ConnT]):
                     for i, r in enumerate(rows)
                 ],
             )
+
+        self._run(body, write=True)
