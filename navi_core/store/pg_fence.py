@@ -4,9 +4,10 @@ An advisory lock lives on its connection: when a restart, a failover or
 ``pg_terminate_backend`` ends that connection the server frees the lock and another
 driver may take it, while the first one still runs. ``lock_holder`` records who took
 a lock (the key as ``pg_locks`` shows it, the backend's pid and start time, so a
-reused pid does not pass), and ``check_held``, run inside every write after the
-session row is locked, raises ``SessionLockLost`` once that backend no longer holds
-it. ``is_dead_connection`` says whether a driver error means the connection ended.
+reused pid does not pass); ``FENCE`` is the condition every write of that session
+reads right after its ``UPDATE`` has locked the session row, in the same statement
+(no extra round trip), and a write that finds it false raises ``lock_lost``'s
+``SessionLockLost`` inside its transaction, which is rolled back. ``is_dead_connection`` says whether a driver error means the connection ended.
 """
 
 from __future__ import annotations
@@ -18,16 +19,23 @@ import psycopg
 
 from ..errors import SessionLockLost
 
-__all__ = ["LockHolder", "check_held", "is_dead_connection", "lock_holder"]
+__all__ = [
+    "FENCE",
+    "LockHolder",
+    "fence_params",
+    "is_dead_connection",
+    "lock_holder",
+    "lock_lost",
+]
 
 #: SQLSTATEs of a connection that ended, besides class 08 (connection exception)
 _DEAD_STATES: Final = ("57P01", "57P02", "57P03")  # admin/crash shutdown, starting
-_HELD: Final = (
-    "SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
-    "AND l.classid::bigint = %s AND l.objid::bigint = %s "
-    "AND l.pid = %s AND a.backend_start = %s)"
+FENCE: Final = (
+    "EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+    "AND objsubid = 1 AND classid::bigint = ? AND objid::bigint = ? AND pid = ?) "
+    "AND (SELECT backend_start FROM pg_stat_get_activity(?)) = ?"
 )
+"""The fence (``Dialect.fence``): true while the lock is held by its backend."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,30 +51,26 @@ class LockHolder:
 def lock_holder(conn: psycopg.Connection[Any], key: int) -> LockHolder:
     """The holder of the advisory lock ``key`` just taken on ``conn``."""
     row = conn.execute(
-        "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+        "SELECT pid, backend_start FROM pg_stat_get_activity(pg_backend_pid())"
     ).fetchone()
     assert row is not None
     unsigned = key & 0xFFFF_FFFF_FFFF_FFFF  # pg_locks shows a bigint key as two oids
     return LockHolder(unsigned >> 32, unsigned & 0xFFFF_FFFF, int(row[0]), row[1])
 
 
-def check_held(
-    conn: psycopg.Connection[Any], holder: LockHolder, session_id: str
-) -> None:
-    """Raise ``SessionLockLost`` unless ``holder`` still holds its lock.
+def fence_params(holder: LockHolder) -> tuple[Any, ...]:
+    """The parameters of ``FENCE`` for a lock held by ``holder``."""
+    return (holder.classid, holder.objid, holder.pid, holder.pid, holder.started)
 
-    Raises:
-        SessionLockLost: the lock's backend is gone or no longer holds it.
-    """
-    params = (holder.classid, holder.objid, holder.pid, holder.started)
-    row = conn.execute(_HELD, params).fetchone()
-    if row is None or not row[0]:
-        raise SessionLockLost(
-            f"session {session_id}: this agent lost its session lock (its "
-            "connection to PostgreSQL ended: a restart, a failover or "
-            "pg_terminate_backend); another agent may drive the session now, so "
-            "nothing more is written. Open the session again to go on."
-        )
+
+def lock_lost(session_id: str) -> SessionLockLost:
+    """The error of a write whose session lock was taken away."""
+    return SessionLockLost(
+        f"session {session_id}: this agent lost its session lock (its connection "
+        "to PostgreSQL ended: a restart, a failover or pg_terminate_backend); "
+        "another agent may drive the session now, so nothing more is written. "
+        "Open the session again to go on."
+    )
 
 
 def is_dead_connection(exc: BaseException) -> bool:

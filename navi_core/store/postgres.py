@@ -18,8 +18,9 @@ a vanished host) and the server frees the lock.
 
 A lock is also lost while its holder lives when a restart, a failover or
 ``pg_terminate_backend`` ends its connection. So every write of a session this store
-holds is fenced: once the row is locked it checks ``pg_locks`` for the lock on the
-very backend that took it (pid, start time), else raises ``SessionLockLost``; a new
+holds is fenced: once its ``UPDATE`` has locked the row, it reads ``pg_locks`` for the
+lock on the very backend that took it (pid, start time), else raises
+``SessionLockLost``; a new
 holder waits for that row lock before it loads, so it sees every accepted write.
 Pooled connections are checked on checkout, and a transaction that failed on a dead
 one before committing runs once more (``SQLStore._run``).
@@ -51,7 +52,14 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from .. import codec
 from ..conversation import Message
 from ..errors import SessionBusy, SessionError
-from .pg_fence import LockHolder, check_held, is_dead_connection, lock_holder
+from .pg_fence import (
+    FENCE,
+    LockHolder,
+    fence_params,
+    is_dead_connection,
+    lock_holder,
+    lock_lost,
+)
 from .sql import Dialect, SQLStore, Statements
 
 __all__ = ["PostgresLock", "PostgresMigration", "PostgresStore"]
@@ -69,6 +77,7 @@ _STATEMENTS: Final = Statements.build(
         prefix_match="starts_with(id, ?)",
         body_columns=("body", "body_text"),
         body_values="?::jsonb, ?",
+        fence=FENCE,
     )
 )
 _KEEPALIVES: Final = {
@@ -319,11 +328,13 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
     def _dead_connection(self, exc: BaseException) -> bool:
         return is_dead_connection(exc)
 
-    def _fence(self, conn: psycopg.Connection[Any], session_id: str) -> None:
+    def _fence(self, session_id: str) -> tuple[Any, ...] | None:
         with self._held_mutex:
             holder = self._held.get(session_id)
-        if holder is not None:
-            check_held(conn, holder, session_id)
+        return None if holder is None else fence_params(holder)
+
+    def _lock_lost(self, session_id: str) -> SessionError:
+        return lock_lost(session_id)
 
     # -- locks ------------------------------------------------------------------
 
