@@ -3,8 +3,7 @@
 An advisory lock lives on its connection: when a restart, a failover or
 ``pg_terminate_backend`` ends that connection the server frees the lock and another
 driver may take it, while the first one still runs. ``lock_holder`` records who took
-a lock (the key as ``pg_locks`` shows it, the backend's pid and start time, so a
-reused pid does not pass); ``FENCE`` is the condition every write of that session
+a lock (the backend's pid and start time, so a reused pid does not pass); ``FENCE`` is the condition every write of that session
 reads right after its ``UPDATE`` has locked the session row, in the same statement
 (no extra round trip), and a write that finds it false raises ``lock_lost``'s
 ``SessionLockLost`` inside its transaction, which is rolled back. ``is_dead_connection`` says whether a driver error means the connection ended.
@@ -30,37 +29,35 @@ __all__ = [
 
 #: SQLSTATEs of a connection that ended, besides class 08 (connection exception)
 _DEAD_STATES: Final = ("57P01", "57P02", "57P03")  # admin/crash shutdown, starting
-FENCE: Final = (
-    "EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
-    "AND objsubid = 1 AND classid::bigint = ? AND objid::bigint = ? AND pid = ?) "
-    "AND (SELECT backend_start FROM pg_stat_get_activity(?)) = ?"
-)
-"""The fence (``Dialect.fence``): true while the lock is held by its backend."""
+FENCE: Final = "(SELECT backend_start FROM pg_stat_get_activity(?)) = ?"
+"""The fence (``Dialect.fence``): true while the backend that took the lock lives.
+
+A lock leaves its backend only by ``PostgresLock.release`` (which stops the fencing
+first) or with the backend itself, so the backend's identity (pid and start time: a
+pid can be reused, a start time cannot) stands for the lock, and reading it from the
+backend status array is cheaper than scanning ``pg_locks``."""
 
 
 @dataclass(frozen=True, slots=True)
 class LockHolder:
-    """Who holds a session lock: the key's halves, the backend's pid and start."""
+    """Who holds a session lock: the backend's pid and start time."""
 
-    classid: int
-    objid: int
     pid: int
     started: Any
 
 
-def lock_holder(conn: psycopg.Connection[Any], key: int) -> LockHolder:
-    """The holder of the advisory lock ``key`` just taken on ``conn``."""
+def lock_holder(conn: psycopg.Connection[Any]) -> LockHolder:
+    """The holder of an advisory lock just taken on ``conn``: its backend."""
     row = conn.execute(
         "SELECT pid, backend_start FROM pg_stat_get_activity(pg_backend_pid())"
     ).fetchone()
     assert row is not None
-    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF  # pg_locks shows a bigint key as two oids
-    return LockHolder(unsigned >> 32, unsigned & 0xFFFF_FFFF, int(row[0]), row[1])
+    return LockHolder(int(row[0]), row[1])
 
 
 def fence_params(holder: LockHolder) -> tuple[Any, ...]:
     """The parameters of ``FENCE`` for a lock held by ``holder``."""
-    return (holder.classid, holder.objid, holder.pid, holder.pid, holder.started)
+    return (holder.pid, holder.started)
 
 
 def lock_lost(session_id: str) -> SessionLockLost:

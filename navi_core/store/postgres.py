@@ -18,8 +18,8 @@ a vanished host) and the server frees the lock.
 
 A lock is also lost while its holder lives when a restart, a failover or
 ``pg_terminate_backend`` ends its connection. So every write of a session this store
-holds is fenced: once its ``UPDATE`` has locked the row, it reads ``pg_locks`` for the
-lock on the very backend that took it (pid, start time), else raises
+holds is fenced: once its ``UPDATE`` has locked the row, it checks that the backend
+that took the lock still lives (pid and start time), else raises
 ``SessionLockLost``; a new
 holder waits for that row lock before it loads, so it sees every accepted write.
 Pooled connections are checked on checkout, and a transaction that failed on a dead
@@ -161,7 +161,15 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
 class PostgresLock:
     """A session-level advisory lock held on a dedicated connection."""
 
-    __slots__ = ("__weakref__", "_conn", "_finalizer", "_key", "holder", "session_id")
+    __slots__ = (
+        "__weakref__",
+        "_conn",
+        "_finalizer",
+        "_key",
+        "_on_release",
+        "holder",
+        "session_id",
+    )
 
     def __init__(
         self,
@@ -176,12 +184,14 @@ class PostgresLock:
         self._key = key
         #: the backend holding the lock, as writes check it
         self.holder = holder
+        self._on_release = on_release
         self._finalizer = weakref.finalize(self, _close, conn, on_release)
 
     def release(self) -> None:
         """Give the session up (idempotent); closing the connection frees the lock."""
         if not self._finalizer.alive:
             return
+        self._on_release()  # writes stop being fenced before the lock goes
         try:
             self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
         except psycopg.Error:
@@ -350,7 +360,7 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
                 row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
                 if row is None or not row[0]:
                     raise SessionBusy(f"session {sid} is driven by another agent")
-                holder = lock_holder(conn, key)
+                holder = lock_holder(conn)
                 # Wait out a write of the previous holder that passed its fence check
                 # before that holder lost the lock: the caller loads after this.
                 with conn.transaction():
