@@ -13,8 +13,10 @@ SQLite store wrote.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import traceback
+import uuid
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,7 @@ from navi_core import (
     ProviderError,
     ProviderRetry,
     RetryPolicy,
+    SessionError,
 )
 from navi_core.providers.anthropic import Anthropic
 from navi_core.providers.openai_chat import OpenAIChat
@@ -152,3 +155,58 @@ def provider_secrets(url: str, key: str) -> set[str]:
     return set(
         request_secrets({"authorization": f"Bearer {key}"}, url, public_url(url))
     )
+
+
+@pytest.mark.postgres
+def test_no_secret_in_postgres(
+    loopback: LoopbackServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same hunt over PostgreSQL: rows, listing columns, reprs, errors, logs.
+
+    The DSN carries a sentinel password too (the CI server trusts local connections,
+    so it is sent and ignored).
+    """
+    base = os.environ.get("NAVI_TEST_POSTGRES_DSN")
+    if not base:
+        pytest.skip("PostgreSQL tests need NAVI_TEST_POSTGRES_DSN (. .ci/postgres.sh)")
+    psycopg = pytest.importorskip("psycopg")
+    from psycopg.conninfo import make_conninfo
+
+    from navi_core.store.postgres import PostgresStore
+
+    schema = f"navi_h_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    dsn = make_conninfo(
+        base, options=f"-c search_path={schema}", password=f"db-{MARK}-pw"
+    )
+    seen: list[str] = []
+    try:
+        loopback.add(*_replies()[:5])
+        config = Config(
+            retry=RetryPolicy(max_attempts=5, initial_delay_ms=1, jitter=False)
+        )
+        with caplog.at_level(logging.DEBUG):
+            with (
+                OpenAIChat("m", _url(loopback.url), KEY) as provider,
+                PostgresStore(dsn) as store,
+            ):
+                with Agent(provider, store=store, config=config) as agent:
+                    with agent.run("first question") as stream:
+                        seen.append(repr(list(stream)))
+                    sid = agent.session_id
+                seen.append(repr(store) + repr(store.list()) + repr(store.load(sid)))
+            with pytest.raises(SessionError) as closed:
+                store.list()
+            seen.append(_text(closed.value))
+            log_text = caplog.text
+        with psycopg.connect(base, autocommit=True) as conn:
+            for table in ("navi_sessions", "navi_messages"):
+                rows = conn.execute(f"SELECT * FROM {schema}.{table}").fetchall()
+                seen.append(repr(rows))
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    blob = "\n".join(seen) + log_text
+    assert "All fine." in blob
+    assert MARK not in blob
