@@ -7,8 +7,10 @@ others rounded, and anything unreadable counts 0.
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
+import orjson
 import pytest
 from faultkit import openai_stream, run_turn
 from loopback import LoopbackServer, Reply
@@ -21,6 +23,7 @@ from navi_core import (
     RetryPolicy,
     Usage,
 )
+from navi_core.deltas import USAGE
 from navi_core.providers.openai_chat import OpenAIChat
 
 
@@ -64,3 +67,39 @@ def test_odd_usage_keeps_the_answer(
     assert done.response == "The answer."
     assert complete.message.usage == expected
     assert done.usage == expected
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens": 12.0, "completion_tokens": 37.25},
+        {"prompt_tokens": "x", "prompt_tokens_details": 3, "completion_tokens": None},
+        {"prompt_tokens": 1e300, "completion_tokens": -0.0},
+    ],
+)
+def test_both_core_parsers_read_usage_alike(
+    both_cores: tuple[ModuleType, ModuleType], usage: dict[str, Any]
+) -> None:
+    body = openai_stream("hi", usage=usage)
+    py, cy = (core.OpenAIChatParser() for core in both_cores)
+    assert py.feed(body) + py.close() == cy.feed(body) + cy.close()
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"input_tokens": 12.0, "output_tokens": 3.5},
+        {"input_tokens": "12", "cache_read_input_tokens": [1]},
+    ],
+)
+def test_anthropic_usage_never_fails(
+    both_cores: tuple[ModuleType, ModuleType], usage: dict[str, Any]
+) -> None:
+    start = {"type": "message_start", "message": {"model": "c", "usage": usage}}
+    body = b"event: message_start\ndata: " + orjson.dumps(start) + b"\n\n"
+    outs = []
+    for core in both_cores:
+        parser = core.AnthropicParser()
+        outs.append(parser.feed(body) + parser.close())
+    assert outs[0] == outs[1]
+    assert outs[0][-1][0] == USAGE
