@@ -100,11 +100,13 @@ class Statements:
         }
         # The fence is read after the UPDATE has locked the row (a CTE's rows come
         # first), so a new lock holder, which takes that row lock before it loads,
-        # either sees this write or makes its fence fail.
-        fence = d.fence or "TRUE"
+        # either sees this write or makes its fence fail. Without a fence the
+        # statements stay as they are (``SQLStore._fence`` never asks for them).
         for name in ("append", "new_window"):
             sql[f"{name}_fenced"] = (
                 f"WITH w AS ({sql[name]}) SELECT w.message_count, w.window_count, "
-                f"w.modified_at, {fence} FROM w"
+                f"w.modified_at, {d.fence} FROM w"
+                if d.fence
+                else sql[name]
             )
         return cls(**{k: v.replace("?", d.param) for k, v in sql.items()})
