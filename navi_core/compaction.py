@@ -4,7 +4,9 @@ A compaction rewrites the conversation as ``[system messages, summary, kept suff
 the prefix after the latest summary is rendered as a readable transcript (the previous
 summary first, so summaries chain) and sent, with ``CompactionConfig.prompt`` as the
 system prompt, to the compaction provider; its answer becomes a user message holding a
-``CompactionSummary``. The store receives the result as a new window.
+``CompactionSummary``. The store receives the result as a new window. The transcript
+is bounded to fit the summary request (``summary_input``), and the summary's own
+output tokens anchor the usage restated on the kept messages.
 
 Messages are sized as ``navi_core.sizing`` describes. Compaction works on a
 ``Session`` (conversation and store), a provider and the tool declarations; it never
