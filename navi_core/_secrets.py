@@ -8,29 +8,48 @@ One list of secret-looking names (``SECRET_WORDS``) decides which query paramete
   cleanly is cut down rather than kept);
 - ``request_secrets``: the values a request carries that must never appear in an
   error message (credential headers, bearer tokens, credentials in the URL);
+- ``secret_forms``: every spelling of a secret that text may carry (stripped,
+  repr'd, JSON-escaped, percent-encoded), so ``redact`` finds it in any of them;
+- ``check_headers``: header names and values refused when the provider is made (a
+  key read from a file with its newline, a non-ASCII key), the value never shown;
 - ``redact`` replaces those values in text, ``clip`` cuts long error text to size.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
+import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Final
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import (
+    parse_qsl,
+    quote,
+    quote_plus,
+    unquote,
+    urlencode,
+    urlsplit,
+    urlunsplit,
+)
 
 from .conversation import WireIdentity
 
 __all__ = [
     "MAX_MESSAGE_CHARS",
     "REDACTED",
+    "SECRET_PARAMS",
     "SECRET_WORDS",
+    "check_headers",
     "clip",
     "header_secrets",
     "looks_secret",
+    "looks_secret_param",
     "public_url",
     "public_wire",
     "redact",
     "request_secrets",
+    "secret_forms",
     "url_secrets",
 ]
 
@@ -48,6 +67,10 @@ SECRET_WORDS: Final = (
 case) holds a credential: ``api_key``, ``X-Auth-Token``, ``authorization``, ``sig``
 (signed URLs), ``cookie``..."""
 
+SECRET_PARAMS: Final = ("code",)
+"""Query parameters that are credentials by name alone, not by a word they contain
+(Azure Functions' ``?code=``); as header names they are not (``accept-encoding``)."""
+
 REDACTED: Final = "[REDACTED]"
 """What a secret is replaced with in text."""
 
@@ -61,6 +84,74 @@ def looks_secret(name: str) -> bool:
     """True when ``name`` (a parameter or header name) looks like it names a secret."""
     lowered = name.lower()
     return any(word in lowered for word in SECRET_WORDS)
+
+
+def looks_secret_param(name: str) -> bool:
+    """True when the query or ``;`` parameter ``name`` looks like it holds a secret."""
+    return looks_secret(name) or name.lower() in SECRET_PARAMS
+
+
+_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def check_headers(headers: Mapping[str, str]) -> None:
+    """Refuse header names and values that cannot be sent as they are.
+
+    A value must be printable ASCII without leading or trailing whitespace: a key
+    read from a file keeps its newline, and httpx would fail every request with the
+    key in its message. The message names the header and the fault, never the value.
+
+    Raises:
+        ValueError: a bad name or value.
+    """
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+            raise ValueError(f"header name {name!r} is not a valid HTTP header name")
+        what = (
+            f"the {name!r} header (it carries the API key)"
+            if header_secrets({name: value}) or looks_secret(name)
+            else f"the {name!r} header"
+        )
+        if not isinstance(value, str):
+            raise ValueError(f"{what} must be a str, not {type(value).__name__}")
+        fault = _header_fault(value)
+        if fault:
+            raise ValueError(f"{what}: its value {fault}; the value is not shown")
+
+
+def _header_fault(value: str) -> str | None:
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() in ("bearer", "basic"):
+        value = token  # the key itself: "Bearer  sk-..." has a key with a space
+    if value != value.strip():
+        return (
+            "starts or ends with whitespace or a line break (a key read from a file "
+            "keeps its newline: strip it)"
+        )
+    for i, ch in enumerate(value):
+        if ch in "\r\n\x00":
+            return f"holds a line break or NUL at character {i}"
+        if not " " <= ch <= "~":
+            return (
+                f"holds a character that is not printable ASCII at character {i} "
+                "(HTTP header values are ASCII; is it the right key?)"
+            )
+    return None
+
+
+def secret_forms(secret: str) -> set[str]:
+    """``secret`` and the spellings text may carry it in: stripped, ``repr`` of the
+    str and of its UTF-8 bytes, JSON-escaped, percent-encoded (``%20`` and ``+``)."""
+    forms = {secret, secret.strip()}
+    for form in list(forms):
+        forms.add(repr(form)[1:-1])
+        forms.add(repr(form.encode("utf-8", "surrogatepass"))[2:-1])
+        forms.add(json.dumps(form)[1:-1])
+        forms.add(json.dumps(form, ensure_ascii=False)[1:-1])
+        forms.add(quote(form, safe=""))
+        forms.add(quote_plus(form, safe=""))
+    forms.discard("")
+    return forms
 
 
 def _cut_url(url: str) -> str:
@@ -81,7 +172,7 @@ def _cut_url(url: str) -> str:
 def _public_query(query: str) -> str:
     """``query`` without parameters whose names look like secrets (``&`` or ``;``)."""
     pairs = parse_qsl(query.replace(";", "&"), keep_blank_values=True)
-    kept = [(k, v) for k, v in pairs if not looks_secret(k)]
+    kept = [(k, v) for k, v in pairs if not looks_secret_param(k)]
     if len(kept) == len(pairs) and ";" not in query:
         return query
     return urlencode(kept)
@@ -143,10 +234,16 @@ def url_secrets(url: str, public: str) -> set[str]:
         kept = set(parse_qsl(urlsplit(public).query, keep_blank_values=True))
     except ValueError:
         kept = set()
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    pairs = parse_qsl(parts.query.replace(";", "&"), keep_blank_values=True)
     found.update(v for k, v in pairs if (k, v) not in kept)
+    for segment in parts.path.split("/"):  # ``;token=...`` path parameters
+        for param in segment.split(";")[1:]:
+            found.add(param.partition("=")[2] or param)
     # Both spellings: a message may quote the URL (encoded) or the value (decoded).
     found |= {unquote(v) for v in found} | {quote(v, safe="") for v in found}
+    if parts.password:  # httpx sends user info as Basic credentials
+        pair = f"{unquote(parts.username or '')}:{unquote(parts.password)}"
+        found.add(base64.b64encode(pair.encode()).decode())
     found.discard("")
     return found
 
@@ -168,7 +265,8 @@ def request_secrets(
     """Every secret a request to ``url`` with ``headers`` carries, longest first (so
     a secret that holds another is redacted whole); ``public`` is ``public_url(url)``."""
     found = header_secrets(headers) | url_secrets(url, public)
-    return tuple(sorted(found, key=lambda s: (-len(s), s)))
+    forms = {form for secret in found for form in secret_forms(secret)}
+    return tuple(sorted(forms, key=lambda s: (-len(s), s)))
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

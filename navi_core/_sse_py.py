@@ -30,6 +30,7 @@ from .deltas import (
     TOOL_ARGS,
     TOOL_START,
     USAGE,
+    token_count,
 )
 from .errors import MalformedStream
 
@@ -50,11 +51,11 @@ def _malformed(what: str, data: bytes, offset: int) -> MalformedStream:
 
 
 def _int(value: Any) -> int:
-    """An integer member such as a token count: absent or null is 0."""
+    """An integer member such as a tool call's index: absent or null is 0."""
     if value is None:
         return 0
     if type(value) is not int:
-        raise TypeError("token count is not an integer")
+        raise TypeError("expected an integer")
     return value
 
 
@@ -133,13 +134,13 @@ class OpenAIChatReader(_Reader):
                         out.append((FINISH, _str(reason)))
                     break
         usage = obj.get("usage")
-        if usage is not None:
-            prompt = _int(usage.get("prompt_tokens"))
-            details = usage.get("prompt_tokens_details")
-            cached = _int(details.get("cached_tokens")) if details else 0
-            details = usage.get("completion_tokens_details")
-            reasoning = _int(details.get("reasoning_tokens")) if details else 0
-            output = _int(usage.get("completion_tokens"))
+        if type(usage) is dict:
+            prompt = token_count(usage, "prompt_tokens")
+            cached = token_count(usage, "prompt_tokens_details", "cached_tokens")
+            reasoning = token_count(
+                usage, "completion_tokens_details", "reasoning_tokens"
+            )
+            output = token_count(usage, "completion_tokens")
             out.append((USAGE, max(prompt - cached, 0), output, cached, 0, reasoning))
         return slot
 
@@ -222,7 +223,7 @@ class AnthropicReader(_Reader):
             model = message.get("model")
             if model:
                 out.append((MODEL, _str(model)))
-            self._add_usage(message.get("usage") or {}, out)
+            self._add_usage(message.get("usage"), out)
         elif kind == "message_delta":
             reason = (obj.get("delta") or {}).get("stop_reason")
             if reason is not None:
@@ -264,12 +265,11 @@ class AnthropicReader(_Reader):
         elif kind == "redacted_thinking":
             out.append((REDACTED_THINKING, _str(block.get("data"))))
 
-    def _add_usage(self, usage: dict[str, Any], out: list[Any]) -> None:
+    def _add_usage(self, usage: Any, out: list[Any]) -> None:
         totals = self._usage
         for slot, key in enumerate(_ANTHROPIC_USAGE):
-            value = usage.get(key)
-            if value is not None:
-                totals[slot] = _int(value)
+            if type(usage) is dict and usage.get(key) is not None:
+                totals[slot] = token_count(usage, key)
         out.append((USAGE, totals[0], totals[1], totals[2], totals[3], 0))
 
 

@@ -165,12 +165,14 @@ class Agent:
     # -- turns -------------------------------------------------------------------------
 
     def run(self, prompt: str | Message) -> Stream:
-        """Append and persist the user message, and return the turn's ``Stream``.
+        """Persist the user message, append it, and return the turn's ``Stream``.
 
         No provider I/O happens here: the request opens on the first ``next()``.
 
         Raises:
             RuntimeError: another turn of this agent has not ended or been closed.
+            SessionError: the store refused the prompt; the conversation is
+                unchanged and ``run`` can be called again.
         """
         message = UserMessage(prompt) if isinstance(prompt, str) else prompt
         if message.role != "user":
@@ -180,7 +182,9 @@ class Agent:
         self._check_idle()
         self._session.answer_dangling_calls(self.provider.wire)
         steered = self._apply_steering()
-        self._session.commit(message, self.provider.wire)
+        # Stored before it joins the conversation: when the store fails, run()
+        # raises and a retry does not send or store the prompt twice.
+        self._session.commit_stored(message, self.provider.wire)
         return self._start(resume=False, steered=steered)
 
     def resume(self) -> Stream:

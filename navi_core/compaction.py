@@ -4,7 +4,9 @@ A compaction rewrites the conversation as ``[system messages, summary, kept suff
 the prefix after the latest summary is rendered as a readable transcript (the previous
 summary first, so summaries chain) and sent, with ``CompactionConfig.prompt`` as the
 system prompt, to the compaction provider; its answer becomes a user message holding a
-``CompactionSummary``. The store receives the result as a new window.
+``CompactionSummary``. The store receives the result as a new window. The transcript
+is bounded to fit the summary request (``summary_input``), and the summary's own
+output tokens anchor the usage restated on the kept messages.
 
 Messages are sized as ``navi_core.sizing`` describes. Compaction works on a
 ``Session`` (conversation and store), a provider and the tool declarations; it never
@@ -13,21 +15,28 @@ sees the ``Agent``.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from .config import CompactionConfig, Config
 from .conversation import CompactionSummary, Message, ToolResult, Usage, UserMessage
-from .errors import EmptyAssistantResponse, NoCompactionPrompt, ProviderError
-from .events import Compacted, CompactionStarted, Event, MessageComplete
+from .core import estimate_tokens
+from .errors import ContextOverflow, EmptyAssistantResponse, NoCompactionPrompt
+from .events import Compacted, CompactionStarted
 from .providers.base import Provider, ProviderRequest
 from .session import Session
 from .sizing import SizeCache, estimate_request_tokens, message_sizes, request_tokens
+from .summary_input import (
+    MAX_SHRINKS,
+    MIN_TRANSCRIPT_TOKENS,
+    ask_summary,
+    bounded_transcript,
+    transcript_budget,
+)
 from .tokens import estimate_message_tokens
 from .tools import ToolSpec
-from .transcript import is_summary, render_transcript
+from .transcript import is_summary
 
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
@@ -213,7 +222,10 @@ def compact(
     plan = split(session.messages, cc.keep_verbatim)
     if not plan.prefix:
         return CompactionResult(False, 0, plan.kept_turns)
-    _apply(session, provider, config, cc.prompt, cc.provider, plan, extra_instructions)
+    summary = _summarise(
+        provider, cc.provider, config, cc.prompt, plan, extra_instructions
+    )
+    _install(session, provider, plan, *summary)
     return CompactionResult(True, len(plan.prefix), plan.kept_turns)
 
 
@@ -292,15 +304,15 @@ def run_compaction(
         ProviderError, EmptyAssistantResponse: the summary request failed; the
             conversation and the store are unchanged, and ``pending`` can run again.
     """
-    text = summarise_pending(provider, config, pending)
-    return apply_pending(session, provider, pending, text)
+    summary = summarise_pending(provider, config, pending)
+    return apply_pending(session, provider, pending, summary)
 
 
 def summarise_pending(
     provider: Provider, config: Config, pending: PendingCompaction
-) -> str:
-    """The summary text of a planned compaction: only the provider call, so a
-    ``Stream`` may run it on another thread (raises as ``run_compaction``)."""
+) -> tuple[str, int]:
+    """The summary of a planned compaction and its output tokens: only the provider
+    call, so a ``Stream`` may run it on another thread (raises as ``run_compaction``)."""
     cc = pending.settings
     if cc.prompt is None:  # plan_compaction never plans without a prompt
         raise NoCompactionPrompt("the planned compaction has no summary prompt")
@@ -308,34 +320,26 @@ def summarise_pending(
 
 
 def apply_pending(
-    session: Session, provider: Provider, pending: PendingCompaction, text: str
+    session: Session,
+    provider: Provider,
+    pending: PendingCompaction,
+    summary: tuple[str, int],
 ) -> Compacted:
-    """Store the window that starts at summary ``text``; it becomes the conversation."""
+    """Store the window that starts at ``summary``; it becomes the conversation."""
     plan = pending.plan
-    after = _install(session, provider, plan, text)
+    after = _install(session, provider, plan, *summary)
     return Compacted(
         pending.started.messages_before, after, len(plan.prefix), plan.kept_turns
     )
 
 
-def _apply(
-    session: Session,
-    provider: Provider,
-    config: Config,
-    prompt: str,
-    summariser: Provider | None,
-    plan: Split,
-    extra_instructions: str | None,
+def _install(
+    session: Session, provider: Provider, plan: Split, text: str, measured: int
 ) -> int:
-    """Summarise ``plan``, store the new window, then replace the conversation."""
-    text = _summarise(provider, summariser, config, prompt, plan, extra_instructions)
-    return _install(session, provider, plan, text)
-
-
-def _install(session: Session, provider: Provider, plan: Split, text: str) -> int:
-    """The new window: the system messages, the summary, the kept turns restated."""
+    """Store the new window (system messages, summary, kept turns); the kept turns'
+    usage restated from the summary's measured size (``measured``, else estimated)."""
     summary = Message("user", (CompactionSummary(text),), wire=provider.wire)
-    running = estimate_message_tokens(summary)
+    running = measured or estimate_message_tokens(summary)
     kept: list[Message] = []
     for m, size in zip(plan.kept, plan.kept_sizes, strict=True):
         u = m.usage
@@ -355,42 +359,36 @@ def _summarise(
     prompt: str,
     plan: Split,
     extra_instructions: str | None,
-) -> str:
-    """Ask ``summariser`` (else ``provider``, also the fallback) for the summary text."""
+) -> tuple[str, int]:
+    """The summary text and its output tokens (0 when unreported).
+
+    The transcript is bounded to fit (``summary_input``); one that still overflows
+    is halved and sent again, at most ``MAX_SHRINKS`` times.
+    """
     system = prompt
     if plan.previous is not None:
         system += "\n\n" + _CHAIN_NOTE
     if extra_instructions:
         system += "\n\nAdditional instructions:\n" + extra_instructions
     shown = (plan.previous, *plan.prefix) if plan.previous else plan.prefix
-    transcript = render_transcript(shown)
-    message = UserMessage(
-        f"Summarise this conversation.\n\n<transcript>\n{transcript}\n</transcript>"
-    )
-    request = ProviderRequest((message,), system, (), config)
-    first = summariser if summariser is not None else provider
-    try:
-        text = _complete(first, request)
-    except ProviderError:
-        if first is provider:
-            raise
-        text = _complete(provider, request)
-    if not text.strip():
+    budget = transcript_budget(config, system)
+    for shrink in range(MAX_SHRINKS + 1):
+        transcript = bounded_transcript(shown, budget)
+        message = UserMessage(
+            f"Summarise this conversation.\n\n<transcript>\n{transcript}\n</transcript>"
+        )
+        request = ProviderRequest((message,), system, (), config)
+        try:
+            answer = ask_summary(provider, summariser, request)
+            break
+        except ContextOverflow:
+            tokens = estimate_tokens(transcript)
+            if shrink == MAX_SHRINKS or tokens <= MIN_TRANSCRIPT_TOKENS:
+                raise
+            budget = tokens // 2
+    if not answer.text.strip():
         raise EmptyAssistantResponse(
             "the summary response held no text; the conversation is unchanged"
         )
-    return text
-
-
-def _complete(provider: Provider, request: ProviderRequest) -> str:
-    """Open ``request`` on ``provider``, pump it to the end and return its text."""
-    response = provider.open(request)
-    queue: deque[Event] = deque()
-    try:
-        while not response.produce(queue):
-            queue.clear()  # only the completed message matters here
-    finally:
-        response.close()
-    complete = queue[-1]
-    assert isinstance(complete, MessageComplete)
-    return complete.message.text
+    usage = answer.usage
+    return answer.text, usage.output if usage is not None else 0

@@ -26,7 +26,8 @@ DONE                (DONE,)                 ``data: [DONE]`` or ``message_stop``
 
 from __future__ import annotations
 
-from typing import Final
+import math
+from typing import Any, Final
 
 __all__ = [
     "DONE",
@@ -40,6 +41,7 @@ __all__ = [
     "TOOL_ARGS",
     "TOOL_START",
     "USAGE",
+    "token_count",
 ]
 
 TEXT: Final = 0
@@ -53,3 +55,21 @@ USAGE: Final = 7
 MODEL: Final = 8
 ERROR: Final = 9
 DONE: Final = 10
+
+
+def token_count(obj: Any, key: str, member: str | None = None) -> int:
+    """``obj[key]`` (or ``obj[key][member]``) as a token count; never fails, so usage
+    cannot cost a good answer.
+
+    An int is kept; an integral float (``12.0``, as OpenRouter sends) is that integer
+    and any other finite float is rounded; a negative count, a missing member, null
+    or anything else (a string, a bool, NaN, a non-object) is 0.
+    """
+    value = obj.get(key) if type(obj) is dict else None
+    if member is not None:
+        value = value.get(member) if type(value) is dict else None
+    if type(value) is int:
+        return value if value > 0 else 0
+    if type(value) is float and math.isfinite(value):
+        return round(value) if value > 0 else 0
+    return 0

@@ -169,7 +169,7 @@ class Dispatch:
         t0 = time.perf_counter()
         try:
             values = list(source.call_batch([c for _, c in calls]))
-            if len(values) != len(calls):
+            if len(values) > len(calls):
                 raise RuntimeError(
                     f"{type(source).__name__}.call_batch returned {len(values)} "
                     f"results for {len(calls)} calls"
@@ -186,6 +186,12 @@ class Dispatch:
                 )
             return
         seconds = time.perf_counter() - t0
+        # Fewer results than calls: the answered ones are kept, the rest marked.
+        missing = RuntimeError(
+            f"{type(source).__name__}.call_batch returned no result for this call "
+            f"({len(values)} results for {len(calls)} calls)"
+        )
+        values += [missing] * (len(calls) - len(values))
         for (i, call), value in zip(calls, values, strict=True):
             if isinstance(value, ABORTING):
                 self._inbox.put(("abort", value))

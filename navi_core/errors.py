@@ -13,6 +13,7 @@ NaviError
 ├── NothingToCompact        a compaction by hand found fewer than two messages to summarise
 ├── OutputValidationError   the structured answer stayed invalid after a corrective retry
 ├── SessionError            persistence: SessionNotFound, AmbiguousSession, SessionBusy
+│                           (SessionLockLost: a lock taken away, e.g. on failover)
 └── ToolRegistrationError   a duplicate or invalid tool
 """
 
@@ -38,6 +39,7 @@ __all__ = [
     "ServerError",
     "SessionBusy",
     "SessionError",
+    "SessionLockLost",
     "SessionNotFound",
     "SteeringQueueFull",
     "StreamPoisoned",
@@ -197,6 +199,11 @@ class AmbiguousSession(SessionError, LookupError):
 
 class SessionBusy(SessionError):
     """Another driver (thread, process or host) holds this session."""
+
+
+class SessionLockLost(SessionBusy):
+    """This driver's session lock was taken from it (its database connection ended),
+    so it writes nothing more: another driver may hold the session now."""
 
 
 class ToolRegistrationError(NaviError, ValueError):

@@ -63,8 +63,10 @@ class Session:
             info = store.get(session)
         lock = store.lock(info.id)
         try:
+            # Loaded after the lock: the count read before it may be stale (another
+            # driver may have written until it let go). A new id has nothing to load.
             conversation = (
-                store.load(info.id) if info.message_count else Conversation([], info.id)
+                Conversation([], info.id) if session is None else store.load(info.id)
             )
             conversation.session_id = info.id
         except BaseException:
@@ -111,6 +113,28 @@ class Session:
         self.conversation.messages.append(message)
         self._unsaved.append(message)
         self.flush()
+        return message
+
+    def commit_stored(
+        self, message: Message, wire: WireIdentity | None = None
+    ) -> Message:
+        """Store ``message`` (after anything still buffered), then append it.
+
+        Unlike ``commit``, a store failure changes nothing: the message is neither in
+        the conversation nor buffered, so the caller can simply try again. Returns
+        the message as committed.
+
+        Raises:
+            SessionError: the store refused the write.
+        """
+        if message.role != "assistant":
+            message = scrub_text(message)
+        if message.wire is None and wire is not None:
+            message = message.with_wire(wire)
+        batch = [*self._unsaved, message]
+        self.store.append(self.id, batch)
+        del self._unsaved[: len(batch) - 1]
+        self.conversation.messages.append(message)
         return message
 
     def add_system(

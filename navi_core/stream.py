@@ -614,7 +614,9 @@ class Stream:
             lambda op: self._summarised(config, job, op),
         )
 
-    def _summarised(self, config: Config, job: CompactionJob, op: Op[str]) -> None:
+    def _summarised(
+        self, config: Config, job: CompactionJob, op: Op[tuple[str, int]]
+    ) -> None:
         """The continuation of a summary request: install it, or retry, skip or fail."""
         host = self._host
         try:

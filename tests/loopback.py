@@ -52,6 +52,8 @@ class Reply:
     trickle: bool = False
     reset: bool = False
     chunked: bool = True
+    #: the status line's reason phrase; the standard one when None
+    reason: str | None = None
 
     @classmethod
     def sse(cls, data: bytes, *, chunk: int | None = None, **kw: Any) -> Reply:
@@ -153,7 +155,7 @@ class LoopbackServer(ScriptedServer[Reply]):
         """Send one reply; False when the connection must not be used again."""
         if reply.delay and self._stop.wait(reply.delay):
             return False
-        reason = _REASONS.get(reply.status)
+        reason = reply.reason or _REASONS.get(reply.status)
         if reason is None:
             try:
                 reason = HTTPStatus(reply.status).phrase

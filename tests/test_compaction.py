@@ -447,8 +447,9 @@ def test_failing_compaction_provider_falls_back_to_the_agent_provider() -> None:
 
 def test_failures_leave_conversation_and_store_unchanged() -> None:
     msgs = three_turns()
+    # an empty summary falls back to the chat model like any failure: both empty
     summariser = Scripted([[], BadRequest("down", status_code=400)])
-    main = Scripted([BadRequest("down too", status_code=400)])
+    main = Scripted([[], BadRequest("down too", status_code=400)])
     agent = open_agent(msgs, main, config(0, summariser))
 
     with pytest.raises(EmptyAssistantResponse):

@@ -21,11 +21,12 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
-from .._secrets import clip, public_url, redact, request_secrets
+from .._secrets import check_headers, clip, public_url, redact, request_secrets
 from ..config import Timeout
 from ..conversation import WireIdentity, decode_arguments
 from ..errors import MalformedStream, ProviderError
 from ..events import Event
+from ..logs import protect
 from ._http_errors import (
     MAX_RETRY_AFTER_MS,
     map_transport_errors,
@@ -232,8 +233,10 @@ class HTTPProvider:
             **auth,
         }
         merged.update({k.lower(): v for k, v in (headers or {}).items()})
+        check_headers(merged)  # a bad key fails here, before any request or log
         self._headers = merged
         self._secrets = request_secrets(merged, root, self._wire.base_url)
+        protect(self._secrets)
         self._timeout = to_httpx_timeout(timeout)
         self._owns_client = client is None
         self._client = (
@@ -312,7 +315,8 @@ class HTTPProvider:
             body = read_capped(response)
             message, kind = error_fields(body)
             if message is not None:
-                raise error_for_stream(kind or "", clip(redact(message, self._secrets)))
+                kind = clip(redact(kind or "", self._secrets))  # a key can be a "code"
+                raise error_for_stream(kind, clip(redact(message, self._secrets)))
             raise MalformedStream(
                 f"expected an event stream, got {ctype}", status_code=status
             )

@@ -51,9 +51,24 @@ def map_transport_errors(secrets: Sequence[str] = ()) -> Iterator[None]:
     try:
         yield
     except httpx.TimeoutException as exc:
+        _scrub_chain(exc, secrets)
         raise TransportError(_describe("timed out", exc, secrets)) from exc
     except httpx.RequestError as exc:
+        _scrub_chain(exc, secrets)
         raise TransportError(_describe("request failed", exc, secrets)) from exc
+
+
+def _scrub_chain(exc: BaseException, secrets: Sequence[str]) -> None:
+    """Redact the messages of ``exc`` and of every exception it chains: they become
+    the cause of what the caller sees, and tracebacks print causes."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        current.args = tuple(
+            redact(a, secrets) if isinstance(a, str) else a for a in current.args
+        )
+        current = current.__cause__ or current.__context__
 
 
 def _describe(what: str, exc: Exception, secrets: Sequence[str]) -> str:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 import orjson
 
@@ -33,6 +34,8 @@ from ..errors import (
 )
 
 __all__ = [
+    "OVERFLOW_WORDING",
+    "OverflowWording",
     "error_fields",
     "error_for_status",
     "error_for_stream",
@@ -52,9 +55,82 @@ _OVERFLOW = re.compile(
     r"|input is too long"
     r"|requested \d+ tokens"
     r"|exceed_context_size"
-    r"|context size",
+    r"|context size"
+    # the servers of OVERFLOW_WORDING, in its order
+    r"|context length of only"
+    r"|greater than the context length"
+    r"|input token count \(?\d+\)? exceeds the maximum number of tokens"
+    r"|maximum prompt length is \d+"
+    r"|`inputs` must have less than \d+ tokens"
+    r"|`inputs` tokens \+ `max_new_tokens` must be <=",
     re.IGNORECASE,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class OverflowWording:
+    """A server's own context-overflow error, as it sends it, and where it is from."""
+
+    server: str
+    status: int
+    body: str
+    source: str
+
+
+OVERFLOW_WORDING: Final[tuple[OverflowWording, ...]] = (
+    OverflowWording(
+        "LM Studio",
+        400,
+        '{"error": "Trying to keep the first 111490 tokens when context the '
+        "overflows. However, the model is loaded with context length of only 32768 "
+        "tokens, which is not enough. Try to load the model with a larger context "
+        'length, or provide a shorter input"}',
+        "lmstudio-ai/lmstudio-bug-tracker#546 (LM Studio 0.3.13 server log)",
+    ),
+    OverflowWording(
+        "LM Studio (llama.cpp engine)",
+        400,
+        '{"error": "The number of tokens to keep from the initial prompt is greater '
+        "than the context length (n_keep: 13055>= n_ctx: 4096). Try to load the "
+        'model with a larger context length, or provide a shorter input."}',
+        "Gitlawb/openclaude#353 (the response body of LM Studio's /v1 API)",
+    ),
+    OverflowWording(
+        "Gemini",
+        400,
+        '{"error": {"code": 400, "message": "The input token count (1200293) '
+        'exceeds the maximum number of tokens allowed (1048576).", "status": '
+        '"INVALID_ARGUMENT"}}',
+        "google-gemini/gemini-cli#6678 (generativelanguage API response)",
+    ),
+    OverflowWording(
+        "xAI",
+        400,
+        '{"code": "Client specified an invalid argument", "error": "This '
+        "model's maximum prompt length is 131072 but the request contains 136973 "
+        'tokens."}',
+        "cline/cline#3120 (api.x.ai chat completions, grok-3)",
+    ),
+    OverflowWording(
+        "TGI",
+        422,
+        '{"error": "Input validation error: `inputs` tokens + `max_new_tokens` '
+        'must be <= 4096. Given: 4000 `inputs` tokens and 200 `max_new_tokens`", '
+        '"error_type": "validation"}',
+        "huggingface/text-generation-inference router/src/validation.rs "
+        "(ValidationError::MaxTotalTokens, sent as 422)",
+    ),
+    OverflowWording(
+        "TGI",
+        422,
+        '{"error": "Input validation error: `inputs` must have less than 4095 '
+        'tokens. Given: 5012", "error_type": "validation"}',
+        "huggingface/text-generation-inference router/src/validation.rs "
+        "(ValidationError::InputLength, sent as 422)",
+    ),
+)
+"""Recorded context-overflow responses of servers whose wording the generic patterns
+missed; ``is_context_overflow`` matches every one (tests/faults/test_fault_overflow_wording.py)."""
 
 
 def is_context_overflow(text: str) -> bool:
@@ -62,8 +138,9 @@ def is_context_overflow(text: str) -> bool:
 
     Covers OpenAI (``context_length_exceeded``), Anthropic ("prompt is too long"),
     vLLM ("maximum context length", "longer than the maximum model length"), llama.cpp
-    ("exceeds the available context size", ``exceed_context_size_error``) and Ollama
-    ("prompt too long; exceeded max context length", "exceeds the context length").
+    ("exceeds the available context size", ``exceed_context_size_error``), Ollama
+    ("prompt too long; exceeded max context length", "exceeds the context length"),
+    and the servers of ``OVERFLOW_WORDING`` (LM Studio, Gemini, xAI, TGI).
     """
     return _OVERFLOW.search(text) is not None
 
@@ -143,6 +220,8 @@ def provider_message(
     message, kind = error_fields(body)
     if message is None:
         message = body.decode("utf-8", "replace").strip()
+    if kind is not None:
+        kind = redact(kind, secrets)
     return clip(redact(message, secrets)), kind
 
 
@@ -187,6 +266,6 @@ def error_from_body(
 ) -> ProviderError:
     """The mapped error for a non-2xx response: the provider's message, or the status."""
     message, kind = provider_message(body, secrets)
-    if not message:
-        message = f"HTTP {status} {reason}".rstrip()
+    if not message:  # the reason phrase is the server's text too: it may echo a key
+        message = clip(redact(f"HTTP {status} {reason}".rstrip(), secrets))
     return error_for_status(status, message, retry_after_ms=retry_after_ms, kind=kind)

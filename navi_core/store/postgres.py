@@ -15,12 +15,22 @@ so processes starting together migrate once; a newer schema is refused.
 ``lock(session_id)`` takes ``pg_try_advisory_lock`` on a connection of its own, held
 until ``release()``. When the holder dies its connection drops (TCP keepalives notice
 a vanished host) and the server frees the lock.
+
+A lock is also lost while its holder lives when a restart, a failover or
+``pg_terminate_backend`` ends its connection. So every write of a session this store
+holds is fenced: once its ``UPDATE`` has locked the row, it checks that the backend
+that took the lock still lives (pid and start time), else raises
+``SessionLockLost``; a new
+holder waits for that row lock before it loads, so it sees every accepted write.
+Pooled connections are checked on checkout, and a transaction that failed on a dead
+one before committing runs once more (``SQLStore._run``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -42,6 +52,14 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from .. import codec
 from ..conversation import Message
 from ..errors import SessionBusy, SessionError
+from .pg_fence import (
+    FENCE,
+    LockHolder,
+    fence_params,
+    is_dead_connection,
+    lock_holder,
+    lock_lost,
+)
 from .sql import Dialect, SQLStore, Statements
 
 __all__ = ["PostgresLock", "PostgresMigration", "PostgresStore"]
@@ -59,6 +77,7 @@ _STATEMENTS: Final = Statements.build(
         prefix_match="starts_with(id, ?)",
         body_columns=("body", "body_text"),
         body_values="?::jsonb, ?",
+        fence=FENCE,
     )
 )
 _KEEPALIVES: Final = {
@@ -142,20 +161,37 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
 class PostgresLock:
     """A session-level advisory lock held on a dedicated connection."""
 
-    __slots__ = ("__weakref__", "_conn", "_finalizer", "_key", "session_id")
+    __slots__ = (
+        "__weakref__",
+        "_conn",
+        "_finalizer",
+        "_key",
+        "_on_release",
+        "holder",
+        "session_id",
+    )
 
     def __init__(
-        self, session_id: str, conn: psycopg.Connection[Any], key: int
+        self,
+        session_id: str,
+        conn: psycopg.Connection[Any],
+        key: int,
+        holder: LockHolder,
+        on_release: Callable[[], None],
     ) -> None:
         self.session_id = session_id
         self._conn = conn
         self._key = key
-        self._finalizer = weakref.finalize(self, conn.close)
+        #: the backend holding the lock, as writes check it
+        self.holder = holder
+        self._on_release = on_release
+        self._finalizer = weakref.finalize(self, _close, conn, on_release)
 
     def release(self) -> None:
         """Give the session up (idempotent); closing the connection frees the lock."""
         if not self._finalizer.alive:
             return
+        self._on_release()  # writes stop being fenced before the lock goes
         try:
             self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
         except psycopg.Error:
@@ -172,6 +208,13 @@ class PostgresLock:
     def __repr__(self) -> str:
         state = "held" if self._finalizer.alive else "released"
         return f"<PostgresLock {self.session_id} {state}>"
+
+
+def _close(conn: psycopg.Connection[Any], on_release: Callable[[], None]) -> None:
+    try:
+        on_release()
+    finally:
+        conn.close()
 
 
 class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
@@ -210,6 +253,9 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         self._lock_dsn = make_conninfo(dsn, **keepalives)
         self._connect_timeout = max(1, math.ceil(timeout))  # libpq: 0 waits forever
         self._closed = False
+        #: the locks this store holds, by session id: their writes are fenced
+        self._held: dict[str, LockHolder] = {}
+        self._held_mutex = threading.Lock()
         # The connection's context commits the migration, or rolls it back on error.
         with (
             self._errors(),
@@ -222,6 +268,7 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
             max_size=max_size,
             open=False,
             configure=_configure,
+            check=ConnectionPool.check_connection,
             timeout=timeout,
             name="navi_core",
         )
@@ -288,6 +335,17 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         if self._password:
             _scrub(exc, self._password)
 
+    def _dead_connection(self, exc: BaseException) -> bool:
+        return is_dead_connection(exc)
+
+    def _fence(self, session_id: str) -> tuple[Any, ...] | None:
+        with self._held_mutex:
+            holder = self._held.get(session_id)
+        return None if holder is None else fence_params(holder)
+
+    def _lock_lost(self, session_id: str) -> SessionError:
+        return lock_lost(session_id)
+
     # -- locks ------------------------------------------------------------------
 
     def lock(self, session_id: str) -> PostgresLock:
@@ -300,13 +358,26 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         try:
             with self._errors():
                 row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+                if row is None or not row[0]:
+                    raise SessionBusy(f"session {sid} is driven by another agent")
+                holder = lock_holder(conn)
+                # Wait out a write of the previous holder that passed its fence check
+                # before that holder lost the lock: the caller loads after this.
+                with conn.transaction():
+                    conn.execute(
+                        "SELECT 1 FROM navi_sessions WHERE id = %s FOR UPDATE", (sid,)
+                    )
         except BaseException:
             conn.close()
             raise
-        if row is None or not row[0]:
-            conn.close()
-            raise SessionBusy(f"session {sid} is driven by another agent")
-        return PostgresLock(sid, conn, key)
+        with self._held_mutex:
+            self._held[sid] = holder
+        return PostgresLock(sid, conn, key, holder, lambda: self._forget(sid, holder))
+
+    def _forget(self, sid: str, holder: LockHolder) -> None:
+        with self._held_mutex:
+            if self._held.get(sid) is holder:
+                del self._held[sid]
 
     def close(self) -> None:
         if not self._closed:

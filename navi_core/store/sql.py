@@ -25,21 +25,18 @@ import builtins
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Generic, Protocol, TypeAlias, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar
 
 from .. import codec
 from ..conversation import Conversation, Message, valid_text
 from ..errors import AmbiguousSession, SessionError, SessionNotFound
 from .base import SessionInfo, SessionLock
 from .memory import session_summary
+from .statements import Dialect, Statements
 
 __all__ = ["Connection", "Cursor", "Dialect", "SQLStore", "Statements"]
 
 _Windows: TypeAlias = "list[list[Message]]"
-_SESSION_COLUMNS: Final = (
-    "id, created_at, modified_at, message_count, last_user_message, model"
-)
 
 
 class Cursor(Protocol):
@@ -57,84 +54,8 @@ class Connection(Protocol):
 
 
 ConnT = TypeVar("ConnT", bound=Connection)
+_T = TypeVar("_T")
 _StoreT = TypeVar("_StoreT", bound="SQLStore[Any]")
-
-
-@dataclass(frozen=True, slots=True)
-class Dialect:
-    """The SQL text that differs between databases; statements are built from it.
-
-    Every statement is written with ``?`` for a parameter, replaced by ``param``.
-    """
-
-    #: the driver's parameter placeholder
-    param: str
-    #: an expression for the current time in Unix seconds
-    now: str
-    #: the scalar maximum of two values
-    greatest: str
-    #: true when ``id`` starts with the one ``?`` parameter
-    prefix_match: str
-    #: the ``navi_messages`` columns holding a body, as read and written
-    body_columns: tuple[str, ...]
-    #: the placeholders those columns are inserted with
-    body_values: str
-
-
-@dataclass(frozen=True, slots=True)
-class Statements:
-    """Every statement the core runs, in one dialect."""
-
-    exists: str
-    prefix: str
-    create: str
-    list: str
-    get: str
-    latest: str
-    load: str
-    history: str
-    append: str
-    new_window: str
-    insert: str
-
-    @classmethod
-    def build(cls, d: Dialect) -> Statements:
-        body = ", ".join(f"m.{c}" for c in d.body_columns)
-        touch = (
-            "message_count = message_count + ?, "
-            f"modified_at = {d.greatest}(modified_at, {d.now})"
-        )
-        returning = "WHERE id = ? RETURNING message_count, window_count, modified_at"
-        sql = {
-            "exists": "SELECT 1 FROM navi_sessions WHERE id = ?",
-            "prefix": f"SELECT id FROM navi_sessions WHERE {d.prefix_match} LIMIT 2",
-            # One clock reading for both times: a new session was modified when made.
-            "create": "INSERT INTO navi_sessions (id, created_at, modified_at) "
-            f"SELECT ?, t, t FROM (SELECT {d.now} AS t) AS clock "
-            f"RETURNING {_SESSION_COLUMNS}",
-            "list": f"SELECT {_SESSION_COLUMNS} FROM navi_sessions "
-            "ORDER BY modified_at DESC, id DESC",
-            "get": f"SELECT {_SESSION_COLUMNS} FROM navi_sessions WHERE id = ?",
-            "latest": f"SELECT {_SESSION_COLUMNS} FROM navi_sessions "
-            "ORDER BY modified_at DESC, id DESC LIMIT 1",
-            "load": f"SELECT {body} FROM navi_sessions s JOIN navi_messages m "
-            "ON m.session_id = s.id AND m.seq >= s.window_start "
-            "WHERE s.id = ? ORDER BY m.seq",
-            # LEFT JOIN: a session without messages still gives its window count.
-            "history": f"SELECT s.window_count, m.window_no, {body} "
-            "FROM navi_sessions s LEFT JOIN navi_messages m ON m.session_id = s.id "
-            "WHERE s.id = ? ORDER BY m.seq",
-            "append": f"UPDATE navi_sessions SET {touch}, "
-            "last_user_message = COALESCE(?, last_user_message), "
-            f"model = COALESCE(?, model) {returning}",
-            "new_window": "UPDATE navi_sessions SET window_start = message_count, "
-            f"window_count = window_count + 1, {touch}, "
-            f"last_user_message = ?, model = ? {returning}",
-            "insert": "INSERT INTO navi_messages (session_id, seq, window_no, "
-            f"created_at, role, api_style, base_url, model, {', '.join(d.body_columns)}) "
-            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, {d.body_values})",
-        }
-        return cls(**{k: v.replace("?", d.param) for k, v in sql.items()})
 
 
 class SQLStore(abc.ABC, Generic[ConnT]):
@@ -205,6 +126,20 @@ class SQLStore(abc.ABC, Generic[ConnT]):
     def _scrub(self, exc: BaseException) -> None:
         """Remove secrets from a driver error before it is shown (none by default)."""
 
+    def _dead_connection(self, exc: BaseException) -> bool:
+        """True when ``exc`` says the connection died (a server restart, a failover):
+        a transaction that failed so before committing is run again once."""
+        return False
+
+    def _fence(self, session_id: str) -> tuple[Any, ...] | None:
+        """The parameters of ``Dialect.fence`` for a write to ``session_id``, None
+        when this store holds no lock of it (the default: nothing is fenced)."""
+        return None
+
+    def _lock_lost(self, session_id: str) -> SessionError:
+        """The error of a fenced write that found the lock gone."""
+        return SessionError(f"{self._where}: the lock of session {session_id} is lost")
+
     @abc.abstractmethod
     def lock(self, session_id: str) -> SessionLock:
         """Become the session's only driver; raises ``SessionBusy`` when taken."""
@@ -241,6 +176,24 @@ class SQLStore(abc.ABC, Generic[ConnT]):
         except self._caught as exc:
             raise self._error(exc) from exc
 
+    def _run(self, body: Callable[[ConnT], _T], *, write: bool = False) -> _T:
+        """``body`` in one transaction (as ``_tx``); run once more when the first try
+        failed on a dead connection before it could commit."""
+        for attempt in (1, 2):
+            finished = False
+            try:
+                with self._tx(write=write) as conn:
+                    result = body(conn)
+                    finished = True
+                return result
+            except SessionError as exc:
+                cause = exc.__cause__
+                if attempt == 2 or finished or cause is None:
+                    raise
+                if not self._dead_connection(cause):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def _migrate(self, conn: ConnT) -> None:
         """Run the missing ``MIGRATIONS`` in the caller's transaction; refuse newer."""
         target = len(self.MIGRATIONS)
@@ -275,37 +228,45 @@ class SQLStore(abc.ABC, Generic[ConnT]):
     # -- SessionStore -----------------------------------------------------------
 
     def create(self) -> SessionInfo:
-        with self._tx(write=True) as conn:
-            row = conn.execute(self.STATEMENTS.create, (uuid.uuid4().hex,)).fetchone()
+        sid = uuid.uuid4().hex
+        row = self._run(
+            lambda conn: conn.execute(self.STATEMENTS.create, (sid,)).fetchone(),
+            write=True,
+        )
         return SessionInfo(*row)
 
     def list(self) -> builtins.list[SessionInfo]:
-        with self._tx() as conn:
-            rows = conn.execute(self.STATEMENTS.list, ()).fetchall()
+        rows = self._run(lambda conn: conn.execute(self.STATEMENTS.list, ()).fetchall())
         return [SessionInfo(*r) for r in rows]
 
     def get(self, id_or_prefix: str) -> SessionInfo:
-        with self._tx() as conn:
+        def body(conn: ConnT) -> Any:
             sid = self._resolve(conn, id_or_prefix)
-            row = conn.execute(self.STATEMENTS.get, (sid,)).fetchone()
-        return SessionInfo(*row)
+            return conn.execute(self.STATEMENTS.get, (sid,)).fetchone()
+
+        return SessionInfo(*self._run(body))
 
     def latest(self) -> SessionInfo | None:
-        with self._tx() as conn:
-            row = conn.execute(self.STATEMENTS.latest, ()).fetchone()
+        row = self._run(
+            lambda conn: conn.execute(self.STATEMENTS.latest, ()).fetchone()
+        )
         return None if row is None else SessionInfo(*row)
 
     def load(self, session_id: str) -> Conversation:
-        with self._tx() as conn:
+        def body(conn: ConnT) -> tuple[str, builtins.list[Any]]:
             sid = self._resolve(conn, session_id)
-            rows = conn.execute(self.STATEMENTS.load, (sid,)).fetchall()
+            return sid, conn.execute(self.STATEMENTS.load, (sid,)).fetchall()
+
+        sid, rows = self._run(body)
         with self._errors():
             return Conversation([self._message(r) for r in rows], sid)
 
     def history(self, session_id: str) -> _Windows:
-        with self._tx() as conn:
+        def body(conn: ConnT) -> builtins.list[Any]:
             sid = self._resolve(conn, session_id)
-            rows = conn.execute(self.STATEMENTS.history, (sid,)).fetchall()
+            return conn.execute(self.STATEMENTS.history, (sid,)).fetchall()
+
+        rows = self._run(body)
         windows: _Windows = [[] for _ in range(rows[0][0])]
         with self._errors():
             for row in rows:
@@ -328,16 +289,27 @@ class SQLStore(abc.ABC, Generic[ConnT]):
             raise self._error(exc) from exc
         last_user, model = (self._text(v) for v in session_summary(messages))
         sql = self.STATEMENTS
-        update = sql.new_window if new_window else sql.append
         n = len(rows)
-        with self._tx(write=True) as conn:
+
+        def update(conn: ConnT, sid: str) -> Any:
+            fence = self._fence(sid)
+            if fence is None:
+                text = sql.new_window if new_window else sql.append
+                return conn.execute(text, (n, last_user, model, sid)).fetchone()
+            text = sql.new_window_fenced if new_window else sql.append_fenced
+            row = conn.execute(text, (n, last_user, model, sid, *fence)).fetchone()
+            if row is not None and not row[3]:
+                raise self._lock_lost(sid)  # raised in the transaction: rolled back
+            return row
+
+        def body(conn: ConnT) -> None:
             # Try the id as given first: the usual case needs no lookup.
             sid = session_id
-            row = conn.execute(update, (n, last_user, model, sid)).fetchone()
+            row = update(conn, sid)
             if row is None:
                 sid = self._resolve(conn, session_id)
-                row = conn.execute(update, (n, last_user, model, sid)).fetchone()
-            total, window_count, now = row
+                row = update(conn, sid)
+            total, window_count, now = row[:3]
             first, window_no = total - n, window_count - 1
             self._executemany(
                 conn,
@@ -347,3 +319,5 @@ class SQLStore(abc.ABC, Generic[ConnT]):
                     for i, r in enumerate(rows)
                 ],
             )
+
+        self._run(body, write=True)

@@ -15,6 +15,9 @@ and a file from a newer navi_core is refused rather than misread.
 ``<path>`` resolved (symlinks followed), so every name of one file shares one lock.
 The kernel drops it when the holding process dies, so a crash never leaves a session
 stuck. Two locks in one process conflict too (one open file description each).
+``release()`` deletes the file and unlocks it with ``LOCK_UN`` (a forked child that
+still has the descriptor does not keep the session), so the directory holds one file
+per session being driven, not one per session ever driven.
 """
 
 from __future__ import annotations
@@ -84,17 +87,37 @@ def _schema_v1(conn: sqlite3.Connection) -> None:
     )
 
 
+def _release(fd: int, path: Path, owner: int) -> None:
+    """Delete the lock file, unlock and close ``fd``; only close it in another process.
+
+    The file goes first, while the lock is held, so a waiter that opened it before
+    never holds a deleted file alone (``SQLiteStore.lock`` checks the path again).
+    ``LOCK_UN`` frees the lock even while a forked child still has the descriptor;
+    that child, closing its copy, leaves the parent's lock alone.
+    """
+    try:
+        if os.getpid() == owner:
+            try:
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    os.unlink(path)
+            except OSError:
+                pass  # already gone, or the directory is read-only: still unlock
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
 class SQLiteLock:
-    """An exclusive ``flock`` on one session's lock file; closing the file frees it."""
+    """An exclusive ``flock`` on one session's lock file, removed on release."""
 
     __slots__ = ("__weakref__", "_finalizer", "session_id")
 
-    def __init__(self, session_id: str, fd: int) -> None:
+    def __init__(self, session_id: str, fd: int, path: Path) -> None:
         self.session_id = session_id
-        self._finalizer = weakref.finalize(self, os.close, fd)
+        self._finalizer = weakref.finalize(self, _release, fd, path, os.getpid())
 
     def release(self) -> None:
-        """Give the session up (idempotent); closing the descriptor drops the flock."""
+        """Give the session up (idempotent): delete the lock file and unlock it."""
         self._finalizer()
 
     def __enter__(self) -> SQLiteLock:
@@ -217,22 +240,35 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     def lock(self, session_id: str) -> SQLiteLock:
         sid = self.get(session_id).id
+        path = self._lock_dir / f"{sid}.lock"
+        while True:
+            fd = self._open_lock_file(sid, path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise SessionBusy(f"session {sid} is driven by another agent") from None
+            except BaseException:
+                os.close(fd)
+                raise
+            # The holder deletes the file before unlocking: a lock on a file that is
+            # no longer at ``path`` guards nothing, so open the path again.
+            try:
+                current = os.stat(path).st_ino
+            except FileNotFoundError:
+                current = None
+            if current == os.fstat(fd).st_ino:
+                return SQLiteLock(sid, fd, path)
+            os.close(fd)
+
+    def _open_lock_file(self, sid: str, path: Path) -> int:
         try:
             self._lock_dir.mkdir(exist_ok=True)
-            fd = os.open(self._lock_dir / f"{sid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise SessionError(
                 f"cannot create the lock file for session {sid}: {exc}"
             ) from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise SessionBusy(f"session {sid} is driven by another agent") from None
-        except BaseException:
-            os.close(fd)
-            raise
-        return SQLiteLock(sid, fd)
 
     def close(self) -> None:
         with self._mutex:

@@ -76,7 +76,13 @@ def test_the_requirement_check_fails_with_the_twin() -> None:
 
 
 def test_the_core_facade_exports_the_twin_names() -> None:
-    assert set(navi_core.core.__all__) == {*twin.__all__, "IMPLEMENTATION"}
+    assert set(navi_core.core.__all__) == {
+        *twin.__all__,
+        "IMPLEMENTATION",
+        "EXTENSION_ERROR",
+        "REQUIRE_EXTENSION",
+        "ExtensionFallbackWarning",
+    }
 
 
 def test_the_compiled_core_exports_the_twin_names() -> None:
