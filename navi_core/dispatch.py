@@ -28,7 +28,7 @@ from .conversation import (
 from .errors import Cancelled
 from .events import Event, ToolFinished, ToolStarted
 from .tool_results import to_parts
-from .tools import Tool, ToolCall, ToolRegistry, ToolSource
+from .tools import ArgumentError, Tool, ToolCall, ToolRegistry, ToolSource
 
 __all__ = [
     "ABORTING",
@@ -78,11 +78,25 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+#: ``ToolFinished.error`` is cut to this many characters.
+ERROR_TEXT_CHARS = 300
+
+
 @dataclass(slots=True)
 class _Outcome:
     parts: tuple[Part, ...]
     is_error: bool
     seconds: float
+
+    @property
+    def error(self) -> str | None:
+        """The short error text for ``ToolFinished.error`` (None on success)."""
+        if not self.is_error:
+            return None
+        text = " ".join(p.text for p in self.parts if isinstance(p, TextPart))
+        text = " ".join(text.split()) or "failed"
+        cut = ERROR_TEXT_CHARS
+        return text if len(text) <= cut else text[: cut - 3] + "..."
 
 
 class Dispatch:
@@ -145,6 +159,9 @@ class Dispatch:
         except ABORTING as exc:
             self._inbox.put(("abort", exc))
             return
+        except ArgumentError as exc:
+            text = f"Tool {t.name!r} was not run: {exc}. Fix the arguments and call it again."
+            outcome = _Outcome((TextPart(text),), True, time.perf_counter() - t0)
         except BaseException as exc:  # every other failure becomes a readable result
             text = f"Tool {t.name!r} failed: {describe(exc)}"
             outcome = _Outcome((TextPart(text),), True, time.perf_counter() - t0)
@@ -224,7 +241,13 @@ class Dispatch:
                 self._outcomes[i] = outcome
                 self._pending -= 1
                 events.append(
-                    ToolFinished(use.id, use.name, outcome.is_error, outcome.seconds)
+                    ToolFinished(
+                        use.id,
+                        use.name,
+                        outcome.is_error,
+                        outcome.seconds,
+                        outcome.error,
+                    )
                 )
         return events
 
