@@ -1,6 +1,6 @@
 """``MCPTools``: the tools of a Model Context Protocol server, as a ``ToolSource``.
 
-A synchronous client of its own (``mcp_wire``), not the official SDK: it speaks the
+A synchronous client of its own (``mcp_stdio``, ``mcp_http``), not the official SDK: it speaks the
 initialize handshake of protocol revisions 2024-11-05 to 2025-11-25 over stdio and
 streamable HTTP, with no event loop and no dependency beyond httpx (README: "MCP").
 A batch of calls is sent at once (stdio) and answered in the model's order; a server
@@ -18,7 +18,9 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final
 
-from .mcp_wire import Call, HTTPTransport, MCPError, StdioTransport, Transport
+from .mcp_http import HTTPTransport
+from .mcp_stdio import StdioTransport
+from .mcp_wire import Call, MCPError, Transport
 from .media import Media
 from .tools import ToolCall, ToolSpec
 
