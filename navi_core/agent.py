@@ -15,6 +15,7 @@ from .compaction import CompactionResult, compact
 from .config import Config
 from .conversation import Conversation, Message, ToolUse, UserMessage
 from .dispatch import Dispatch, ToolRunner
+from .output import OutputSpec
 from .providers.base import Provider
 from .session import Session
 from .steering import SteeringQueue
@@ -139,14 +140,20 @@ class Agent:
 
     # -- turns -------------------------------------------------------------------------
 
-    def run(self, prompt: str | Message) -> Stream:
+    def run(self, prompt: str | Message, *, output: type | None = None) -> Stream:
         """Append and persist the user message, and return the turn's ``Stream``.
 
         No provider I/O happens here: the request opens on the first ``next()``.
+        With ``output`` (a dataclass, TypedDict or pydantic model) the answer must be
+        that type: ``TurnComplete.output`` holds it, validated.
 
         Raises:
             RuntimeError: another turn of this agent has not ended or been closed.
+            TypeError: ``output`` is not a type that can be asked for.
+            OutputValidationError: (from ``next()``) the answer stayed invalid after
+                one corrective retry.
         """
+        spec = OutputSpec.of(output) if output is not None else None
         message = UserMessage(prompt) if isinstance(prompt, str) else prompt
         if message.role != "user":
             raise ValueError(
@@ -155,7 +162,7 @@ class Agent:
         self._check_idle()
         self._session.answer_dangling_calls(self.provider.wire)
         self._session.commit(message, self.provider.wire)
-        return self._start(resume=False)
+        return self._start(resume=False, output=spec)
 
     def resume(self) -> Stream:
         """Continue a turn that a crash interrupted, without a new user message.
@@ -209,8 +216,8 @@ class Agent:
             f"provider={self.provider!r}>"
         )
 
-    def _start(self, *, resume: bool) -> Stream:
-        stream = Stream(self, resume=resume)
+    def _start(self, *, resume: bool, output: OutputSpec | None = None) -> Stream:
+        stream = Stream(self, resume=resume, output=output)
         self._stream = stream
         return stream
 

@@ -76,6 +76,7 @@ from .events import (
     ToolDispatchStart,
     TurnComplete,
 )
+from .output import OutputCheck, OutputSpec
 from .phases import (
     TRANSITIONS,
     CompactionJob,
@@ -140,8 +141,10 @@ class Stream:
         *,
         resume: bool = False,
         rng: random.Random | None = None,
+        output: OutputSpec | None = None,
     ) -> None:
         self._host = host
+        self._output = OutputCheck(output) if output is not None else None
         self._phase = Phase.TURN_START
         # typed as the union so next() returns it unchanged; providers and dispatch
         # push into it through their ``deque[Event]`` / ``list[Event]`` signatures
@@ -311,9 +314,15 @@ class Stream:
     def _finish(self, reason: StopReason) -> None:
         self._release_response()
         response = self._last.text if self._last is not None else ""
+        output = self._output.value if self._output is not None else None
         self._queue.append(
             TurnComplete(
-                reason, response, self._iterations, self._tool_calls, self._usage
+                reason,
+                response,
+                self._iterations,
+                self._tool_calls,
+                self._usage,
+                output=output,
             )
         )
         cancelled = reason is StopReason.CANCELLED
@@ -371,6 +380,7 @@ class Stream:
             session.conversation.system_prompt(),
             host.tool_specs(),
             config,
+            output=self._output.spec if self._output is not None else None,
         )
         try:
             self._response = host.provider.open(request)
@@ -416,6 +426,16 @@ class Stream:
                 "the model completed a response with no text, thinking or tool call"
             )
         dispatch = self._dispatch
+        if self._output is not None and dispatch is None:  # run(..., output=T)
+            verdict = self._output.review(message)
+            if verdict is not None:
+                if verdict.message is not None:
+                    self._commit(verdict.message)
+                if verdict.done:
+                    self._finish(StopReason.END_TURN)
+                else:
+                    self._move(Trigger.STEERED)  # the corrective retry
+                return
         if dispatch is None:
             uses = message.tool_uses
             if not uses:
