@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -26,7 +27,7 @@ from .errors import OutputValidationError
 from .schema import convert, hoist_defs, schema_for
 from .validation import errors, summary
 
-__all__ = ["OUTPUT_TOOL", "OutputCheck", "OutputSpec", "Verdict"]
+__all__ = ["OUTPUT_TOOL", "OutputCheck", "OutputSpec"]
 
 #: The tool through which an Anthropic model hands over the structured answer.
 OUTPUT_TOOL: Final = "final_answer"
@@ -117,71 +118,77 @@ class OutputSpec:
             return None, pydantic_types.error_lines(exc) or [str(exc)]
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What the stream does with a final response: commit ``message`` (if any), then
-    end the turn (``done``) or ask again."""
-
-    message: Message | None
-    done: bool
-
-
 class OutputCheck:
-    """The review of one turn's structured answer; ``value`` holds it once valid."""
+    """The review of one turn's structured answer; ``value`` holds it once valid.
+    Without a spec (a turn that asked for no structured answer) it reviews nothing."""
 
     __slots__ = ("retries", "spec", "value")
 
-    def __init__(self, spec: OutputSpec) -> None:
+    def __init__(self, spec: OutputSpec | None) -> None:
         self.spec = spec
         self.retries = 0
         self.value: Any = None
 
-    def review(self, message: Message) -> Verdict | None:
-        """Judge a completed response; None when it is not a final answer (it calls
-        other tools, which run as usual).
+    def review(
+        self, message: Message, commit: Callable[[Message], None]
+    ) -> bool | None:
+        """Judge a completed response, committing what answers it: the output
+        tool's result, or the corrective message.
 
+        Returns:
+            None when it is not a final answer (no spec, or it calls other tools,
+            which run as usual); False when the answer is valid (the turn ends);
+            True when a corrective retry was committed (the model answers again).
         Raises:
             OutputValidationError: the answer is invalid after the corrective retry.
         """
+        spec = self.spec
+        if spec is None:
+            return None
         uses = message.tool_uses
         mine = [u for u in uses if u.name == OUTPUT_TOOL]
         if uses and len(mine) != len(uses):
             return None
         if mine:
-            value, problems = self._decode_tool(mine[-1])
+            value, problems = self._decode_tool(spec, mine[-1])
         else:
-            value, problems = self._decode_text(message.text)
+            value, problems = self._decode_text(spec, message.text)
         if not problems:
             self.value = value
-            receipt = _results(mine, "Answer recorded.", is_error=False)
-            return Verdict(receipt, True)
+            if mine:
+                commit(_results(mine, "Answer recorded.", is_error=False))
+            return False
         text = summary(problems)
         if self.retries >= 1:
             raise OutputValidationError(
-                f"the answer is not a valid {self.spec.name}, also after a "
+                f"the answer is not a valid {spec.name}, also after a "
                 f"corrective retry: {text}"
             )
         self.retries += 1
         if mine:
             note = (
-                f"Invalid {self.spec.name}: {text}. Call {OUTPUT_TOOL} again "
+                f"Invalid {spec.name}: {text}. Call {OUTPUT_TOOL} again "
                 "with corrected input."
             )
-            return Verdict(_results(mine, note, is_error=True), False)
-        note = (
-            f"Your answer is not a valid {self.spec.name}: {text}. Reply again with "
-            "only the JSON value, matching the schema."
-        )
-        return Verdict(UserMessage(note), False)
+            commit(_results(mine, note, is_error=True))
+        else:
+            note = (
+                f"Your answer is not a valid {spec.name}: {text}. Reply again "
+                "with only the JSON value, matching the schema."
+            )
+            commit(UserMessage(note))
+        return True
 
-    def _decode_tool(self, use: ToolUse) -> tuple[Any, list[str]]:
+    @staticmethod
+    def _decode_tool(spec: OutputSpec, use: ToolUse) -> tuple[Any, list[str]]:
         try:
             value = orjson.loads(use.input or "{}")
         except orjson.JSONDecodeError as exc:
             return None, [f"the {OUTPUT_TOOL} input is not JSON ({exc})"]
-        return self.spec.parse(value)
+        return spec.parse(value)
 
-    def _decode_text(self, text: str) -> tuple[Any, list[str]]:
+    @staticmethod
+    def _decode_text(spec: OutputSpec, text: str) -> tuple[Any, list[str]]:
         body = text.strip()
         fenced = _FENCE.match(body)
         if fenced:
@@ -192,13 +199,11 @@ class OutputCheck:
             value = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             return None, [f"the answer is not JSON ({exc})"]
-        return self.spec.parse(value)
+        return spec.parse(value)
 
 
-def _results(uses: list[ToolUse], text: str, *, is_error: bool) -> Message | None:
+def _results(uses: list[ToolUse], text: str, *, is_error: bool) -> Message:
     """One result per output-tool call, so every ``ToolUse`` keeps its answer."""
-    if not uses:
-        return None
     results = tuple(ToolResult(u.id, (TextPart(text),), is_error) for u in uses)
     return Message("user", results)
 

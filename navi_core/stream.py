@@ -144,7 +144,7 @@ class Stream:
         output: OutputSpec | None = None,
     ) -> None:
         self._host = host
-        self._output = OutputCheck(output) if output is not None else None
+        self._output = OutputCheck(output)  # run(..., output=T); inert without T
         self._phase = Phase.TURN_START
         # typed as the union so next() returns it unchanged; providers and dispatch
         # push into it through their ``deque[Event]`` / ``list[Event]`` signatures
@@ -314,17 +314,9 @@ class Stream:
     def _finish(self, reason: StopReason) -> None:
         self._release_response()
         response = self._last.text if self._last is not None else ""
-        output = self._output.value if self._output is not None else None
-        self._queue.append(
-            TurnComplete(
-                reason,
-                response,
-                self._iterations,
-                self._tool_calls,
-                self._usage,
-                output=output,
-            )
-        )
+        counts = (self._iterations, self._tool_calls, self._usage)
+        output = self._output.value
+        self._queue.append(TurnComplete(reason, response, *counts, output=output))
         cancelled = reason is StopReason.CANCELLED
         self._move(Trigger.CANCELLED if cancelled else Trigger.FINISHED)
 
@@ -380,7 +372,7 @@ class Stream:
             session.conversation.system_prompt(),
             host.tool_specs(),
             config,
-            output=self._output.spec if self._output is not None else None,
+            self._output.spec,
         )
         try:
             self._response = host.provider.open(request)
@@ -426,16 +418,10 @@ class Stream:
                 "the model completed a response with no text, thinking or tool call"
             )
         dispatch = self._dispatch
-        if self._output is not None and dispatch is None:  # run(..., output=T)
-            verdict = self._output.review(message)
-            if verdict is not None:
-                if verdict.message is not None:
-                    self._commit(verdict.message)
-                if verdict.done:
-                    self._finish(StopReason.END_TURN)
-                else:
-                    self._move(Trigger.STEERED)  # the corrective retry
-                return
+        retry = self._output.review(message, self._commit) if dispatch is None else None
+        if retry is not None:  # run(..., output=T): a final answer, valid or not
+            self._move(Trigger.STEERED) if retry else self._finish(StopReason.END_TURN)
+            return
         if dispatch is None:
             uses = message.tool_uses
             if not uses:
