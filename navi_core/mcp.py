@@ -23,6 +23,7 @@ from .mcp_stdio import StdioTransport
 from .mcp_wire import Call, MCPError, Transport
 from .media import Media
 from .tools import ToolCall, ToolSpec
+from .validation import ArgumentError, errors, summary
 
 __all__ = ["PROTOCOL_VERSIONS", "MCPError", "MCPToolError", "MCPTools"]
 
@@ -80,6 +81,7 @@ class MCPTools:
         self._lock = threading.Lock()
         self._closed = False
         self._names: dict[str, str] = {}  # our name -> the server's name
+        self._schemas: dict[str, dict[str, Any]] = {}  # our name -> input schema
         self._specs: tuple[ToolSpec, ...] = ()
         self.protocol_version = ""
         self.server_info: dict[str, Any] = {}
@@ -100,8 +102,9 @@ class MCPTools:
         """Send every call, then collect the answers in order.
 
         Each item is what the tool gave (text, images as ``Media``, or a list of
-        them) or an ``MCPError`` for that call: the server's error, its exit, or
-        no answer within ``timeout``.
+        them) or an exception for that call: ``ArgumentError`` when the arguments
+        do not match the tool's input schema (nothing is sent), else ``MCPError``
+        for the server's error, its exit, or no answer within ``timeout``.
         """
         with self._lock:
             if self._closed:
@@ -111,17 +114,22 @@ class MCPTools:
             except MCPError as exc:
                 return [exc for _ in calls]
             deadline = time.monotonic() + self.timeout
-            pending: list[Call | MCPError] = []
+            pending: list[Call | Exception] = []
             for c in calls:
                 name = self._names.get(c.name)
                 if name is None:
                     pending.append(MCPError(f"the server has no tool {c.name!r}"))
                     continue
+                problems = errors(self._schemas.get(c.name, {}), c.arguments)
+                if problems:
+                    text = f"invalid arguments: {summary(problems)}"
+                    pending.append(ArgumentError(text))
+                    continue
                 params = {"name": name, "arguments": dict(c.arguments)}
                 pending.append(transport.start("tools/call", params, deadline))
             out: list[Any] = []
             for item in pending:
-                if isinstance(item, MCPError):
+                if isinstance(item, Exception):
                     out.append(item)
                     continue
                 try:
@@ -227,6 +235,7 @@ class MCPTools:
         if not isinstance(schema, dict) or schema.get("type") != "object":
             schema = {"type": "object", "properties": {}}
         description = entry.get("description") or entry.get("title") or ""
+        self._schemas[name] = schema
         return ToolSpec(name, str(description), schema)
 
 

@@ -131,6 +131,12 @@ def test_stdio_is_error_becomes_an_error_result(stdio: MCPTools) -> None:
     assert finished.is_error and finished.error and "fail" in finished.error
 
 
+def test_stdio_arguments_are_checked_against_the_input_schema(stdio: MCPTools) -> None:
+    (result,), _ = turn(stdio, call("add", a=1, b="two"))
+    assert result.is_error
+    assert "`b`: expected integer, got string" in result.text
+
+
 def test_stdio_a_batch_is_in_flight_at_once(stdio: MCPTools) -> None:
     start = time.monotonic()
     out = stdio.call_batch(
