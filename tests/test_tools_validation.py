@@ -7,6 +7,7 @@ import asyncio
 import enum
 import inspect
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict
@@ -340,3 +341,18 @@ def test_error_text_is_short() -> None:
     (finished,) = [e for e in events if isinstance(e, ToolFinished)]
     assert finished.error is not None and len(finished.error) <= 300
     assert finished.error.startswith("Tool 'loud' failed: RuntimeError: xxx")
+
+
+def test_a_cancelled_context_cancels_the_coroutine() -> None:
+    @tool
+    async def wait_long(ctx: ToolContext) -> str:
+        """Wait for a long time."""
+        await asyncio.sleep(30)
+        return "finished"
+
+    ctx = ToolContext("c1", "wait_long")
+    threading.Timer(0.1, ctx.cancelled.set).start()
+    start = time.monotonic()
+    with pytest.raises(asyncio.CancelledError):
+        wait_long.invoke({}, ctx)
+    assert time.monotonic() - start < 2
