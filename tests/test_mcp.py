@@ -140,11 +140,11 @@ def test_stdio_arguments_are_checked_against_the_input_schema(stdio: MCPTools) -
 def test_stdio_a_batch_is_in_flight_at_once(stdio: MCPTools) -> None:
     start = time.monotonic()
     out = stdio.call_batch(
-        [ToolCall(str(i), "nap", {"seconds": 0.4}) for i in range(4)]
+        [ToolCall(str(i), "nap", {"seconds": 1.0}) for i in range(4)]
     )
     elapsed = time.monotonic() - start
-    assert out == ["slept 0.4"] * 4
-    assert elapsed < 1.2  # four 0.4 s naps overlap (one after another would be 1.6 s)
+    assert out == ["slept 1.0"] * 4
+    assert elapsed < 3.0  # four 1 s naps overlap (one after another would be 4 s)
 
 
 def test_stdio_crash_mid_call_gives_clear_errors_and_the_next_batch_restarts() -> None:
