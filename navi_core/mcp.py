@@ -127,16 +127,17 @@ class MCPTools:
                     continue
                 params = {"name": name, "arguments": dict(c.arguments)}
                 pending.append(transport.start("tools/call", params, deadline))
-            out: list[Any] = []
-            for item in pending:
-                if isinstance(item, Exception):
-                    out.append(item)
-                    continue
-                try:
-                    out.append(_result_value(transport.wait(item, deadline)))
-                except MCPError as exc:
-                    out.append(exc)
-            return out
+        # waiting needs no lock: another agent's batch may share the connection
+        out: list[Any] = []
+        for item in pending:
+            if isinstance(item, Exception):
+                out.append(item)
+                continue
+            try:
+                out.append(_result_value(transport.wait(item, deadline)))
+            except MCPError as exc:
+                out.append(exc)
+        return out
 
     @property
     def transport(self) -> Transport:

@@ -2,6 +2,7 @@
 
     python tests/mcp_server.py            # stdio
     python tests/mcp_server.py http PORT  # streamable HTTP on 127.0.0.1:PORT/mcp
+    python tests/mcp_server.py http PORT json  # the same, answering in JSON, not SSE
 
 (``MCPServer`` is what mcp 1.x called ``FastMCP``.)
 """
@@ -81,6 +82,12 @@ def pid() -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["http"]:
-        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+        json_response = sys.argv[3:4] == ["json"]
+        app.run(
+            "streamable-http",
+            host="127.0.0.1",
+            port=int(sys.argv[2]),
+            json_response=json_response,
+        )
     else:
         app.run()

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,9 +69,18 @@ def free_port() -> int:
 
 @pytest.fixture
 def http_url() -> Iterator[str]:
+    yield from http_server()
+
+
+@pytest.fixture
+def http_json_url() -> Iterator[str]:
+    yield from http_server("json")
+
+
+def http_server(*mode: str) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, SERVER, "http", str(port)],
+        [sys.executable, SERVER, "http", str(port), *mode],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -261,6 +271,27 @@ def test_http_lists_and_calls_tools_in_a_turn(http_url: str) -> None:
         assert (add.text, add.is_error) == ("3", False)
         assert isinstance(square.parts[0], MediaPart)
         assert fail.is_error and "Error executing tool fail" in fail.text
+
+
+def test_http_server_answering_in_json_instead_of_events(http_json_url: str) -> None:
+    with MCPTools(url=http_json_url) as tools:
+        results, _ = turn(tools, call("add", a=20, b=22), call("square", width=2))
+        assert results[0].text == "42"
+        assert isinstance(results[1].parts[0], MediaPart)
+
+
+def test_one_source_shared_by_threads(stdio: MCPTools) -> None:
+    out: dict[int, object] = {}
+
+    def worker(n: int) -> None:
+        out[n] = stdio.call_batch([ToolCall(str(n), "add", {"a": n, "b": n})])[0]
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert out == {n: str(2 * n) for n in range(8)}
 
 
 def test_http_calls_of_a_batch_overlap_and_a_hung_one_times_out(http_url: str) -> None:
