@@ -11,7 +11,14 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["error_lines", "is_model", "is_pydantic_metadata", "schema", "validate"]
+__all__ = [
+    "error_lines",
+    "has_validators",
+    "is_model",
+    "is_pydantic_metadata",
+    "schema",
+    "validate",
+]
 
 
 def _pydantic() -> Any:
@@ -37,6 +44,13 @@ def is_pydantic_metadata(metadata: Iterable[Any]) -> bool:
         type(m).__module__.split(".")[0] in ("pydantic", "annotated_types")
         for m in metadata
     )
+
+
+def has_validators(metadata: Iterable[Any]) -> bool:
+    """Whether ``Annotated`` metadata holds pydantic validator functions
+    (``AfterValidator`` ...), which only pydantic can run; the constraints of a
+    ``Field`` are in the JSON schema and checked with it."""
+    return any(type(m).__module__ == "pydantic.functional_validators" for m in metadata)
 
 
 def schema(tp: Any) -> dict[str, Any]:

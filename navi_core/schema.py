@@ -283,7 +283,7 @@ def convert(tp: Any, value: Any) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is typing.Annotated:
-        if pydantic_types.is_pydantic_metadata(tp.__metadata__):
+        if pydantic_types.has_validators(tp.__metadata__):
             return pydantic_types.validate(tp, value)
         return convert(args[0], value)
     if pydantic_types.is_model(tp):

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, TypedDict
 
 import orjson
 import pytest
-from pydantic import BaseModel, Field, field_validator
+from pydantic import AfterValidator, BaseModel, Field, field_validator
 
 from navi_core import (
     Agent,
@@ -264,6 +264,15 @@ def test_field_description_and_bounds_reach_the_schema() -> None:
     assert prop["minimum"] == 0 and prop["exclusiveMaximum"] == 5
     with pytest.raises(ArgumentError, match=r"`n`: expected a number less than 5"):
         pick.invoke({"n": 5})
+
+
+def test_annotated_validator_functions_run() -> None:
+    @tool
+    def shout(text: Annotated[str, AfterValidator(str.upper)]) -> str:
+        """Shout."""
+        return text
+
+    assert shout.invoke({"text": "hi"}) == "HI"
 
 
 @tool
