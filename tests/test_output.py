@@ -329,3 +329,25 @@ def test_non_strict_schema_is_sent_without_strict() -> None:
     spec = OutputSpec.of(Loose)
     assert spec.openai_response_format()["json_schema"]["strict"] is False
     assert spec.schema["additionalProperties"] is False
+
+
+def test_final_answer_beside_other_tools_runs_them_and_asks_again() -> None:
+    @tool
+    def one() -> int:
+        """One."""
+        return 1
+
+    agent = Agent(
+        Scripted(
+            [
+                [ToolUse("a", "one", "{}"), ToolUse("b", OUTPUT_TOOL, '{"left": 1}')],
+                [ToolUse("c", OUTPUT_TOOL, '{"left": 1, "right": 1}')],
+            ]
+        ),
+        tools=[one],
+    )
+    done = final(drain(agent.run("Pair", output=Pair)))
+    assert done.output == {"left": 1, "right": 1}
+    ran, premature = agent.conversation.messages[2].tool_results
+    assert (ran.text, ran.is_error) == ("1", False)
+    assert premature.is_error and "Unknown tool 'final_answer'" in premature.text
