@@ -36,6 +36,7 @@ __all__ = [
     "ToolRunner",
     "describe",
     "error_result",
+    "failure_text",
     "interrupted_results",
 ]
 
@@ -76,6 +77,13 @@ def describe(exc: BaseException) -> str:
     """``Type: message`` (or just ``Type``), for error texts."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def failure_text(name: str, exc: BaseException) -> str:
+    """The error result of a call that raised (or whose source returned ``exc``)."""
+    if isinstance(exc, ArgumentError):
+        return f"Tool {name!r} was not run: {exc}. Fix the arguments and call it again."
+    return f"Tool {name!r} failed: {describe(exc)}"
 
 
 #: ``ToolFinished.error`` is cut to this many characters.
@@ -159,11 +167,8 @@ class Dispatch:
         except ABORTING as exc:
             self._inbox.put(("abort", exc))
             return
-        except ArgumentError as exc:
-            text = f"Tool {t.name!r} was not run: {exc}. Fix the arguments and call it again."
-            outcome = _Outcome((TextPart(text),), True, time.perf_counter() - t0)
         except BaseException as exc:  # every other failure becomes a readable result
-            text = f"Tool {t.name!r} failed: {describe(exc)}"
+            text = failure_text(t.name, exc)
             outcome = _Outcome((TextPart(text),), True, time.perf_counter() - t0)
         self._inbox.put(("finished", i, outcome))
 
@@ -197,7 +202,7 @@ class Dispatch:
                 self._inbox.put(("abort", value))
                 return
             if isinstance(value, BaseException):
-                text = f"Tool {call.name!r} failed: {describe(value)}"
+                text = failure_text(call.name, value)
                 outcome = _Outcome((TextPart(text),), True, seconds)
             else:
                 try:

@@ -144,6 +144,7 @@ def test_stdio_is_error_becomes_an_error_result(stdio: MCPTools) -> None:
 def test_stdio_arguments_are_checked_against_the_input_schema(stdio: MCPTools) -> None:
     (result,), _ = turn(stdio, call("add", a=1, b="two"))
     assert result.is_error
+    assert result.text.startswith("Tool 'add' was not run: invalid arguments:")
     assert "`b`: expected integer, got string" in result.text
 
 
