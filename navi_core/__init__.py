@@ -97,10 +97,19 @@ from .store.base import SessionInfo, SessionStore
 from .store.memory import MemoryStore
 from .store.null import NullStore
 from .stream import Phase, Stream
-from .tools import Tool, ToolCall, ToolContext, ToolSource, ToolSpec, tool
+from .tools import (
+    ArgumentError,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolSource,
+    ToolSpec,
+    tool,
+)
 
 if TYPE_CHECKING:  # imported on first use at run time (see __getattr__)
     from .compaction import CompactionResult
+    from .mcp import MCPError, MCPToolError, MCPTools
     from .media import Media
     from .providers.anthropic import Anthropic
     from .providers.openai_chat import OpenAIChat
@@ -109,13 +118,17 @@ if TYPE_CHECKING:  # imported on first use at run time (see __getattr__)
 
 __version__ = "0.1.0"
 
-#: names whose modules import httpx, sqlite3, psycopg or Pillow: loaded on first use
+#: names whose modules import httpx, sqlite3, psycopg or Pillow (or start processes):
+#: loaded on first use
 _LAZY = {
     "OpenAIChat": "navi_core.providers.openai_chat",
     "Anthropic": "navi_core.providers.anthropic",
     "SQLiteStore": "navi_core.store.sqlite",
     "PostgresStore": "navi_core.store.postgres",
     "Media": "navi_core.media",
+    "MCPTools": "navi_core.mcp",
+    "MCPError": "navi_core.mcp",
+    "MCPToolError": "navi_core.mcp",
     "CompactionResult": "navi_core.compaction",
 }
 
@@ -124,6 +137,7 @@ __all__ = [
     "AmbiguousSession",
     "Anthropic",
     "AnyEvent",
+    "ArgumentError",
     "AuthFailed",
     "BadRequest",
     "Cancelled",
@@ -140,6 +154,9 @@ __all__ = [
     "HookFailure",
     "ImageLimits",
     "Lagged",
+    "MCPError",
+    "MCPToolError",
+    "MCPTools",
     "MalformedStream",
     "Media",
     "MediaPart",

@@ -16,6 +16,7 @@ from .config import Config
 from .conversation import Conversation, Message, ToolUse, UserMessage
 from .dispatch import Dispatch, ToolRunner
 from .errors import SteeringQueueFull
+from .output import OutputSpec
 from .providers.base import Provider
 from .session import Session
 from .steering import SteerDisposition, SteeringQueue
@@ -164,16 +165,22 @@ class Agent:
 
     # -- turns -------------------------------------------------------------------------
 
-    def run(self, prompt: str | Message) -> Stream:
+    def run(self, prompt: str | Message, *, output: type | None = None) -> Stream:
         """Persist the user message, append it, and return the turn's ``Stream``.
 
         No provider I/O happens here: the request opens on the first ``next()``.
+        With ``output`` (a dataclass, TypedDict or pydantic model) the answer must be
+        that type: ``TurnComplete.output`` holds it, validated.
 
         Raises:
             RuntimeError: another turn of this agent has not ended or been closed.
             SessionError: the store refused the prompt; the conversation is
                 unchanged and ``run`` can be called again.
+            TypeError: ``output`` is not a type that can be asked for.
+            OutputValidationError: (from ``next()``) the answer stayed invalid after
+                one corrective retry.
         """
+        spec = OutputSpec.of(output) if output is not None else None
         message = UserMessage(prompt) if isinstance(prompt, str) else prompt
         if message.role != "user":
             raise ValueError(
@@ -185,7 +192,7 @@ class Agent:
         # Stored before it joins the conversation: when the store fails, run()
         # raises and a retry does not send or store the prompt twice.
         self._session.commit_stored(message, self.provider.wire)
-        return self._start(resume=False, steered=steered)
+        return self._start(resume=False, steered=steered, output=spec)
 
     def resume(self) -> Stream:
         """Continue a turn that a crash interrupted, without a new user message.
@@ -243,8 +250,14 @@ class Agent:
             f"provider={self.provider!r}>"
         )
 
-    def _start(self, *, resume: bool, steered: Sequence[Message]) -> Stream:
-        stream = Stream(self, resume=resume, steered=steered)
+    def _start(
+        self,
+        *,
+        resume: bool,
+        steered: Sequence[Message],
+        output: OutputSpec | None = None,
+    ) -> Stream:
+        stream = Stream(self, resume=resume, steered=steered, output=output)
         self._stream = stream
         return stream
 

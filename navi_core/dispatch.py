@@ -32,10 +32,18 @@ from .tool_results import (
     cancelled_before_start,
     describe,
     error_result,
+    failure_text,
     interrupted_results,
+    short_error,
     to_parts,
 )
-from .tools import Tool, ToolCall, ToolContext, ToolRegistry, ToolSource
+from .tools import (
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolRegistry,
+    ToolSource,
+)
 
 __all__ = [
     "ABORTING",
@@ -44,6 +52,7 @@ __all__ = [
     "cancelled_before_start",
     "describe",
     "error_result",
+    "failure_text",
     "interrupted_results",
 ]
 
@@ -56,6 +65,11 @@ class _Outcome:
     parts: tuple[Part, ...]
     is_error: bool
     seconds: float
+
+    @property
+    def error(self) -> str | None:
+        """The short error text for ``ToolFinished.error`` (None on success)."""
+        return short_error(self.parts) if self.is_error else None
 
 
 class Dispatch:
@@ -155,7 +169,7 @@ class Dispatch:
             self._inbox.put(("abort", exc))
             return
         except BaseException as exc:  # every other failure becomes a readable result
-            text = f"Tool {t.name!r} failed: {describe(exc)}"
+            text = failure_text(t.name, exc)
             outcome = _Outcome((TextPart(text),), True, time.perf_counter() - t0)
         self._inbox.put(("finished", i, outcome))
 
@@ -197,7 +211,7 @@ class Dispatch:
                 self._inbox.put(("abort", value))
                 return
             if isinstance(value, BaseException):
-                text = f"Tool {call.name!r} failed: {describe(value)}"
+                text = failure_text(call.name, value)
                 outcome = _Outcome((TextPart(text),), True, seconds)
             else:
                 try:
@@ -254,7 +268,9 @@ class Dispatch:
             self._outcomes[i] = outcome
             self._pending -= 1
             events.append(
-                ToolFinished(use.id, use.name, outcome.is_error, outcome.seconds)
+                ToolFinished(
+                    use.id, use.name, outcome.is_error, outcome.seconds, outcome.error
+                )
             )
 
     def wake(self) -> None:

@@ -19,10 +19,13 @@ from typing import Any, Literal, Union
 
 import orjson
 
+from . import pydantic_types
 from .errors import ToolRegistrationError
 
 __all__ = [
+    "annotated_description",
     "convert",
+    "hoist_defs",
     "function_schema",
     "parse_docstring",
     "schema_for",
@@ -81,7 +84,7 @@ def type_hints(f: Callable[..., Any]) -> dict[str, Any]:
         ToolRegistrationError: a hint cannot be resolved (an unknown forward reference).
     """
     try:
-        return typing.get_type_hints(f)
+        return typing.get_type_hints(f, include_extras=True)
     except Exception as exc:
         raise ToolRegistrationError(
             f"cannot read the type hints of {getattr(f, '__name__', f)!r}: {exc}"
@@ -131,7 +134,49 @@ def function_schema(
     if required:
         schema["required"] = required
     schema["additionalProperties"] = False
-    return schema
+    return hoist_defs(schema)
+
+
+def hoist_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every nested ``$defs`` (pydantic puts one in each model's
+    schema) moved to the top, where its ``#/$defs/...`` references point.
+
+    Raises:
+        ToolRegistrationError: two different definitions share a name.
+    """
+    defs: dict[str, Any] = {}
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        out = {}
+        for key, value in node.items():
+            if key == "$defs" and isinstance(value, dict):
+                for name, definition in value.items():
+                    definition = walk(definition)
+                    if defs.setdefault(name, definition) != definition:
+                        raise ToolRegistrationError(
+                            f"two different types are both named {name!r}"
+                        )
+            else:
+                out[key] = walk(value)
+        return out
+
+    hoisted: dict[str, Any] = walk(schema)
+    if defs:
+        hoisted["$defs"] = defs
+    return hoisted
+
+
+def annotated_description(tp: Any) -> str | None:
+    """The text of ``Annotated[T, "description"]``, if ``tp`` has one."""
+    if typing.get_origin(tp) is typing.Annotated:
+        for meta in tp.__metadata__:
+            if isinstance(meta, str):
+                return meta
+    return None
 
 
 _PRIMITIVES: dict[Any, dict[str, Any]] = {
@@ -156,7 +201,14 @@ def schema_for(tp: Any, *, where: str = "value") -> dict[str, Any]:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is typing.Annotated:
-        return schema_for(args[0], where=where)
+        if pydantic_types.is_pydantic_metadata(tp.__metadata__):
+            base = pydantic_types.schema(tp)
+        else:
+            base = schema_for(args[0], where=where)
+        text = annotated_description(tp)
+        return {**base, "description": text} if text else base
+    if pydantic_types.is_model(tp):
+        return pydantic_types.schema(tp)
     if origin in (Union, types.UnionType):
         non_null = [a for a in args if a is not type(None)]
         options = [schema_for(a, where=where) for a in non_null]
@@ -200,7 +252,7 @@ def schema_for(tp: Any, *, where: str = "value") -> dict[str, Any]:
 
 
 def _record_schema(tp: type, where: str, *, dataclass_fields: bool) -> dict[str, Any]:
-    hints = typing.get_type_hints(tp)
+    hints = typing.get_type_hints(tp, include_extras=True)
     if dataclass_fields:
         fields = [f for f in dataclasses.fields(tp) if f.init]
         props = {
@@ -231,7 +283,11 @@ def convert(tp: Any, value: Any) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is typing.Annotated:
+        if pydantic_types.has_validators(tp.__metadata__):
+            return pydantic_types.validate(tp, value)
         return convert(args[0], value)
+    if pydantic_types.is_model(tp):
+        return pydantic_types.validate(tp, value)
     if origin in (Union, types.UnionType):
         if value is None:
             return None
@@ -249,10 +305,15 @@ def convert(tp: Any, value: Any) -> Any:
         and dataclasses.is_dataclass(tp)
         and isinstance(value, dict)
     ):
-        hints = typing.get_type_hints(tp)
+        hints = typing.get_type_hints(tp, include_extras=True)
         return tp(**{k: convert(hints.get(k, Any), v) for k, v in value.items()})
+    if isinstance(tp, type) and typing.is_typeddict(tp) and isinstance(value, dict):
+        hints = typing.get_type_hints(tp, include_extras=True)
+        return {k: convert(hints.get(k, Any), v) for k, v in value.items()}
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if tp is int and isinstance(value, float) and value.is_integer():
+        return int(value)
     if isinstance(value, list):
         if origin is tuple or tp is tuple:
             if args and not (len(args) == 2 and args[1] is Ellipsis):

@@ -98,6 +98,7 @@ from .events import (
     TurnComplete,
 )
 from .offload import Op
+from .output import OutputCheck, OutputSpec
 from .phases import (
     TRANSITIONS,
     CompactionJob,
@@ -162,8 +163,10 @@ class Stream:
         resume: bool = False,
         rng: random.Random | None = None,
         steered: Sequence[Message] = (),
+        output: OutputSpec | None = None,
     ) -> None:
         self._host = host
+        self._output = OutputCheck(output)  # run(..., output=T); inert without T
         self._phase = Phase.TURN_START
         # typed as the union so next() returns it unchanged; providers and dispatch
         # push into it through their ``deque[Event]`` / ``list[Event]`` signatures
@@ -402,6 +405,7 @@ class Stream:
                 self._tool_calls,
                 self._usage,
                 self._turn_id,
+                self._output.value,
             )
         )
         normal = reason not in (StopReason.CANCELLED, StopReason.TIMEOUT)
@@ -480,6 +484,7 @@ class Stream:
             session.conversation.system_prompt(),
             host.tool_specs(),
             config,
+            self._output.spec,
         )
         self._ctl.interrupter.forget()
         provider = host.provider
@@ -567,6 +572,10 @@ class Stream:
                 "the model completed a response with no text, thinking or tool call"
             )
         dispatch = self._dispatch
+        retry = self._output.review(message, self._commit) if dispatch is None else None
+        if retry is not None:  # run(..., output=T): a final answer, valid or not
+            self._move(Trigger.STEERED) if retry else self._finish(StopReason.END_TURN)
+            return
         if dispatch is None:
             uses = message.tool_uses
             if not uses:

@@ -20,12 +20,15 @@ from .conversation import (
     ToolUse,
     WireIdentity,
 )
+from .validation import ArgumentError
 
 __all__ = [
     "cancelled_before_start",
     "describe",
     "error_result",
+    "failure_text",
     "interrupted_results",
+    "short_error",
     "to_parts",
 ]
 
@@ -127,3 +130,22 @@ def describe(exc: BaseException) -> str:
     """``Type: message`` (or just ``Type``), for error texts."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def failure_text(name: str, exc: BaseException) -> str:
+    """The error result of a call that raised (or whose source returned ``exc``)."""
+    if isinstance(exc, ArgumentError):
+        return f"Tool {name!r} was not run: {exc}. Fix the arguments and call it again."
+    return f"Tool {name!r} failed: {describe(exc)}"
+
+
+#: ``ToolFinished.error`` is cut to this many characters.
+ERROR_TEXT_CHARS = 300
+
+
+def short_error(parts: Sequence[Part]) -> str:
+    """A result's text on one line, cut to ``ERROR_TEXT_CHARS`` (``ToolFinished.error``)."""
+    text = " ".join(" ".join(p.text for p in parts if isinstance(p, TextPart)).split())
+    text = text or "failed"
+    cut = ERROR_TEXT_CHARS
+    return text if len(text) <= cut else text[: cut - 3] + "..."

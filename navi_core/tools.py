@@ -10,15 +10,18 @@ model.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, overload, runtime_checkable
 
+from . import pydantic_types
 from .errors import ToolRegistrationError
 from .schema import convert, function_schema, parse_docstring, schema_for, type_hints
+from .validation import ArgumentError, errors, summary
 
 if TYPE_CHECKING:
     # Defaults (PEP 696) let ``Tool`` stand alone in annotations (``Tool[..., Any]``);
@@ -34,6 +37,7 @@ else:
     R = TypeVar("R")
 
 __all__ = [
+    "ArgumentError",
     "Tool",
     "ToolCall",
     "ToolContext",
@@ -143,25 +147,86 @@ class Tool(Generic[P, R]):
 
     def invoke(
         self, arguments: Mapping[str, Any], context: ToolContext | None = None
-    ) -> R:
-        """Call the function with JSON arguments converted to the annotated types.
+    ) -> Any:
+        """Check JSON arguments against the schema, convert them to the annotated
+        types and call the function; a coroutine function runs to completion here,
+        so the value is the function's result, awaited.
 
         ``context`` is passed to every parameter annotated ``ToolContext`` (a fresh,
         inert one when none is given).
+
+        Raises:
+            ArgumentError: the arguments do not match the schema (the function was
+                not called); the message names each field and what was expected.
         """
         hints = self.hints
-        fn: Callable[..., R] = self.fn
-        kwargs = {
-            k: convert(hints.get(k, Any), v)
-            for k, v in arguments.items()
-            if hints.get(k) is not ToolContext
-        }
+        problems = errors(self.parameters, arguments)
+        if problems:
+            raise ArgumentError(f"invalid arguments: {summary(problems)}")
+        fn: Callable[..., Any] = self.fn
+        try:
+            kwargs = {
+                k: convert(hints.get(k, Any), v)
+                for k, v in arguments.items()
+                if hints.get(k) is not ToolContext
+            }
+        except (TypeError, ValueError) as exc:
+            lines = pydantic_types.error_lines(exc) or [str(exc)]
+            raise ArgumentError(f"invalid arguments: {summary(lines)}") from exc
+        if context is None:
+            context = ToolContext("", self.name)
         for k in context_parameters(hints):
-            kwargs[k] = context if context is not None else ToolContext("", self.name)
-        return fn(**kwargs)
+            kwargs[k] = context
+        result = fn(**kwargs)
+        if inspect.iscoroutine(result):
+            return run_coroutine(result, context.cancelled)
+        return result
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
+
+
+def run_coroutine(
+    coro: Coroutine[Any, Any, Any], cancelled: threading.Event | None = None
+) -> Any:
+    """Run a coroutine to completion and return its result, from any thread.
+
+    It runs on a fresh event loop: on this thread when none is running here, else on
+    a helper thread (a thread whose own loop is running cannot wait on another
+    coroutine). When ``cancelled`` is set, the coroutine is cancelled.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_watched(coro, cancelled))
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append((True, asyncio.run(_watched(coro, cancelled))))
+        except BaseException as exc:
+            box.append((False, exc))
+
+    helper = threading.Thread(target=run, name="navi-coroutine", daemon=True)
+    helper.start()
+    helper.join()
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
+async def _watched(
+    coro: Coroutine[Any, Any, Any], cancelled: threading.Event | None
+) -> Any:
+    task = asyncio.ensure_future(coro)
+    if cancelled is None:
+        return await task
+    while not task.done():
+        await asyncio.wait((task,), timeout=0.05)
+        if cancelled.is_set() and not task.done():
+            task.cancel()
+    return task.result()
 
 
 @runtime_checkable

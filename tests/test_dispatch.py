@@ -189,7 +189,8 @@ def test_wrong_argument_names_are_an_error_result() -> None:
 
     agent, _, _ = run_turn([needs], [ToolUse("w", "needs", '{"b": 1}')])
     (res,) = agent.conversation.messages[2].tool_results
-    assert res.is_error and "needs" in res.text and "TypeError" in res.text
+    assert res.is_error and "needs" in res.text and "was not run" in res.text
+    assert "`a`: required field is missing" in res.text
 
 
 def test_whole_batch_failure_of_a_source_gives_one_error_per_call() -> None:

@@ -108,6 +108,12 @@ class Anthropic(HTTPProvider):
             body["thinking"] = self._thinking
         if config.temperature is not None:
             body["temperature"] = config.temperature
+        if request.output is not None:
+            tools = body.get("tools", [])
+            thinking = (
+                self._thinking is not None and self._thinking.get("type") != "disabled"
+            )
+            body.update(request.output.anthropic_fields(tools, thinking=thinking))
         body.update(self._options)
         return body
 

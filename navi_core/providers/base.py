@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 
 from ..conversation import Message, WireIdentity
 from ..events import Event
+from ..output import OutputSpec
 from ..tools import ToolSpec
 
 __all__ = ["Provider", "ProviderRequest", "ProviderStream", "RequestConfig"]
@@ -39,12 +40,14 @@ class RequestConfig(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ProviderRequest:
-    """Everything one response needs: the dialogue, system prompt, tools and config."""
+    """Everything one response needs: the dialogue, system prompt, tools and config;
+    ``output`` when the answer must be a structured value (``run(..., output=T)``)."""
 
     messages: tuple[Message, ...]
     system: str | None
     tools: tuple[ToolSpec, ...]
     config: RequestConfig
+    output: OutputSpec | None = None
 
 
 @runtime_checkable

@@ -102,6 +102,8 @@ class OpenAIChat(HTTPProvider):
             body[self._max_tokens_field] = config.max_output_tokens
         if config.temperature is not None:
             body["temperature"] = config.temperature
+        if request.output is not None:
+            body["response_format"] = request.output.openai_response_format()
         body.update(self._options)
         return body
 
