@@ -33,6 +33,7 @@ from ..conversation import Conversation, Message, valid_text
 from ..errors import AmbiguousSession, SessionError, SessionNotFound
 from .base import SessionInfo, SessionLock
 from .memory import session_summary
+from .sql_extras import SQLExtras
 
 __all__ = ["Connection", "Cursor", "Dialect", "SQLStore", "Statements"]
 
@@ -137,7 +138,7 @@ class Statements:
         return cls(**{k: v.replace("?", d.param) for k, v in sql.items()})
 
 
-class SQLStore(abc.ABC, Generic[ConnT]):
+class SQLStore(SQLExtras, abc.ABC, Generic[ConnT]):
     """``SessionStore`` over SQL; a subclass supplies the dialect and the lock.
 
     Subclasses set ``STATEMENTS`` and ``DRIVER_ERRORS``, open their database, call
