@@ -7,20 +7,26 @@ phase machine belongs to ``Stream``. The agent wires them together and is the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
+from . import approvals
 from .compaction import CompactionResult, compact
 from .config import Config
 from .conversation import Conversation, Message, ToolUse, UserMessage
 from .dispatch import Dispatch, ToolRunner
-from .providers.base import Provider
+from .errors import NothingToCompact
+from .events import Compacted, Event
+from .hooks import Hook
+from .manual_compaction import plan_manual, stream_compaction
+from .providers.base import Provider, ProviderRequest
 from .session import Session
 from .steering import SteeringQueue
-from .store.base import SessionStore
+from .store.base import ApprovalState, SessionStore
 from .store.memory import MemoryStore
 from .stream import Stream
+from .subscribe import Observers, Subscription
 from .tools import Tool, ToolRegistry, ToolSource, ToolSpec
 
 __all__ = ["Agent"]
@@ -38,6 +44,7 @@ class Agent:
         system: the system prompt; added to a new session, and replacing the
             stored one when a resumed session has a different prompt.
         config: loop settings; ``set_config`` replaces them between responses.
+        hooks: lifecycle hooks (``navi_core.hooks``), run in this order.
 
     Raises:
         SessionBusy: another agent drives that session.
@@ -53,8 +60,11 @@ class Agent:
         session: str | None = None,
         system: str | None = None,
         config: Config | None = None,
+        hooks: Iterable[Hook] = (),
     ) -> None:
         self.provider = provider
+        self._hooks: tuple[Hook, ...] = tuple(hooks)
+        self._observers = Observers()
         self.store: SessionStore = store if store is not None else MemoryStore()
         self._config = config or Config()
         registry = ToolRegistry()
@@ -103,9 +113,29 @@ class Agent:
         """User messages queued by ``steer`` and not yet applied."""
         return self._steering
 
+    @property
+    def hooks(self) -> tuple[Hook, ...]:
+        """The lifecycle hooks, in the order they run."""
+        return self._hooks
+
+    @property
+    def observers(self) -> Observers:
+        """The subscriptions every turn publishes its events to."""
+        return self._observers
+
     def tool_specs(self) -> tuple[ToolSpec, ...]:
         """The declarations sent to the model."""
         return self._tools.registry.specs()
+
+    def next_request(self) -> ProviderRequest:
+        """The request the next response opens with (``inspect``)."""
+        conversation = self.conversation
+        return ProviderRequest(
+            tuple(conversation.dialogue()),
+            conversation.system_prompt(),
+            self.tool_specs(),
+            self._config,
+        )
 
     def start_tools(self, uses: Sequence[ToolUse], config: Config) -> Dispatch:
         """Start a response's tool calls on the tool threads (used by ``Stream``)."""
@@ -118,6 +148,25 @@ class Agent:
     def set_config(self, config: Config) -> None:
         """Replace the config; a running turn picks it up at its next response."""
         self._config = config
+
+    def add_hook(self, hook: Hook) -> None:
+        """Add a lifecycle hook after the others; it runs from the next turn on."""
+        if not isinstance(hook, Hook):
+            raise TypeError(f"add_hook takes a Hook, not {type(hook).__name__}")
+        self._hooks = (*self._hooks, hook)
+
+    def subscribe(self, maxsize: int = 1024) -> Subscription:
+        """Receive ``(turn_id, event)`` for every event of every later turn.
+
+        Safe from any thread; the turn never waits for a slow reader, which reads
+        ``Lagged(dropped)`` where events were dropped. ``close()`` it when done.
+        """
+        return self._observers.subscribe(maxsize)
+
+    def inspect(self) -> ProviderRequest:
+        """Exactly what the next response would be sent: dialogue, system prompt,
+        tool declarations and config, as the provider receives them."""
+        return self.next_request()
 
     def register_tool(self, t: Tool | Callable[..., Any]) -> Tool:
         """Add a tool (a plain typed function is wrapped with ``@tool``)."""
@@ -153,7 +202,12 @@ class Agent:
                 f"run() takes a user message, not a {message.role} message"
             )
         self._check_idle()
+        left = approvals.settle_for_new_turn(self._session)
+        if left:
+            self._session.keep_results(left)
         self._session.answer_dangling_calls(self.provider.wire)
+        if left:
+            approvals.clear(self._session)
         self._session.commit(message, self.provider.wire)
         return self._start(resume=False)
 
@@ -168,20 +222,85 @@ class Agent:
         self._session.answer_dangling_calls(self.provider.wire)
         return self._start(resume=True)
 
-    def compact(self, extra_instructions: str | None = None) -> CompactionResult:
-        """Summarise the old prefix now and keep the recent turns verbatim.
+    def approve(self, call_id: str) -> None:
+        """Approve a held tool call; the next ``resume()`` runs it (exactly once).
+
+        The decision is stored at once, so it holds across a crash or a restart.
 
         Raises:
-            NoCompactionPrompt: ``config.compaction.prompt`` is not set.
+            ApprovalNotPending: no held call has that id, or it was denied.
+        """
+        approvals.decide(self._session, call_id, ApprovalState.APPROVED)
+
+    def deny(self, call_id: str, reason: str = "") -> None:
+        """Deny a held tool call; the model reads that it was not approved, and why.
+
+        Raises:
+            ApprovalNotPending: no held call has that id, or it was approved.
+        """
+        approvals.decide(self._session, call_id, ApprovalState.DENIED, reason)
+
+    def compact(
+        self,
+        extra_instructions: str | None = None,
+        keep_turns: int | None = None,
+        *,
+        prompt: str | None = None,
+    ) -> CompactionResult:
+        """Summarise the old prefix now and keep the recent turns verbatim.
+
+        ``keep_turns`` keeps that many recent turns whatever their size (else
+        ``keep_verbatim`` tokens of them); ``prompt`` replaces the configured
+        summary prompt for this call.
+
+        Raises:
+            NoCompactionPrompt: no summary prompt is set or given.
         """
         self._check_idle()
-        return compact(self._session, self.provider, self._config, extra_instructions)
+        if keep_turns is None and prompt is None:
+            return compact(
+                self._session, self.provider, self._config, extra_instructions
+            )
+        try:
+            events = list(self.compact_stream(extra_instructions, keep_turns, prompt))
+        except NothingToCompact:
+            return CompactionResult(False, 0, 0)
+        done = events[-1]
+        assert isinstance(done, Compacted)
+        return CompactionResult(True, done.summarized_messages, done.kept_turns)
+
+    def compact_stream(
+        self,
+        extra_instructions: str | None = None,
+        keep_turns: int | None = None,
+        prompt: str | None = None,
+    ) -> Iterator[Event]:
+        """Compact now, as events: ``CompactionStarted``, then ``Compacted`` once the
+        summary request returned (the iterator makes that request).
+
+        Raises:
+            NothingToCompact: fewer than two messages could be summarised (at once).
+            NoCompactionPrompt: no summary prompt is set or given (at once).
+            ProviderError: while iterating; the conversation is then unchanged.
+        """
+        self._check_idle()
+        text, plan = plan_manual(self._session, self._config, keep_turns, prompt)
+        return stream_compaction(
+            self._session,
+            self.provider,
+            self._config,
+            self.tool_specs(),
+            text,
+            plan,
+            extra_instructions,
+        )
 
     def close(self) -> None:
         """Persist what is pending, release the session and the tool threads."""
         if self._closed:
             return
         self._closed = True
+        self._observers.close()
         try:
             if self._stream is not None:
                 self._stream.close()

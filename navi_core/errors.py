@@ -13,7 +13,8 @@ NaviError
 ├── NothingToCompact        a compaction by hand found fewer than two messages to summarise
 ├── OutputValidationError   the structured answer stayed invalid after a corrective retry
 ├── SessionError            persistence: SessionNotFound, AmbiguousSession, SessionBusy
-└── ToolRegistrationError   a duplicate or invalid tool
+├── ToolRegistrationError   a duplicate or invalid tool
+└── ApprovalNotPending      approve/deny named a call that waits for no decision
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import ClassVar
 
 __all__ = [
     "AmbiguousSession",
+    "ApprovalNotPending",
     "AuthFailed",
     "BadRequest",
     "Cancelled",
@@ -201,3 +203,7 @@ class SessionBusy(SessionError):
 
 class ToolRegistrationError(NaviError, ValueError):
     """A tool name is taken already, or a tool cannot be described as a JSON schema."""
+
+
+class ApprovalNotPending(NaviError, LookupError):
+    """``approve``/``deny`` named a call that is not waiting for a decision."""
