@@ -7,32 +7,32 @@ phase machine belongs to ``Stream``. The agent wires them together and is the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
 from . import approvals
-from .compaction import CompactionResult, compact
 from .config import Config
 from .conversation import Conversation, Message, ToolUse, UserMessage
 from .dispatch import Dispatch, ToolRunner
-from .errors import NothingToCompact, SteeringQueueFull
-from .events import Compacted, Event
-from .hooks import Hook
-from .manual_compaction import plan_manual, stream_compaction
+from .errors import SteeringQueueFull
+from .hooks import Hook, TurnInfo
+from .oversight import Oversight
+from .planning import plan_step
 from .providers.base import Provider, ProviderRequest
 from .session import Session
 from .steering import SteerDisposition, SteeringQueue
-from .store.base import ApprovalState, SessionStore
+from .store.base import SessionStore
 from .store.memory import MemoryStore
 from .stream import Stream
-from .subscribe import Observers, Subscription
+from .subscribe import Observers
 from .tools import Tool, ToolRegistry, ToolSource, ToolSpec
+from .turn_extras import TurnExtras
 
 __all__ = ["Agent"]
 
 
-class Agent:
+class Agent(Oversight):
     """Drives turns against one provider, with tools, persisting to one session.
 
     Args:
@@ -76,6 +76,7 @@ class Agent:
         self._tools = ToolRunner(registry)
         self._steering = SteeringQueue()
         self._stream: Stream | None = None
+        self._turn: TurnExtras | None = None
         self._closed = False
         self._session = Session.open(self.store, session)
         try:
@@ -113,16 +114,6 @@ class Agent:
         """User messages queued by ``steer`` and not yet applied."""
         return self._steering
 
-    @property
-    def hooks(self) -> tuple[Hook, ...]:
-        """The lifecycle hooks, in the order they run."""
-        return self._hooks
-
-    @property
-    def observers(self) -> Observers:
-        """The subscriptions every turn publishes its events to."""
-        return self._observers
-
     def tool_specs(self) -> tuple[ToolSpec, ...]:
         """The declarations sent to the model."""
         return self._tools.registry.specs()
@@ -139,12 +130,15 @@ class Agent:
 
     def start_tools(self, uses: Sequence[ToolUse], config: Config) -> Dispatch:
         """Start a response's tool calls on the tool threads (used by ``Stream``)."""
+        turn = self._turn or TurnExtras(self._session, self._hooks)
+        run, factory = turn.dispatch_factory(uses)
         return self._tools.start(
-            uses,
+            run,
             config.max_tool_threads,
             config.images,
             self.provider.wire,
             self._session.id,
+            factory=factory,
         )
 
     # -- configuration -----------------------------------------------------------------
@@ -152,25 +146,6 @@ class Agent:
     def set_config(self, config: Config) -> None:
         """Replace the config; a running turn picks it up at its next response."""
         self._config = config
-
-    def add_hook(self, hook: Hook) -> None:
-        """Add a lifecycle hook after the others; it runs from the next turn on."""
-        if not isinstance(hook, Hook):
-            raise TypeError(f"add_hook takes a Hook, not {type(hook).__name__}")
-        self._hooks = (*self._hooks, hook)
-
-    def subscribe(self, maxsize: int = 1024) -> Subscription:
-        """Receive ``(turn_id, event)`` for every event of every later turn.
-
-        Safe from any thread; the turn never waits for a slow reader, which reads
-        ``Lagged(dropped)`` where events were dropped. ``close()`` it when done.
-        """
-        return self._observers.subscribe(maxsize)
-
-    def inspect(self) -> ProviderRequest:
-        """Exactly what the next response would be sent: dialogue, system prompt,
-        tool declarations and config, as the provider receives them."""
-        return self.next_request()
 
     def register_tool(self, t: Tool | Callable[..., Any]) -> Tool:
         """Add a tool (a plain typed function is wrapped with ``@tool``)."""
@@ -233,8 +208,8 @@ class Agent:
         if left:
             approvals.clear(self._session)
         steered = self._apply_steering()
-        self._session.commit(message, self.provider.wire)
-        return self._start(resume=False, steered=steered)
+        message = self._session.commit(message, self.provider.wire)
+        return self._start(resume=False, steered=steered, prompt=message)
 
     def resume(self) -> Stream:
         """Continue a turn that a crash interrupted, without a new user message.
@@ -242,83 +217,18 @@ class Agent:
         Calls that were in flight get error results saying so (a tool is never silently
         run twice); a trailing user prompt or tool-result message is answered. When the
         session ends with a finished assistant answer, the stream just completes.
+
+        A batch held for approval goes on here: each approved call runs exactly once
+        (claimed in the store first, so two resuming processes never both run it),
+        denied calls get their reason; while a call is undecided the stream ends
+        again with ``StopReason.APPROVAL_REQUIRED``.
         """
         self._check_idle()
+        held = approvals.plan_resume(self._session)
+        if held is not None:  # steering waits until the batch has its results
+            return self._start(resume=True, steered=(), held=held)
         self._session.answer_dangling_calls(self.provider.wire)
         return self._start(resume=True, steered=self._apply_steering())
-
-    def approve(self, call_id: str) -> None:
-        """Approve a held tool call; the next ``resume()`` runs it (exactly once).
-
-        The decision is stored at once, so it holds across a crash or a restart.
-
-        Raises:
-            ApprovalNotPending: no held call has that id, or it was denied.
-        """
-        approvals.decide(self._session, call_id, ApprovalState.APPROVED)
-
-    def deny(self, call_id: str, reason: str = "") -> None:
-        """Deny a held tool call; the model reads that it was not approved, and why.
-
-        Raises:
-            ApprovalNotPending: no held call has that id, or it was approved.
-        """
-        approvals.decide(self._session, call_id, ApprovalState.DENIED, reason)
-
-    def compact(
-        self,
-        extra_instructions: str | None = None,
-        keep_turns: int | None = None,
-        *,
-        prompt: str | None = None,
-    ) -> CompactionResult:
-        """Summarise the old prefix now and keep the recent turns verbatim.
-
-        ``keep_turns`` keeps that many recent turns whatever their size (else
-        ``keep_verbatim`` tokens of them); ``prompt`` replaces the configured
-        summary prompt for this call.
-
-        Raises:
-            NoCompactionPrompt: no summary prompt is set or given.
-        """
-        self._check_idle()
-        if keep_turns is None and prompt is None:
-            return compact(
-                self._session, self.provider, self._config, extra_instructions
-            )
-        try:
-            events = list(self.compact_stream(extra_instructions, keep_turns, prompt))
-        except NothingToCompact:
-            return CompactionResult(False, 0, 0)
-        done = events[-1]
-        assert isinstance(done, Compacted)
-        return CompactionResult(True, done.summarized_messages, done.kept_turns)
-
-    def compact_stream(
-        self,
-        extra_instructions: str | None = None,
-        keep_turns: int | None = None,
-        prompt: str | None = None,
-    ) -> Iterator[Event]:
-        """Compact now, as events: ``CompactionStarted``, then ``Compacted`` once the
-        summary request returned (the iterator makes that request).
-
-        Raises:
-            NothingToCompact: fewer than two messages could be summarised (at once).
-            NoCompactionPrompt: no summary prompt is set or given (at once).
-            ProviderError: while iterating; the conversation is then unchanged.
-        """
-        self._check_idle()
-        text, plan = plan_manual(self._session, self._config, keep_turns, prompt)
-        return stream_compaction(
-            self._session,
-            self.provider,
-            self._config,
-            self.tool_specs(),
-            text,
-            plan,
-            extra_instructions,
-        )
 
     def close(self) -> None:
         """Persist what is pending, release the session and the tool threads."""
@@ -357,8 +267,23 @@ class Agent:
             f"provider={self.provider!r}>"
         )
 
-    def _start(self, *, resume: bool, steered: Sequence[Message]) -> Stream:
-        stream = Stream(self, resume=resume, steered=steered)
+    def _start(
+        self,
+        *,
+        resume: bool,
+        steered: Sequence[Message],
+        prompt: Message | None = None,
+        held: approvals.ResumePlan | None = None,
+    ) -> Stream:
+        session = self._session
+        plan = plan_step(session, self.provider, self._config, prompt)
+        x = TurnExtras(
+            session, self._hooks, self._observers, plan=plan, resume_plan=held
+        )
+        self._turn = x
+        if x.hooks:
+            x.hooks.turn_start(TurnInfo(x.turn_id, session.id, prompt))
+        stream = Stream(self, resume=resume, steered=steered, extras=x)
         self._stream = stream
         return stream
 

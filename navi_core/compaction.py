@@ -36,10 +36,8 @@ __all__ = [
     "PendingCompaction",
     "SizeCache",
     "Split",
-    "apply_split",
     "compact",
     "estimate_request_tokens",
-    "is_prompt",
     "message_sizes",
     "plan_compaction",
     "apply_pending",
@@ -396,24 +394,3 @@ def _complete(provider: Provider, request: ProviderRequest) -> str:
     complete = queue[-1]
     assert isinstance(complete, MessageComplete)
     return complete.message.text
-
-
-def apply_split(
-    session: Session,
-    provider: Provider,
-    config: Config,
-    prompt: str,
-    plan: Split,
-    extra_instructions: str | None = None,
-) -> int:
-    """Summarise ``plan`` with ``prompt`` and store the new window, as ``compact`` does;
-    returns the number of messages after. The conversation is unchanged on error."""
-    summariser = config.compaction.provider
-    return _apply(
-        session, provider, config, prompt, summariser, plan, extra_instructions
-    )
-
-
-def is_prompt(message: Message) -> bool:
-    """A user message that starts a turn: not tool results, not a summary."""
-    return _is_prompt(message)

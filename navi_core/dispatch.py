@@ -27,7 +27,7 @@ from .conversation import (
     decode_arguments,
 )
 from .errors import Cancelled
-from .events import Event, ToolFinished, ToolProgress, ToolStarted
+from .events import Event, SubagentEvent, ToolFinished, ToolProgress, ToolStarted
 from .tool_results import (
     cancelled_before_start,
     describe,
@@ -131,6 +131,18 @@ class Dispatch:
         self._inbox.put(("started", i))
         self._inbox.put(("finished", i, _Outcome((TextPart(text),), True, 0.0)))
 
+    def _admit(self, i: int, call: ToolCall, needs_approval: bool) -> bool:
+        """Whether call ``i`` may run (on its tool thread); a subclass screens here."""
+        return True
+
+    def _ended(self, i: int, parts: tuple[Part, ...], error: bool) -> None:
+        """Call ``i`` has its result (on its tool thread); a subclass watches here."""
+
+    def _finished(self, i: int, parts: tuple[Part, ...], error: bool, t: float) -> None:
+        """Report call ``i`` finished, on its tool thread."""
+        self._ended(i, parts, error)
+        self._inbox.put(("finished", i, _Outcome(parts, error, t)))
+
     def _context(self, i: int) -> ToolContext:
         use = self._uses[i]
         put = self._inbox.put
@@ -140,28 +152,32 @@ class Dispatch:
             self._session_id,
             self._cancel,
             lambda text: put(("progress", i, text)),
+            lambda event: put(("forward", i, event)),
         )
 
     def _run_tool(self, t: Tool, i: int, args: dict[str, Any]) -> None:
+        use = self._uses[i]
+        if not self._admit(i, ToolCall(use.id, use.name, args), t.needs_approval):
+            return
         self._inbox.put(("started", i))
         if self._cancel.is_set():  # set before cancel() drains: it sees no start
             return
         t0 = time.perf_counter()
         try:
             value = t.invoke(args, self._context(i))
-            parts = to_parts(value, self._limits)
-            outcome = _Outcome(parts, False, time.perf_counter() - t0)
+            parts, error = to_parts(value, self._limits), False
         except ABORTING as exc:
             self._inbox.put(("abort", exc))
             return
         except BaseException as exc:  # every other failure becomes a readable result
-            text = f"Tool {t.name!r} failed: {describe(exc)}"
-            outcome = _Outcome((TextPart(text),), True, time.perf_counter() - t0)
-        self._inbox.put(("finished", i, outcome))
+            parts, error = (TextPart(f"Tool {t.name!r} failed: {describe(exc)}"),), True
+        self._finished(i, parts, error, time.perf_counter() - t0)
 
     def _run_source(
         self, source: ToolSource, calls: list[tuple[int, ToolCall]]
     ) -> None:
+        if not (calls := [(i, c) for i, c in calls if self._admit(i, c, False)]):
+            return
         for i, _ in calls:
             self._inbox.put(("started", i))
         if self._cancel.is_set():
@@ -181,25 +197,24 @@ class Dispatch:
             seconds = time.perf_counter() - t0
             for i, call in calls:
                 text = f"Tool {call.name!r} failed: {describe(exc)}"
-                self._inbox.put(
-                    ("finished", i, _Outcome((TextPart(text),), True, seconds))
-                )
+                self._finished(i, (TextPart(text),), True, seconds)
             return
         seconds = time.perf_counter() - t0
         for (i, call), value in zip(calls, values, strict=True):
+            parts: tuple[Part, ...]
             if isinstance(value, ABORTING):
                 self._inbox.put(("abort", value))
                 return
             if isinstance(value, BaseException):
                 text = f"Tool {call.name!r} failed: {describe(value)}"
-                outcome = _Outcome((TextPart(text),), True, seconds)
+                parts, error = (TextPart(text),), True
             else:
                 try:
-                    outcome = _Outcome(to_parts(value, self._limits), False, seconds)
+                    parts, error = to_parts(value, self._limits), False
                 except Exception as exc:
                     text = f"Tool {call.name!r} returned an unusable value: {describe(exc)}"
-                    outcome = _Outcome((TextPart(text),), True, seconds)
-            self._inbox.put(("finished", i, outcome))
+                    parts, error = (TextPart(text),), True
+            self._finished(i, parts, error, seconds)
 
     @property
     def done(self) -> bool:
@@ -233,16 +248,18 @@ class Dispatch:
         kind = item[0]
         if kind == "abort":
             raise item[1]
-        if kind == "wake":
+        if kind == "wake" or kind == "held":  # held: settled, waits for approval
+            self._pending -= kind == "held"
             return
         i = item[1]
         use = self._uses[i]
         if kind == "started":
             self._started[i] = True
             events.append(ToolStarted(use.id, use.name))
-        elif kind == "progress":
+        elif kind == "progress" or kind == "forward":
             if self._outcomes[i] is None:
-                events.append(ToolProgress(use.id, item[2]))
+                wrap = ToolProgress if kind == "progress" else SubagentEvent
+                events.append(wrap(use.id, item[2]))
         elif self._outcomes[i] is None:
             outcome: _Outcome = item[2]
             self._outcomes[i] = outcome
@@ -342,8 +359,12 @@ class ToolRunner:
         limits: ImageLimits,
         wire: WireIdentity | None,
         session_id: str | None = None,
+        factory: Callable[..., Dispatch] = Dispatch,
     ) -> Dispatch:
-        """Start running ``uses`` on ``threads`` threads; the batch reports by ``poll``."""
+        """Start running ``uses`` on ``threads`` threads; the batch reports by ``poll``.
+
+        ``factory`` builds the batch (``Dispatch`` or a subclass taking its arguments).
+        """
         executor = self._executor
         if executor is None or self._size != threads:
             if executor is not None:
@@ -352,7 +373,7 @@ class ToolRunner:
                 max_workers=threads, thread_name_prefix="navi-tool"
             )
             self._size = threads
-        return Dispatch(
+        return factory(
             uses,
             self.registry,
             executor,

@@ -129,10 +129,17 @@ class HookRunner:
             except Exception as exc:
                 self._record(h, "turn_start", exc)
 
-    def tool_start(self, call: ToolCall) -> Veto | NeedsApproval | None:
-        """Run the start hooks: the first veto (or failure) wins; else any approval ask."""
+    def tool_start(
+        self, call: ToolCall, cancelled: threading.Event | None = None
+    ) -> Veto | NeedsApproval | None:
+        """Run the start hooks: the first veto (or failure) wins; else any approval ask.
+
+        A set ``cancelled`` skips the hooks left and blocks the call.
+        """
         held: NeedsApproval | None = None
         for h in self.hooks:
+            if cancelled is not None and cancelled.is_set():
+                return Veto(f"Tool {call.name!r} was cancelled before it started.")
             try:
                 decision = h.on_tool_start(call)
             except Exception as exc:

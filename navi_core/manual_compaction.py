@@ -10,21 +10,29 @@ results). ``prompt`` replaces ``CompactionConfig.prompt`` for one call.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
-from .compaction import Split, apply_split, is_prompt, split
+from .compaction import PendingCompaction, Split, run_compaction, split
 from .config import Config
-from .conversation import Message
+from .conversation import CompactionSummary, Message, ToolResult
 from .errors import NoCompactionPrompt, NothingToCompact
-from .events import Compacted, CompactionStarted, Event
+from .events import CompactionStarted, Event
 from .providers.base import Provider
 from .session import Session
 from .sizing import message_sizes, request_tokens
 from .tools import ToolSpec
 
-__all__ = ["plan_manual", "split_turns", "stream_compaction"]
+__all__ = ["MANUAL", "is_prompt", "plan_manual", "split_turns", "stream_compaction"]
 
 #: ``CompactionStarted.reason`` of a compaction asked for by hand
 MANUAL = "manual"
+
+
+def is_prompt(m: Message) -> bool:
+    """A user message that starts a turn: not tool results, not a summary."""
+    return m.role == "user" and not any(
+        isinstance(b, (ToolResult, CompactionSummary)) for b in m.content
+    )
 
 
 def split_turns(messages: Sequence[Message], keep_turns: int) -> Split:
@@ -106,6 +114,11 @@ def stream_compaction(
     sizes = message_sizes(dialogue, session.sizes)
     estimated = request_tokens(conversation.system_prompt(), dialogue, sizes, tools)
     before = len(conversation.messages)
-    yield CompactionStarted(MANUAL, before, estimated)
-    after = apply_split(session, provider, config, prompt, plan, extra_instructions)
-    yield Compacted(before, after, len(plan.prefix), plan.kept_turns)
+    started = CompactionStarted(MANUAL, before, estimated)
+    yield started
+    if extra_instructions:
+        prompt += "\n\nAdditional instructions:\n" + extra_instructions
+    snapshot = replace(config, compaction=replace(config.compaction, prompt=prompt))
+    yield run_compaction(
+        session, provider, config, PendingCompaction(started, plan, snapshot)
+    )

@@ -60,7 +60,6 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -110,6 +109,7 @@ from .providers.base import Provider, ProviderRequest, ProviderStream
 from .session import Session
 from .steering import SteeringQueue
 from .tools import ToolSpec
+from .turn_extras import TurnExtras
 
 __all__ = ["TRANSITIONS", "Phase", "Stream", "Trigger", "TurnHost"]
 
@@ -162,8 +162,11 @@ class Stream:
         resume: bool = False,
         rng: random.Random | None = None,
         steered: Sequence[Message] = (),
+        extras: TurnExtras | None = None,
     ) -> None:
         self._host = host
+        self._x = extras if extras is not None else TurnExtras(host.session)
+        self._observers = self._x.observers
         self._phase = Phase.TURN_START
         # typed as the union so next() returns it unchanged; providers and dispatch
         # push into it through their ``deque[Event]`` / ``list[Event]`` signatures
@@ -189,11 +192,17 @@ class Stream:
         self._error: BaseException | None = None
         self._error_raised = False
         self._closed = False
-        self._turn_id = uuid.uuid4().hex
+        self._turn_id = self._x.turn_id
         self._ctl = TurnControl()
         if resume:
             last = host.session.last_dialogue_message()
-            if last is None or last.role == "assistant":
+            if self._x.resume_plan is not None:  # a held batch: run what was decided
+                self._last = last
+                if self._x.still_pending:
+                    self._finish(StopReason.APPROVAL_REQUIRED)
+                else:
+                    self._move(Trigger.APPROVED)
+            elif last is None or last.role == "assistant":
                 # the last turn finished: nothing to answer
                 self._last = last
                 self._finish(StopReason.END_TURN)
@@ -240,6 +249,8 @@ class Stream:
                     if ev.model == self._model:
                         continue
                     self._model = ev.model
+                if self._observers.subscriptions:
+                    self._observers.publish(self._turn_id, ev)
                 return ev
             if self._step is None:
                 if self._phase is Phase.FAILED:
@@ -394,16 +405,15 @@ class Stream:
     def _finish(self, reason: StopReason) -> None:
         self._release_response()
         response = self._last.text if self._last is not None else ""
-        self._queue.append(
-            TurnComplete(
-                reason,
-                response,
-                self._iterations,
-                self._tool_calls,
-                self._usage,
-                self._turn_id,
-            )
+        done = TurnComplete(
+            reason,
+            response,
+            self._iterations,
+            self._tool_calls,
+            self._usage,
+            self._turn_id,
         )
+        self._queue.append(self._x.complete(done))
         normal = reason not in (StopReason.CANCELLED, StopReason.TIMEOUT)
         self._move(Trigger.FINISHED if normal else Trigger.CANCELLED)
 
@@ -474,6 +484,12 @@ class Stream:
                 return
         if self._queue:
             return  # hand out the Steered events before the request opens
+        if (plan := self._x.take_plan()) is not None:  # Config.planning, once
+            planned = self._x.planned
+            self._ctl.offload(
+                plan.run, lambda op: self._queue.extend(planned(plan, op))
+            )
+            return
         session = host.session
         request = ProviderRequest(
             tuple(session.conversation.dialogue()),
@@ -496,7 +512,7 @@ class Stream:
             with contextlib.suppress(Exception):
                 response.close()
             return
-        self._response = response
+        self._response = self._x.watch(response, self._config)
         self._move(Trigger.OPENED)
 
     def _streaming(self) -> None:
@@ -581,12 +597,15 @@ class Stream:
             self._dispatch = self._host.start_tools(uses, self._config)
             return
         try:
-            self._queue.extend(dispatch.poll(self._ctl.remaining()))  # type: ignore[arg-type]
+            self._queue.extend(self._x.polled(dispatch.poll(self._ctl.remaining())))  # type: ignore[arg-type]
         except TimeoutError:
             raise NotYet from None
         if dispatch.done:
-            results = dispatch.message()
             self._dispatch = None
+            if self._x.held(dispatch):  # calls wait for approval: saved, turn ends
+                self._finish(StopReason.APPROVAL_REQUIRED)
+                return
+            results = dispatch.message()
             self._tool_calls += len(results.content)
             self._commit(results)
             self._queue.append(ToolDispatchComplete(results))

@@ -61,7 +61,7 @@ _DIALECT: Final = Dialect(
     body_values="?::jsonb, ?",
 )
 _STATEMENTS: Final = Statements.build(_DIALECT)
-_EXTRAS: Final = ExtraStatements.build(_DIALECT)
+_EXTRAS: Final = ExtraStatements.build(_DIALECT.param, _DIALECT.body_columns)
 _KEEPALIVES: Final = {
     "keepalives": "1",
     "keepalives_idle": "30",

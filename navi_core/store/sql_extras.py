@@ -28,9 +28,6 @@ from .base import (
     parse_cursor,
 )
 
-if TYPE_CHECKING:
-    from .sql import Connection, Dialect
-
 __all__ = ["ExtraStatements", "SQLExtras", "approvals_schema"]
 
 
@@ -61,8 +58,9 @@ class ExtraStatements:
     move: str
 
     @classmethod
-    def build(cls, d: Dialect) -> ExtraStatements:
-        body = ", ".join(d.body_columns)
+    def build(cls, param: str, body_columns: Sequence[str]) -> ExtraStatements:
+        """The statements with ``param`` placeholders, reading ``body_columns``."""
+        body = ", ".join(body_columns)
         sql = {
             "page": f"SELECT seq, {body} FROM navi_messages "
             "WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
@@ -76,7 +74,7 @@ class ExtraStatements:
             "reason = COALESCE(?, reason), result = COALESCE(?, result) "
             "WHERE session_id = ? AND call_id = ? AND state = ? RETURNING call_id",
         }
-        return cls(**{k: v.replace("?", d.param) for k, v in sql.items()})
+        return cls(**{k: v.replace("?", param) for k, v in sql.items()})
 
 
 def _encode_result(result: ToolResult | None) -> str | None:
@@ -102,7 +100,7 @@ class SQLExtras:
 
     if TYPE_CHECKING:
 
-        def _tx(self, *, write: bool = False) -> AbstractContextManager[Connection]: ...
+        def _tx(self, *, write: bool = False) -> AbstractContextManager[Any]: ...
         def _errors(self) -> AbstractContextManager[None]: ...
         def _resolve(self, conn: Any, id_or_prefix: str) -> str: ...
         def _message(self, body: Sequence[Any]) -> Message: ...

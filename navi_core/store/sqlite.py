@@ -51,7 +51,7 @@ _DIALECT: Final = Dialect(
     body_values="?",
 )
 _STATEMENTS: Final = Statements.build(_DIALECT)
-_EXTRAS: Final = ExtraStatements.build(_DIALECT)
+_EXTRAS: Final = ExtraStatements.build(_DIALECT.param, _DIALECT.body_columns)
 
 
 def _schema_v1(conn: sqlite3.Connection) -> None:
