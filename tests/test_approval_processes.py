@@ -175,8 +175,9 @@ def test_a_resumer_killed_inside_the_tool_never_runs_it_twice(
     code, out = run(tmp_path, "resume", spec, str(count), sid)
     assert code == 0, out
     assert len(paid(count)) == 1, "the claimed call must not run again"
-    (result,) = out["results"]
-    assert isinstance(result, str) and "interrupted" in result
+    results = out["results"]
+    assert isinstance(results, list) and len(results) == 1
+    assert "interrupted" in results[0]
     assert out["stop"] == "end_turn"
 
 

@@ -105,7 +105,7 @@ def test_approve_then_resume_runs_the_call_once_and_goes_on() -> None:
 
 
 def test_deny_gives_the_model_the_reason_and_never_runs_the_tool() -> None:
-    agent, provider, _ = held_agent([Text("ok, not paying")])
+    agent, _provider, _ = held_agent([Text("ok, not paying")])
     agent.deny("p1", "over the monthly limit")
     events = drive(agent.resume())
     assert RAN == ["balance"]

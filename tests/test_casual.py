@@ -1,4 +1,5 @@
 """``is_casual_message``: small talk in English and Russian, and what is never casual."""
+# ruff: noqa: RUF001  (the Russian cases are Cyrillic on purpose)
 
 from __future__ import annotations
 

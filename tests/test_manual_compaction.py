@@ -6,10 +6,10 @@ import pytest
 
 from navi_core import (
     Agent,
-    CompactionConfig,
-    CompactionSummary,
     Compacted,
+    CompactionConfig,
     CompactionStarted,
+    CompactionSummary,
     Config,
     MemoryStore,
     Message,

@@ -143,7 +143,7 @@ def run_sub(sub: SubAgent, task: str = "t") -> str:
                 [ToolUse("c1", sub.name, orjson.dumps({"task": task}).decode())],
                 [Text("ok")],
             ]
-        ),  # fmt: skip
+        ),
         tools=[sub],
     )
     events = drive(parent, "go")

@@ -78,7 +78,7 @@ def test_every_event_of_every_turn_reaches_another_thread() -> None:
     turns: list[tuple[str, list[Event]]] = []
     for prompt in ("add", "more"):
         with agent.run(prompt) as stream:
-            events = list(stream)
+            events: list[Event] = list(stream)
             turns.append((stream.turn_id, events))
     agent.close()  # ends the subscription
     reader.join(timeout=5)

@@ -17,7 +17,6 @@ from navi_core.conversation import Message, Text, UserMessage, WireIdentity
 from navi_core.errors import SessionBusy, SessionError
 from navi_core.store import SQLiteStore
 
-
 #: the schema version this navi_core writes
 V = len(SQLiteStore.MIGRATIONS)
 
