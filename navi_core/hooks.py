@@ -3,11 +3,15 @@
 A ``Hook`` has four no-op methods; override the ones you need and pass the hook to
 ``Agent(hooks=[...])`` or ``Agent.add_hook``. Hooks run in registration order.
 
-Threads: ``on_turn_start`` and ``on_completion`` run on the thread that drives the
-stream (inside ``Stream.next()``). ``on_tool_start`` and ``on_tool_end`` run on the
-tool thread of the call they concern, just before and just after the tool, so a slow
-policy check never stalls the other calls of a batch; a cancel abandons that thread,
-dropping a running hook and skipping the hooks after it.
+Threads: ``on_turn_start`` runs in ``Agent.run()``/``resume()``, on the thread that
+calls them, before the stream exists for the host; ``on_completion`` runs on the thread
+that drives the stream (inside ``Stream.next()``), after the answer was committed.
+``on_tool_start`` and ``on_tool_end`` run on the tool thread of the call they concern
+(``navi-tool-*``), just before and just after the tool, so a slow policy check never
+stalls the other calls of a batch; a cancel abandons that thread, dropping a running
+hook, and the start hooks after it are skipped. A call ``resume()`` runs after its
+approval passes the start hooks again: a veto still blocks it, an approval ask does
+not hold it twice.
 
 ``on_tool_start`` may return ``Veto(reason)`` (the call gets an error result with the
 reason and does not run; later start hooks are skipped) or ``NeedsApproval()`` (the
