@@ -35,6 +35,7 @@ class Subscription:
         "_dropped_turn",
         "_observers",
         "_ready",
+        "_waiting",
         "maxsize",
     )
 
@@ -45,6 +46,7 @@ class Subscription:
         self._observers = observers
         self._buffer: deque[tuple[str, Event]] = deque()
         self._ready = threading.Condition(threading.Lock())
+        self._waiting = 0  # readers inside wait(): put() notifies only then
         self._dropped = 0
         self._dropped_turn = ""
         self._closed = False
@@ -59,7 +61,8 @@ class Subscription:
                 self._dropped_turn = buffer.popleft()[0]
                 self._dropped += 1
             buffer.append((turn_id, event))
-            self._ready.notify()
+            if self._waiting:
+                self._ready.notify()
 
     def get(self, timeout: float | None = None) -> tuple[str, Event] | None:
         """The next ``(turn_id, event)``; None when closed or ``timeout`` ran out."""
@@ -74,13 +77,14 @@ class Subscription:
                     return self._buffer.popleft()
                 if self._closed:
                     return None
-                if deadline is None:
-                    self._ready.wait()
-                else:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return None
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._waiting += 1
+                try:
                     self._ready.wait(left)
+                finally:
+                    self._waiting -= 1
 
     @property
     def closed(self) -> bool:
