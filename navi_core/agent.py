@@ -201,12 +201,7 @@ class Agent(Oversight):
                 f"run() takes a user message, not a {message.role} message"
             )
         self._check_idle()
-        left = approvals.settle_for_new_turn(self._session)
-        if left:
-            self._session.keep_results(left)
-        self._session.answer_dangling_calls(self.provider.wire)
-        if left:
-            approvals.clear(self._session)
+        self._answer_dangling()
         steered = self._apply_steering()
         message = self._session.commit(message, self.provider.wire)
         return self._start(resume=False, steered=steered, prompt=message)
@@ -240,7 +235,7 @@ class Agent(Oversight):
             if self._stream is not None:
                 self._stream.close()
             if self._steering:  # never applied: keep them for the next driver
-                self._session.answer_dangling_calls(self.provider.wire)
+                self._answer_dangling()
                 self._apply_steering()
                 self._session.flush()
         finally:
@@ -286,6 +281,15 @@ class Agent(Oversight):
         stream = Stream(self, resume=resume, steered=steered, extras=x)
         self._stream = stream
         return stream
+
+    def _answer_dangling(self) -> None:
+        """Give results to the last message's unanswered calls before a new user
+        message: a held batch keeps the results it has, its other calls did not run."""
+        left = approvals.settle_for_new_turn(self._session)
+        self._session.keep_results(left)
+        self._session.answer_dangling_calls(self.provider.wire)
+        if left:
+            approvals.clear(self._session)
 
     def _apply_steering(self) -> list[Message]:
         """Commit the waiting steering messages, oldest first, and return them."""

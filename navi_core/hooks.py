@@ -20,7 +20,8 @@ An exception there fails closed: the call is blocked as by a veto, and the model
 reads only that a tool_start hook blocked it, never the exception's text (it may hold
 a policy backend's secrets). Every exception a hook raises is recorded as a
 ``HookFailure`` in ``TurnComplete.hook_failures``; in the other stages it changes
-nothing else.
+nothing else. A call that cannot run at all (an unknown tool, arguments that are not a
+JSON object) gets its error result without passing the hooks.
 """
 
 from __future__ import annotations

@@ -198,7 +198,7 @@ class Stream:
             last = host.session.last_dialogue_message()
             if self._x.resume_plan is not None:  # a held batch: run what was decided
                 self._last = last
-                if self._x.still_pending:
+                if self._x.hold_again():
                     self._finish(StopReason.APPROVAL_REQUIRED)
                 else:
                     self._move(Trigger.APPROVED)

@@ -122,11 +122,19 @@ class SubAgent(Tool[[str, ToolContext], str]):
         """Run the child turn for ``task``; the answer plus a status line."""
         child = self.agent_factory()
         try:
+            own = child.config
+            stall = self.max_thinking_chars
+            limit = own.turn_timeout
             child.set_config(
                 replace(
-                    child.config,
+                    own,
                     max_iterations=self.max_iterations,
-                    max_thinking_chars=self.max_thinking_chars,
+                    max_thinking_chars=own.max_thinking_chars
+                    if stall is None
+                    else stall,
+                    turn_timeout=self.timeout
+                    if limit is None
+                    else min(limit, self.timeout),
                 )
             )
             return self._drive(child, task, context)

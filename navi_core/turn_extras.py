@@ -71,9 +71,9 @@ class TurnExtras:
         #: usage of the plan and of the sub-agent turns run by this turn's tools
         self.extra_usage = Usage()
 
-    @property
-    def still_pending(self) -> bool:
-        """True when the resumed batch still has undecided calls (nothing to run)."""
+    def hold_again(self) -> bool:
+        """True when the resumed batch still has undecided calls: nothing runs, and
+        they become this turn's ``pending_approvals``."""
         plan = self.resume_plan
         if plan is None or not plan.pending:
             return False
