@@ -7,36 +7,36 @@ from typing_extensions import assert_type
 
 from navi_core import (
     Agent,
-    HistoryPage,
-    Hook,
-    HookFailure,
-    NeedsApproval,
-    ProviderRequest,
-    SubAgent,
-    Subscription,
-    Tool,
-    ToolCall,
-    ToolUse,
-    Veto,
-    is_casual_message,
     Anthropic,
     AnyEvent,
     CompactionResult,
     Config,
+    HistoryPage,
+    Hook,
+    HookFailure,
     Media,
     MessageComplete,
+    NeedsApproval,
     OpenAIChat,
     Phase,
     PostgresStore,
+    ProviderRequest,
     Scripted,
     Session,
     SQLiteStore,
     StopReason,
     Stream,
+    SubAgent,
+    Subscription,
     TextDelta,
+    Tool,
+    ToolCall,
     ToolCallStart,
+    ToolUse,
     TurnComplete,
     Usage,
+    Veto,
+    is_casual_message,
 )
 
 agent = Agent(
@@ -86,11 +86,11 @@ hooked.add_hook(Policy())
 hooked.approve("call_1")
 hooked.deny("call_1", "not now")
 assert_type(hooked.subscribe(), Subscription)
-for turn_id, item in hooked.subscribe(maxsize=8):
+for turn_id, _item in hooked.subscribe(maxsize=8):
     assert_type(turn_id, str)
 assert_type(hooked.inspect(), ProviderRequest)
 assert_type(hooked.compact(keep_turns=2), CompactionResult)
-for step in hooked.compact_stream(keep_turns=1):
+for _step in hooked.compact_stream(keep_turns=1):
     pass
 done = TurnComplete(StopReason.APPROVAL_REQUIRED, "", 1, 0, Usage())
 assert_type(done.pending_approvals, tuple[ToolUse, ...])
