@@ -89,3 +89,17 @@ def test_every_event_of_every_turn_reaches_another_thread() -> None:
     for tid, evs in turns:
         done = evs[-1]
         assert isinstance(done, TurnComplete) and done.turn_id == tid
+
+
+def test_a_lagging_subscriber_of_a_real_turn_keeps_the_newest() -> None:
+    agent = Agent(Scripted([[Text("x" * 400)]], chunk_chars=4))
+    sub = agent.subscribe(maxsize=5)
+    with agent.run("go") as stream:
+        events: list[Event] = list(stream)
+    got = [sub.get(timeout=0) for _ in range(6)]
+    assert sub.get(timeout=0) is None
+    first = got[0]
+    assert first is not None and first[1] == Lagged(len(events) - 5)
+    assert [g[1] for g in got[1:] if g is not None] == events[-5:]
+    assert isinstance(events[-1], TurnComplete)
+    agent.close()
