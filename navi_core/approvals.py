@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from .conversation import Message, TextPart, ToolResult, ToolUse
 from .errors import ApprovalNotPending
 from .session import Session
-from .store.base import Approval, ApprovalState
+from .store.base import Approval, ApprovalState, SessionStore
 
 __all__ = [
     "ResumePlan",
@@ -94,18 +94,25 @@ def held_batch(session: Session) -> list[Approval]:
 
 
 def decide(
-    session: Session, call_id: str, state: ApprovalState, reason: str = ""
+    store: SessionStore,
+    session_id: str,
+    call_id: str,
+    state: ApprovalState,
+    reason: str = "",
 ) -> None:
     """Approve (``APPROVED``) or deny (``DENIED``) one pending call, in the store.
 
-    Deciding the same way twice is harmless.
+    Needs no ``Agent``: a process that does not drive the session (a web page, a
+    chat bot) may decide while another one holds it. Deciding the same way twice is
+    harmless.
 
     Raises:
         ApprovalNotPending: no held call has that id, or it was decided otherwise.
     """
-    store, sid = session.store, session.id
+    if state not in (ApprovalState.APPROVED, ApprovalState.DENIED):
+        raise ValueError(f"a decision is approved or denied, not {state}")
     moved = store.move_approval(
-        sid,
+        session_id,
         call_id,
         ApprovalState.PENDING,
         state,
@@ -113,7 +120,8 @@ def decide(
     )
     if moved:
         return
-    current = next((a for a in held_batch(session) if a.call_id == call_id), None)
+    batch = store.approvals(session_id)
+    current = next((a for a in batch if a.call_id == call_id), None)
     if current is None:
         raise ApprovalNotPending(f"no tool call {call_id!r} waits for approval")
     if current.state is not state:

@@ -79,7 +79,9 @@ class Oversight:
         Raises:
             ApprovalNotPending: no held call has that id, or it was denied.
         """
-        approvals.decide(self._session, call_id, ApprovalState.APPROVED)
+        approvals.decide(
+            self._session.store, self._session.id, call_id, ApprovalState.APPROVED
+        )
 
     def deny(self, call_id: str, reason: str = "") -> None:
         """Deny a held tool call; the model reads that it was not approved, and why.
@@ -87,7 +89,9 @@ class Oversight:
         Raises:
             ApprovalNotPending: no held call has that id, or it was approved.
         """
-        approvals.decide(self._session, call_id, ApprovalState.DENIED, reason)
+        approvals.decide(
+            self._session.store, self._session.id, call_id, ApprovalState.DENIED, reason
+        )
 
     def compact(
         self,

@@ -202,3 +202,16 @@ def test_approvals_survive_reopening_the_session() -> None:
     done = drive(second.resume())[-1]
     assert isinstance(done, TurnComplete) and done.response == "paid"
     assert RAN == ["pay 7"]
+
+
+def test_deciding_without_the_agent_while_it_holds_the_session() -> None:
+    from navi_core import approvals
+
+    agent, _, _ = held_agent([Text("paid")])
+    store, sid = agent.store, agent.session_id
+    approvals.decide(store, sid, "p1", ApprovalState.APPROVED)  # e.g. from a web page
+    with pytest.raises(ValueError, match="approved or denied"):
+        approvals.decide(store, sid, "p1", ApprovalState.RUNNING)
+    done = drive(agent.resume())[-1]
+    assert isinstance(done, TurnComplete) and done.response == "paid"
+    assert RAN == ["balance", "pay 30"]
