@@ -39,6 +39,8 @@ State beside the phase, each in one field:
 * ``_response``: the open provider response, in STREAMING only.
 * ``_ctl`` (``TurnControl``): the driving lock, the ``next(timeout)`` deadline, the
   requested stop, and a blocking call waiting off-thread with its continuation.
+* ``_x`` (``TurnExtras``): hooks, observers, planning, a resumed or held approval
+  batch and the usage of sub-agents; called at publish, open, dispatch and finish.
 
 TURN_START runs these sub-steps in order; the first one that queues an event or moves
 the phase ends the step:
@@ -49,7 +51,8 @@ the phase ends the step:
 4. run the announced compaction, if any (``Compacted``, or a retry notice);
 5. apply the queued steering messages (``Steered``);
 6. once per request, the threshold check: announce a compaction (``CompactionStarted``);
-7. open the provider response: opened, or a provider error (retry notice, overflow
+7. once per turn, the planning request of ``Config.planning`` (its ``MessageComplete``);
+8. open the provider response: opened, or a provider error (retry notice, overflow
    compaction, or failed).
 
 The legal moves are ``TRANSITIONS`` in ``navi_core.phases`` (its docstring draws them).
