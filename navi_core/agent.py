@@ -16,7 +16,7 @@ from .config import Config
 from .conversation import Conversation, Message, ToolUse, UserMessage
 from .dispatch import Dispatch, ToolRunner
 from .errors import SteeringQueueFull
-from .hooks import Hook, TurnInfo
+from .hooks import Hook, TurnInfo, check_hooks
 from .oversight import Oversight
 from .planning import plan_step
 from .providers.base import Provider, ProviderRequest
@@ -63,7 +63,7 @@ class Agent(Oversight):
         hooks: Iterable[Hook] = (),
     ) -> None:
         self.provider = provider
-        self._hooks: tuple[Hook, ...] = tuple(hooks)
+        self._hooks = check_hooks(hooks)
         self._observers = Observers()
         self.store: SessionStore = store if store is not None else MemoryStore()
         self._config = config or Config()

@@ -27,7 +27,7 @@ JSON object) gets its error result without passing the hooks.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -42,6 +42,7 @@ __all__ = [
     "NeedsApproval",
     "TurnInfo",
     "Veto",
+    "check_hooks",
     "veto_result",
 ]
 
@@ -88,6 +89,15 @@ class Hook:
 
     def on_completion(self, turn: TurnComplete) -> None:
         """The turn ended; its answer is committed already."""
+
+
+def check_hooks(hooks: Iterable[object]) -> tuple[Hook, ...]:
+    """``hooks`` as a tuple; a TypeError naming the first that is not a ``Hook``."""
+    out = tuple(hooks)
+    for h in out:
+        if not isinstance(h, Hook):
+            raise TypeError(f"hooks must be Hook instances, not {type(h).__name__}")
+    return out  # type: ignore[return-value]
 
 
 def _name(hook: Hook) -> str:

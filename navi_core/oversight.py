@@ -16,7 +16,7 @@ from .compaction import CompactionResult, compact
 from .config import Config
 from .errors import NothingToCompact
 from .events import Compacted, Event
-from .hooks import Hook
+from .hooks import Hook, check_hooks
 from .manual_compaction import plan_manual, stream_compaction
 from .providers.base import Provider, ProviderRequest
 from .session import Session
@@ -54,9 +54,7 @@ class Oversight:
 
     def add_hook(self, hook: Hook) -> None:
         """Add a lifecycle hook after the others; it runs from the next turn on."""
-        if not isinstance(hook, Hook):
-            raise TypeError(f"add_hook takes a Hook, not {type(hook).__name__}")
-        self._hooks = (*self._hooks, hook)
+        self._hooks = (*self._hooks, *check_hooks([hook]))
 
     def subscribe(self, maxsize: int = 1024) -> Subscription:
         """Receive ``(turn_id, event)`` for every event of every later turn.

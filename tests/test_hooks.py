@@ -7,6 +7,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from navi_core import (
     Agent,
     Hook,
@@ -268,3 +270,16 @@ def test_cancel_drops_a_running_hook_and_skips_the_rest() -> None:
     assert isinstance(done, TurnComplete) and done.stop_reason is StopReason.CANCELLED
     time.sleep(0.05)
     assert later == [] and RAN == []
+
+
+def test_bad_input_is_refused_clearly() -> None:
+    with pytest.raises(TypeError, match="hooks must be Hook instances, not function"):
+        Agent(Scripted([]), hooks=[lambda call: None])  # type: ignore[list-item]
+    agent = Agent(Scripted([]))
+    with pytest.raises(TypeError, match="not str"):
+        agent.add_hook("audit")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="maxsize must be at least 1"):
+        agent.subscribe(0)
+    with pytest.raises(ValueError, match="keep_turns must not be negative"):
+        agent.compact_stream(keep_turns=-1, prompt="p")
+    assert agent.hooks == ()
