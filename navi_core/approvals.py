@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .conversation import Message, TextPart, ToolResult, ToolUse
+from .conversation import TextPart, ToolResult, ToolUse
 from .errors import ApprovalNotPending
 from .session import Session
 from .store.base import Approval, ApprovalState, SessionStore
@@ -142,13 +142,6 @@ class ResumePlan:
     run: tuple[ToolUse, ...]
     #: calls still waiting for a decision (the turn ends again at once)
     pending: tuple[ToolUse, ...]
-
-    def message(self, ran: Mapping[str, ToolResult]) -> Message:
-        """The result message of the whole batch, in the model's order."""
-        results = tuple(
-            self.known.get(u.id) or ran.get(u.id) or _interrupted(u) for u in self.uses
-        )
-        return Message("user", results)
 
 
 def plan_resume(session: Session) -> ResumePlan | None:
