@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .agent import Agent
+from .casual import is_casual_message
 from .config import (
     CompactionConfig,
     Config,
@@ -38,6 +39,7 @@ from .conversation import (
 )
 from .errors import (
     AmbiguousSession,
+    ApprovalNotPending,
     AuthFailed,
     BadRequest,
     Cancelled,
@@ -89,14 +91,17 @@ from .events import (
     ToolStarted,
     TurnComplete,
 )
+from .hooks import Hook, NeedsApproval, TurnInfo, Veto
 from .providers.base import Provider, ProviderRequest, ProviderStream
 from .providers.scripted import MidStreamFailure, Scripted
 from .session import Session
 from .steering import SteerDisposition
-from .store.base import SessionInfo, SessionStore
+from .store.base import Approval, ApprovalState, HistoryPage, SessionInfo, SessionStore
 from .store.memory import MemoryStore
 from .store.null import NullStore
 from .stream import Phase, Stream
+from .subagent import SubAgent
+from .subscribe import Subscription
 from .tools import (
     ArgumentError,
     Tool,
@@ -133,6 +138,17 @@ _LAZY = {
 }
 
 __all__ = [
+    "ApprovalNotPending",
+    "is_casual_message",
+    "Hook",
+    "NeedsApproval",
+    "TurnInfo",
+    "Veto",
+    "Approval",
+    "ApprovalState",
+    "HistoryPage",
+    "SubAgent",
+    "Subscription",
     "Agent",
     "AmbiguousSession",
     "Anthropic",

@@ -11,24 +11,30 @@ from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
-from .compaction import CompactionResult, compact
+from . import approvals
 from .config import Config
 from .conversation import Conversation, Message, ToolUse, UserMessage
-from .dispatch import Dispatch, ToolRunner
+from .dispatch import Dispatch
 from .errors import SteeringQueueFull
+from .hooks import Hook, TurnInfo, check_hooks
 from .output import OutputSpec
-from .providers.base import Provider
+from .oversight import Oversight
+from .planning import plan_step
+from .providers.base import Provider, ProviderRequest
+from .runner import ToolRunner
 from .session import Session
 from .steering import SteerDisposition, SteeringQueue
 from .store.base import SessionStore
 from .store.memory import MemoryStore
 from .stream import Stream
+from .subscribe import Observers
 from .tools import Tool, ToolRegistry, ToolSource, ToolSpec
+from .turn_extras import TurnExtras
 
 __all__ = ["Agent"]
 
 
-class Agent:
+class Agent(Oversight):
     """Drives turns against one provider, with tools, persisting to one session.
 
     Args:
@@ -40,6 +46,7 @@ class Agent:
         system: the system prompt; added to a new session, and replacing the
             stored one when a resumed session has a different prompt.
         config: loop settings; ``set_config`` replaces them between responses.
+        hooks: lifecycle hooks (``navi_core.hooks``), run in this order.
 
     Raises:
         SessionBusy: another agent drives that session.
@@ -55,8 +62,11 @@ class Agent:
         session: str | None = None,
         system: str | None = None,
         config: Config | None = None,
+        hooks: Iterable[Hook] = (),
     ) -> None:
         self.provider = provider
+        self._hooks = check_hooks(hooks)
+        self._observers = Observers()
         self.store: SessionStore = store if store is not None else MemoryStore()
         self._config = config or Config()
         registry = ToolRegistry()
@@ -68,6 +78,7 @@ class Agent:
         self._tools = ToolRunner(registry)
         self._steering = SteeringQueue()
         self._stream: Stream | None = None
+        self._turn: TurnExtras | None = None
         self._closed = False
         self._session = Session.open(self.store, session)
         try:
@@ -109,14 +120,27 @@ class Agent:
         """The declarations sent to the model."""
         return self._tools.registry.specs()
 
+    def next_request(self) -> ProviderRequest:
+        """The request the next response opens with (``inspect``)."""
+        conversation = self.conversation
+        return ProviderRequest(
+            tuple(conversation.dialogue()),
+            conversation.system_prompt(),
+            self.tool_specs(),
+            self._config,
+        )
+
     def start_tools(self, uses: Sequence[ToolUse], config: Config) -> Dispatch:
         """Start a response's tool calls on the tool threads (used by ``Stream``)."""
+        turn = self._turn or TurnExtras(self._session, self._hooks)
+        run, factory = turn.dispatch_factory(uses)
         return self._tools.start(
-            uses,
+            run,
             config.max_tool_threads,
             config.images,
             self.provider.wire,
             self._session.id,
+            factory=factory,
         )
 
     # -- configuration -----------------------------------------------------------------
@@ -187,12 +211,12 @@ class Agent:
                 f"run() takes a user message, not a {message.role} message"
             )
         self._check_idle()
-        self._session.answer_dangling_calls(self.provider.wire)
+        self._answer_dangling()
         steered = self._apply_steering()
         # Stored before it joins the conversation: when the store fails, run()
         # raises and a retry does not send or store the prompt twice.
-        self._session.commit_stored(message, self.provider.wire)
-        return self._start(resume=False, steered=steered, output=spec)
+        message = self._session.commit_stored(message, self.provider.wire)
+        return self._start(resume=False, steered=steered, prompt=message, output=spec)
 
     def resume(self) -> Stream:
         """Continue a turn that a crash interrupted, without a new user message.
@@ -200,30 +224,30 @@ class Agent:
         Calls that were in flight get error results saying so (a tool is never silently
         run twice); a trailing user prompt or tool-result message is answered. When the
         session ends with a finished assistant answer, the stream just completes.
+
+        A batch held for approval goes on here: each approved call runs exactly once
+        (claimed in the store first, so two resuming processes never both run it),
+        denied calls get their reason; while a call is undecided the stream ends
+        again with ``StopReason.APPROVAL_REQUIRED``.
         """
         self._check_idle()
+        held = approvals.plan_resume(self._session)
+        if held is not None:  # steering waits until the batch has its results
+            return self._start(resume=True, steered=(), held=held)
         self._session.answer_dangling_calls(self.provider.wire)
         return self._start(resume=True, steered=self._apply_steering())
-
-    def compact(self, extra_instructions: str | None = None) -> CompactionResult:
-        """Summarise the old prefix now and keep the recent turns verbatim.
-
-        Raises:
-            NoCompactionPrompt: ``config.compaction.prompt`` is not set.
-        """
-        self._check_idle()
-        return compact(self._session, self.provider, self._config, extra_instructions)
 
     def close(self) -> None:
         """Persist what is pending, release the session and the tool threads."""
         if self._closed:
             return
         self._closed = True
+        self._observers.close()
         try:
             if self._stream is not None:
                 self._stream.close()
             if self._steering:  # never applied: keep them for the next driver
-                self._session.answer_dangling_calls(self.provider.wire)
+                self._answer_dangling()
                 self._apply_steering()
                 self._session.flush()
         finally:
@@ -255,11 +279,30 @@ class Agent:
         *,
         resume: bool,
         steered: Sequence[Message],
+        prompt: Message | None = None,
+        held: approvals.ResumePlan | None = None,
         output: OutputSpec | None = None,
     ) -> Stream:
-        stream = Stream(self, resume=resume, steered=steered, output=output)
+        session = self._session
+        plan = plan_step(session, self.provider, self._config, prompt)
+        x = TurnExtras(
+            session, self._hooks, self._observers, plan=plan, resume_plan=held
+        )
+        self._turn = x
+        if x.hooks:
+            x.hooks.turn_start(TurnInfo(x.turn_id, session.id, prompt))
+        stream = Stream(self, resume=resume, steered=steered, extras=x, output=output)
         self._stream = stream
         return stream
+
+    def _answer_dangling(self) -> None:
+        """Give results to the last message's unanswered calls before a new user
+        message: a held batch keeps the results it has, its other calls did not run."""
+        left = approvals.settle_for_new_turn(self._session)
+        self._session.keep_results(left)
+        self._session.answer_dangling_calls(self.provider.wire)
+        if left:
+            approvals.clear(self._session)
 
     def _apply_steering(self) -> list[Message]:
         """Commit the waiting steering messages, oldest first, and return them."""

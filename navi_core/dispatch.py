@@ -12,7 +12,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from .conversation import (
     decode_arguments,
 )
 from .errors import Cancelled
-from .events import Event, ToolFinished, ToolProgress, ToolStarted
+from .events import Event, SubagentEvent, ToolFinished, ToolProgress, ToolStarted
 from .tool_results import (
     cancelled_before_start,
     describe,
@@ -48,7 +48,6 @@ from .tools import (
 __all__ = [
     "ABORTING",
     "Dispatch",
-    "ToolRunner",
     "cancelled_before_start",
     "describe",
     "error_result",
@@ -145,6 +144,18 @@ class Dispatch:
         self._inbox.put(("started", i))
         self._inbox.put(("finished", i, _Outcome((TextPart(text),), True, 0.0)))
 
+    def _admit(self, i: int, call: ToolCall, needs_approval: bool) -> bool:
+        """Whether call ``i`` may run (on its tool thread); a subclass screens here."""
+        return True
+
+    def _ended(self, i: int, parts: tuple[Part, ...], error: bool) -> None:
+        """Call ``i`` has its result (on its tool thread); a subclass watches here."""
+
+    def _finished(self, i: int, parts: tuple[Part, ...], error: bool, t: float) -> None:
+        """Report call ``i`` finished, on its tool thread."""
+        self._ended(i, parts, error)
+        self._inbox.put(("finished", i, _Outcome(parts, error, t)))
+
     def _context(self, i: int) -> ToolContext:
         use = self._uses[i]
         put = self._inbox.put
@@ -154,28 +165,32 @@ class Dispatch:
             self._session_id,
             self._cancel,
             lambda text: put(("progress", i, text)),
+            lambda event: put(("forward", i, event)),
         )
 
     def _run_tool(self, t: Tool, i: int, args: dict[str, Any]) -> None:
+        use = self._uses[i]
+        if not self._admit(i, ToolCall(use.id, use.name, args), t.needs_approval):
+            return
         self._inbox.put(("started", i))
         if self._cancel.is_set():  # set before cancel() drains: it sees no start
             return
         t0 = time.perf_counter()
         try:
             value = t.invoke(args, self._context(i))
-            parts = to_parts(value, self._limits)
-            outcome = _Outcome(parts, False, time.perf_counter() - t0)
+            parts, error = to_parts(value, self._limits), False
         except ABORTING as exc:
             self._inbox.put(("abort", exc))
             return
         except BaseException as exc:  # every other failure becomes a readable result
-            text = failure_text(t.name, exc)
-            outcome = _Outcome((TextPart(text),), True, time.perf_counter() - t0)
-        self._inbox.put(("finished", i, outcome))
+            parts, error = (TextPart(failure_text(t.name, exc)),), True
+        self._finished(i, parts, error, time.perf_counter() - t0)
 
     def _run_source(
         self, source: ToolSource, calls: list[tuple[int, ToolCall]]
     ) -> None:
+        if not (calls := [(i, c) for i, c in calls if self._admit(i, c, False)]):
+            return
         for i, _ in calls:
             self._inbox.put(("started", i))
         if self._cancel.is_set():
@@ -195,9 +210,7 @@ class Dispatch:
             seconds = time.perf_counter() - t0
             for i, call in calls:
                 text = f"Tool {call.name!r} failed: {describe(exc)}"
-                self._inbox.put(
-                    ("finished", i, _Outcome((TextPart(text),), True, seconds))
-                )
+                self._finished(i, (TextPart(text),), True, seconds)
             return
         seconds = time.perf_counter() - t0
         # Fewer results than calls: the answered ones are kept, the rest marked.
@@ -207,19 +220,20 @@ class Dispatch:
         )
         values += [missing] * (len(calls) - len(values))
         for (i, call), value in zip(calls, values, strict=True):
+            parts: tuple[Part, ...]
             if isinstance(value, ABORTING):
                 self._inbox.put(("abort", value))
                 return
             if isinstance(value, BaseException):
                 text = failure_text(call.name, value)
-                outcome = _Outcome((TextPart(text),), True, seconds)
+                parts, error = (TextPart(text),), True
             else:
                 try:
-                    outcome = _Outcome(to_parts(value, self._limits), False, seconds)
+                    parts, error = to_parts(value, self._limits), False
                 except Exception as exc:
                     text = f"Tool {call.name!r} returned an unusable value: {describe(exc)}"
-                    outcome = _Outcome((TextPart(text),), True, seconds)
-            self._inbox.put(("finished", i, outcome))
+                    parts, error = (TextPart(text),), True
+            self._finished(i, parts, error, seconds)
 
     @property
     def done(self) -> bool:
@@ -253,16 +267,18 @@ class Dispatch:
         kind = item[0]
         if kind == "abort":
             raise item[1]
-        if kind == "wake":
+        if kind == "wake" or kind == "held":  # held: settled, waits for approval
+            self._pending -= kind == "held"
             return
         i = item[1]
         use = self._uses[i]
         if kind == "started":
             self._started[i] = True
             events.append(ToolStarted(use.id, use.name))
-        elif kind == "progress":
+        elif kind == "progress" or kind == "forward":
             if self._outcomes[i] is None:
-                events.append(ToolProgress(use.id, item[2]))
+                wrap = ToolProgress if kind == "progress" else SubagentEvent
+                events.append(wrap(use.id, item[2]))
         elif self._outcomes[i] is None:
             outcome: _Outcome = item[2]
             self._outcomes[i] = outcome
@@ -341,58 +357,3 @@ class Dispatch:
             assert outcome is not None, "message() before every call finished"
             results.append(ToolResult(use.id, outcome.parts, outcome.is_error))
         return Message("user", tuple(results), wire=self._wire)
-
-
-class ToolRunner:
-    """The registry and the thread pool that tool batches run on.
-
-    The pool is sized by ``Config.max_tool_threads`` of the batch that starts it and
-    rebuilt when a later config asks for another size.
-    """
-
-    __slots__ = ("_executor", "_size", "registry")
-
-    def __init__(self, registry: ToolRegistry) -> None:
-        self.registry = registry
-        self._executor: ThreadPoolExecutor | None = None
-        self._size = 0
-
-    def start(
-        self,
-        uses: Sequence[ToolUse],
-        threads: int,
-        limits: ImageLimits,
-        wire: WireIdentity | None,
-        session_id: str | None = None,
-    ) -> Dispatch:
-        """Start running ``uses`` on ``threads`` threads; the batch reports by ``poll``."""
-        executor = self._executor
-        if executor is None or self._size != threads:
-            if executor is not None:
-                executor.shutdown(wait=False)
-            executor = self._executor = ThreadPoolExecutor(
-                max_workers=threads, thread_name_prefix="navi-tool"
-            )
-            self._size = threads
-        return Dispatch(
-            uses,
-            self.registry,
-            executor,
-            limits,
-            wire,
-            session_id=session_id,
-            on_abandon=self._abandon_pool,
-        )
-
-    def _abandon_pool(self) -> None:
-        """Leave the threads of cancelled calls that still run to themselves: the next
-        batch starts on a new pool, so hung tools never starve later turns."""
-        executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
-
-    def shutdown(self) -> None:
-        """Stop the pool; calls still running finish on their threads."""
-        executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)

@@ -14,7 +14,8 @@ NaviError
 ├── OutputValidationError   the structured answer stayed invalid after a corrective retry
 ├── SessionError            persistence: SessionNotFound, AmbiguousSession, SessionBusy
 │                           (SessionLockLost: a lock taken away, e.g. on failover)
-└── ToolRegistrationError   a duplicate or invalid tool
+├── ToolRegistrationError   a duplicate or invalid tool
+└── ApprovalNotPending      approve/deny named a call that waits for no decision
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import ClassVar
 
 __all__ = [
     "AmbiguousSession",
+    "ApprovalNotPending",
     "AuthFailed",
     "BadRequest",
     "Cancelled",
@@ -208,3 +210,7 @@ class SessionLockLost(SessionBusy):
 
 class ToolRegistrationError(NaviError, ValueError):
     """A tool name is taken already, or a tool cannot be described as a JSON schema."""
+
+
+class ApprovalNotPending(NaviError, LookupError):
+    """``approve``/``deny`` named a call that is not waiting for a decision."""

@@ -8,6 +8,7 @@ this from ``TRANSITIONS``)::
     TURN_START      --finished-->       DONE
     TURN_START      --cancelled-->      DONE
     TURN_START      --failed-->         FAILED
+    TURN_START      --approved-->       AFTER_RESPONSE
     STREAMING       --completed-->      AFTER_RESPONSE
     STREAMING       --stream failed-->  TURN_START
     STREAMING       --cancelled-->      DONE
@@ -78,6 +79,8 @@ class Trigger(enum.Enum):
     CANCELLED = "cancelled"
     #: an error ended the turn (also ``close()`` before the end)
     FAILED = "failed"
+    #: ``resume()`` found a held batch whose calls are decided: run the approved ones
+    APPROVED = "approved"
 
 
 TRANSITIONS: Final[Mapping[tuple[Phase, Trigger], Phase]] = MappingProxyType(
@@ -86,6 +89,7 @@ TRANSITIONS: Final[Mapping[tuple[Phase, Trigger], Phase]] = MappingProxyType(
         (Phase.TURN_START, Trigger.FINISHED): Phase.DONE,
         (Phase.TURN_START, Trigger.CANCELLED): Phase.DONE,
         (Phase.TURN_START, Trigger.FAILED): Phase.FAILED,
+        (Phase.TURN_START, Trigger.APPROVED): Phase.AFTER_RESPONSE,
         (Phase.STREAMING, Trigger.COMPLETED): Phase.AFTER_RESPONSE,
         (Phase.STREAMING, Trigger.STREAM_FAILED): Phase.TURN_START,
         (Phase.STREAMING, Trigger.CANCELLED): Phase.DONE,

@@ -39,6 +39,8 @@ State beside the phase, each in one field:
 * ``_response``: the open provider response, in STREAMING only.
 * ``_ctl`` (``TurnControl``): the driving lock, the ``next(timeout)`` deadline, the
   requested stop, and a blocking call waiting off-thread with its continuation.
+* ``_x`` (``TurnExtras``): hooks, observers, planning, a resumed or held approval
+  batch and the usage of sub-agents; called at publish, open, dispatch and finish.
 
 TURN_START runs these sub-steps in order; the first one that queues an event or moves
 the phase ends the step:
@@ -49,7 +51,8 @@ the phase ends the step:
 4. run the announced compaction, if any (``Compacted``, or a retry notice);
 5. apply the queued steering messages (``Steered``);
 6. once per request, the threshold check: announce a compaction (``CompactionStarted``);
-7. open the provider response: opened, or a provider error (retry notice, overflow
+7. once per turn, the planning request of ``Config.planning`` (its ``MessageComplete``);
+8. open the provider response: opened, or a provider error (retry notice, overflow
    compaction, or failed).
 
 The legal moves are ``TRANSITIONS`` in ``navi_core.phases`` (its docstring draws them).
@@ -60,7 +63,6 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -111,6 +113,7 @@ from .providers.base import Provider, ProviderRequest, ProviderStream
 from .session import Session
 from .steering import SteeringQueue
 from .tools import ToolSpec
+from .turn_extras import TurnExtras
 
 __all__ = ["TRANSITIONS", "Phase", "Stream", "Trigger", "TurnHost"]
 
@@ -164,9 +167,12 @@ class Stream:
         rng: random.Random | None = None,
         steered: Sequence[Message] = (),
         output: OutputSpec | None = None,
+        extras: TurnExtras | None = None,
     ) -> None:
         self._host = host
         self._output = OutputCheck(output)  # run(..., output=T); inert without T
+        self._x = extras if extras is not None else TurnExtras(host.session)
+        self._observers = self._x.observers
         self._phase = Phase.TURN_START
         # typed as the union so next() returns it unchanged; providers and dispatch
         # push into it through their ``deque[Event]`` / ``list[Event]`` signatures
@@ -192,11 +198,17 @@ class Stream:
         self._error: BaseException | None = None
         self._error_raised = False
         self._closed = False
-        self._turn_id = uuid.uuid4().hex
+        self._turn_id = self._x.turn_id
         self._ctl = TurnControl()
         if resume:
             last = host.session.last_dialogue_message()
-            if last is None or last.role == "assistant":
+            if self._x.resume_plan is not None:  # a held batch: run what was decided
+                self._last = last
+                if self._x.hold_again():
+                    self._finish(StopReason.APPROVAL_REQUIRED)
+                else:
+                    self._move(Trigger.APPROVED)
+            elif last is None or last.role == "assistant":
                 # the last turn finished: nothing to answer
                 self._last = last
                 self._finish(StopReason.END_TURN)
@@ -243,6 +255,8 @@ class Stream:
                     if ev.model == self._model:
                         continue
                     self._model = ev.model
+                if self._observers.subscriptions:
+                    self._observers.publish(self._turn_id, ev)
                 return ev
             if self._step is None:
                 if self._phase is Phase.FAILED:
@@ -397,17 +411,11 @@ class Stream:
     def _finish(self, reason: StopReason) -> None:
         self._release_response()
         response = self._last.text if self._last is not None else ""
-        self._queue.append(
-            TurnComplete(
-                reason,
-                response,
-                self._iterations,
-                self._tool_calls,
-                self._usage,
-                self._turn_id,
-                self._output.value,
-            )
+        counts = (self._iterations, self._tool_calls, self._usage)
+        done = TurnComplete(
+            reason, response, *counts, self._turn_id, self._output.value
         )
+        self._queue.append(self._x.complete(done))
         normal = reason not in (StopReason.CANCELLED, StopReason.TIMEOUT)
         self._move(Trigger.FINISHED if normal else Trigger.CANCELLED)
 
@@ -478,6 +486,12 @@ class Stream:
                 return
         if self._queue:
             return  # hand out the Steered events before the request opens
+        if (plan := self._x.take_plan()) is not None:  # Config.planning, once
+            planned = self._x.planned
+            self._ctl.offload(
+                plan.run, lambda op: self._queue.extend(planned(plan, op))
+            )
+            return
         session = host.session
         request = ProviderRequest(
             tuple(session.conversation.dialogue()),
@@ -501,7 +515,7 @@ class Stream:
             with contextlib.suppress(Exception):
                 response.close()
             return
-        self._response = response
+        self._response = self._x.watch(response, self._config)
         self._move(Trigger.OPENED)
 
     def _streaming(self) -> None:
@@ -591,12 +605,15 @@ class Stream:
             self._dispatch = self._host.start_tools(uses, self._config)
             return
         try:
-            self._queue.extend(dispatch.poll(self._ctl.remaining()))  # type: ignore[arg-type]
+            self._queue.extend(self._x.polled(dispatch.poll(self._ctl.remaining())))  # type: ignore[arg-type]
         except TimeoutError:
             raise NotYet from None
         if dispatch.done:
-            results = dispatch.message()
             self._dispatch = None
+            if self._x.held(dispatch):  # calls wait for approval: saved, turn ends
+                self._finish(StopReason.APPROVAL_REQUIRED)
+                return
+            results = dispatch.message()
             self._tool_calls += len(results.content)
             self._commit(results)
             self._queue.append(ToolDispatchComplete(results))

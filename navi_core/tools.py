@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, overload, runtime_chec
 
 from . import pydantic_types
 from .errors import ToolRegistrationError
+from .events import Event
 from .schema import convert, function_schema, parse_docstring, schema_for, type_hints
 from .validation import ArgumentError, errors, summary
 
@@ -77,7 +78,7 @@ class ToolContext:
     ``emit(text)`` reports progress, returned by the stream as ``ToolProgress``.
     """
 
-    __slots__ = ("_emit", "call_id", "cancelled", "name", "session_id")
+    __slots__ = ("_emit", "_forward", "call_id", "cancelled", "name", "session_id")
 
     def __init__(
         self,
@@ -86,17 +87,25 @@ class ToolContext:
         session_id: str | None = None,
         cancelled: threading.Event | None = None,
         emit: Callable[[str], None] | None = None,
+        forward: Callable[[Event], None] | None = None,
     ) -> None:
         self.call_id = call_id
         self.name = name
         self.session_id = session_id
         self.cancelled = cancelled if cancelled is not None else threading.Event()
         self._emit = emit
+        self._forward = forward
 
     def emit(self, text: str) -> None:
         """Report progress of this call (``ToolProgress(call_id, text)``)."""
         if self._emit is not None:
             self._emit(str(text))
+
+    def forward(self, event: Event) -> None:
+        """Hand an event of a sub-agent this call runs to the parent stream, where it
+        arrives as ``SubagentEvent(call_id, event)`` (a no-op outside a stream)."""
+        if self._forward is not None:
+            self._forward(event)
 
     def __repr__(self) -> str:
         return f"ToolContext(call_id={self.call_id!r}, name={self.name!r})"
@@ -131,6 +140,8 @@ class Tool(Generic[P, R]):
     hints: dict[str, Any] = field(
         default_factory=dict, hash=False, repr=False, compare=False
     )
+    #: every call waits for ``Agent.approve`` before it runs
+    needs_approval: bool = field(default=False, compare=False)
 
     __signature__ = _FunctionSignature()
 
@@ -250,7 +261,10 @@ class ToolSource(Protocol):
 def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    needs_approval: bool = False,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -258,11 +272,14 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    needs_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed, documented function into a ``Tool``.
 
-    ``@tool`` or ``@tool(name=..., description=...)``; the tool is called like the
-    function (``add(1, 2)``), with the same parameters and return type.
+    ``@tool`` or ``@tool(name=..., description=..., needs_approval=...)``; the tool
+    is called like the function (``add(1, 2)``), with the same parameters and return
+    type. With ``needs_approval`` every call ends the turn with
+    ``StopReason.APPROVAL_REQUIRED`` until ``Agent.approve`` or ``Agent.deny``.
 
     Raises:
         ToolRegistrationError: a parameter type cannot be expressed as JSON schema.
@@ -278,6 +295,7 @@ def tool(
             function_schema(f, hints, arg_docs, skip=injected),
             f,
             hints,
+            needs_approval,
         )
 
     return build(fn) if fn is not None else build

@@ -12,7 +12,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -118,7 +118,8 @@ def drive_polling(
     return events, time.monotonic() - stopped[0]
 
 
-DRIVERS = {"blocking": drive_blocking, "timeout": drive_polling}
+Driver = Callable[[Stream, Callable[[], None], float], tuple[list[Event], float]]
+DRIVERS: dict[str, Driver] = {"blocking": drive_blocking, "timeout": drive_polling}
 
 
 @pytest.fixture(params=sorted(DRIVERS))
@@ -128,7 +129,7 @@ def drive(
     return DRIVERS[request.param]
 
 
-def last(events: list[Event]) -> TurnComplete:
+def last(events: Sequence[Event]) -> TurnComplete:
     done = events[-1]
     assert isinstance(done, TurnComplete), events
     return done
@@ -138,7 +139,9 @@ def text_stream(*pieces: bytes | float) -> Reply:
     return Reply(body=pieces)
 
 
-def test_cancel_while_waiting_for_headers(loopback: LoopbackServer, drive) -> None:  # type: ignore[no-untyped-def]
+def test_cancel_while_waiting_for_headers(
+    loopback: LoopbackServer, drive: Driver
+) -> None:
     loopback.add(Reply.sse(openai_body(["late"]), delay=30))
     with Agent(provider(loopback.url), config=Config(retry=NO_RETRY)) as agent:
         stream = agent.run("hi")
@@ -148,7 +151,7 @@ def test_cancel_while_waiting_for_headers(loopback: LoopbackServer, drive) -> No
     assert [m.role for m in agent.conversation.messages] == ["user"]
 
 
-def test_cancel_on_a_silent_stream(loopback: LoopbackServer, drive) -> None:  # type: ignore[no-untyped-def]
+def test_cancel_on_a_silent_stream(loopback: LoopbackServer, drive: Driver) -> None:
     head = openai_chunk({"role": "assistant", "content": "first "})
     loopback.add(text_stream(head, 30.0, openai_body(["never"])))
     with Agent(provider(loopback.url), config=Config(retry=NO_RETRY)) as agent:
@@ -159,7 +162,7 @@ def test_cancel_on_a_silent_stream(loopback: LoopbackServer, drive) -> None:  # 
     assert latency < BOUND
 
 
-def test_cancel_mid_stream(loopback: LoopbackServer, drive) -> None:  # type: ignore[no-untyped-def]
+def test_cancel_mid_stream(loopback: LoopbackServer, drive: Driver) -> None:
     chunks: list[bytes | float] = []
     for i in range(400):
         chunks += [openai_chunk({"content": f"w{i} "}), 0.01]
@@ -172,7 +175,7 @@ def test_cancel_mid_stream(loopback: LoopbackServer, drive) -> None:  # type: ig
     assert latency < BOUND
 
 
-def test_cancel_during_a_retry_wait(loopback: LoopbackServer, drive) -> None:  # type: ignore[no-untyped-def]
+def test_cancel_during_a_retry_wait(loopback: LoopbackServer, drive: Driver) -> None:
     loopback.add(
         Reply.json(503, {"error": {"message": "busy"}}, [("retry-after", "20")])
     )
@@ -186,8 +189,8 @@ def test_cancel_during_a_retry_wait(loopback: LoopbackServer, drive) -> None:  #
 
 
 def test_cancel_during_a_summary_request(
-    loopback: LoopbackServer, drive, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    loopback: LoopbackServer, drive: Driver, tmp_path: Path
+) -> None:
     from navi_core import SQLiteStore
 
     db = tmp_path / "s.db"
@@ -214,7 +217,7 @@ def test_cancel_during_a_summary_request(
     store.close()
 
 
-def test_cancel_while_connecting(drive) -> None:  # type: ignore[no-untyped-def]
+def test_cancel_while_connecting(drive: Driver) -> None:
     # A listener whose accept queue is full drops new SYNs: connect() hangs.
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -253,8 +256,8 @@ def test_cancel_while_connecting(drive) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_cancel_while_a_tool_hangs_keeps_finished_results(
-    loopback: LoopbackServer, drive
-) -> None:  # type: ignore[no-untyped-def]
+    loopback: LoopbackServer, drive: Driver
+) -> None:
     release = threading.Event()
     sent: list[str] = []
 
@@ -399,8 +402,8 @@ def test_close_from_another_thread_while_next_blocks(
 
 
 def test_turn_timeout_ends_the_turn_with_timeout(
-    loopback: LoopbackServer, drive
-) -> None:  # type: ignore[no-untyped-def]
+    loopback: LoopbackServer, drive: Driver
+) -> None:
     loopback.add(Reply.sse(openai_body(["late"]), delay=30))
     config = Config(retry=NO_RETRY, turn_timeout=0.6)
     with Agent(provider(loopback.url), config=config) as agent:

@@ -35,6 +35,7 @@ def test_table_matches_the_design() -> None:
         (Phase.TURN_START, Trigger.FINISHED): Phase.DONE,
         (Phase.TURN_START, Trigger.CANCELLED): Phase.DONE,
         (Phase.TURN_START, Trigger.FAILED): Phase.FAILED,
+        (Phase.TURN_START, Trigger.APPROVED): Phase.AFTER_RESPONSE,
         (Phase.STREAMING, Trigger.COMPLETED): Phase.AFTER_RESPONSE,
         (Phase.STREAMING, Trigger.STREAM_FAILED): Phase.TURN_START,
         (Phase.STREAMING, Trigger.CANCELLED): Phase.DONE,

@@ -9,13 +9,27 @@ none. ``lock`` gives one driver at a time the right to append to a session.
 from __future__ import annotations
 
 import builtins
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
-from ..conversation import Conversation, Message
+from ..conversation import Conversation, Message, ToolResult
 
-__all__ = ["SessionInfo", "SessionLock", "SessionStore"]
+__all__ = [
+    "MAX_PAGE",
+    "Approval",
+    "ApprovalState",
+    "HistoryPage",
+    "SessionInfo",
+    "SessionLock",
+    "SessionStore",
+    "check_page_limit",
+    "parse_cursor",
+]
+
+#: the most messages one ``history_page`` call returns
+MAX_PAGE: Final = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +42,70 @@ class SessionInfo:
     message_count: int
     last_user_message: str | None
     model: str | None
+
+
+class ApprovalState(str, enum.Enum):
+    """Where a held tool call stands; only the moves below are made, each atomically.
+
+    pending -> approved | denied; approved -> running (claimed by the resuming
+    driver, just before the tool runs); running -> done (the result is stored).
+    """
+
+    #: waits for ``Agent.approve`` / ``Agent.deny``
+    PENDING = "pending"
+    #: a person approved it; the next ``resume()`` runs it
+    APPROVED = "approved"
+    #: a person denied it; the model reads the reason
+    DENIED = "denied"
+    #: claimed by a driver that is running it now (or crashed while it ran)
+    RUNNING = "running"
+    #: it has its result (calls of the batch that needed no approval start here)
+    DONE = "done"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """One tool call of a batch held for approval, as the store keeps it."""
+
+    call_id: str
+    name: str
+    state: ApprovalState
+    #: the reason given with a denial (or by the hook that asked for approval)
+    reason: str = ""
+    #: the call's result once ``DONE``
+    result: ToolResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPage:
+    """One page of a session's messages, every window included, oldest first.
+
+    ``next_cursor`` continues after the last message of this page; None at the end.
+    """
+
+    messages: tuple[Message, ...]
+    next_cursor: str | None
+
+
+def check_page_limit(limit: int) -> int:
+    """``limit`` when it is 1..``MAX_PAGE``; a ValueError naming the bounds otherwise."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit must be between 1 and {MAX_PAGE}, not {limit}")
+    return limit
+
+
+def parse_cursor(cursor: str | None) -> int:
+    """The message offset a ``history_page`` cursor stands for (0 for None)."""
+    if cursor is None:
+        return 0
+    if not cursor.isascii() or not cursor.isdigit() or len(cursor) > 12:
+        raise ValueError(f"not a history_page cursor: {cursor[:40]!r}")
+    return int(cursor)
 
 
 @runtime_checkable
@@ -77,6 +155,43 @@ class SessionStore(Protocol):
 
     def new_window(self, session_id: str, messages: Sequence[Message]) -> None:
         """Start a new window holding ``messages`` (a compaction), atomically."""
+        ...
+
+    def history_page(
+        self, session_id: str, limit: int = 100, cursor: str | None = None
+    ) -> HistoryPage:
+        """Up to ``limit`` (at most ``MAX_PAGE``) messages of every window, oldest
+        first, starting where ``cursor`` (a ``next_cursor``) points.
+
+        Raises:
+            ValueError: ``limit`` is out of bounds or ``cursor`` is not a cursor.
+        """
+        ...
+
+    def save_approvals(self, session_id: str, approvals: Sequence[Approval]) -> None:
+        """Replace the session's held batch with ``approvals`` (empty clears it)."""
+        ...
+
+    def approvals(self, session_id: str) -> builtins.list[Approval]:
+        """The session's held batch, in the model's order of the calls."""
+        ...
+
+    def move_approval(
+        self,
+        session_id: str,
+        call_id: str,
+        expected: ApprovalState,
+        new: ApprovalState,
+        *,
+        reason: str | None = None,
+        result: ToolResult | None = None,
+    ) -> bool:
+        """Move one held call from ``expected`` to ``new`` atomically.
+
+        Returns False (changing nothing) when the call is not in ``expected``: this
+        is how two drivers never both run an approved call. ``reason`` and ``result``
+        replace the stored ones when given.
+        """
         ...
 
     def lock(self, session_id: str) -> SessionLock:

@@ -10,11 +10,74 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..conversation import Conversation, Message
+from ..conversation import Conversation, Message, ToolResult
 from ..errors import AmbiguousSession, SessionBusy, SessionNotFound
-from .base import SessionInfo
+from .base import (
+    Approval,
+    ApprovalState,
+    HistoryPage,
+    SessionInfo,
+    check_page_limit,
+    parse_cursor,
+)
 
-__all__ = ["MemoryStore", "session_summary"]
+__all__ = ["ApprovalBook", "MemoryStore", "page_of", "session_summary"]
+
+
+def page_of(
+    windows: Sequence[Sequence[Message]], limit: int, cursor: str | None
+) -> HistoryPage:
+    """The ``history_page`` of ``windows`` (every window, oldest first)."""
+    limit = check_page_limit(limit)
+    start = parse_cursor(cursor)
+    flat = [m for w in windows for m in w]
+    messages = tuple(flat[start : start + limit])
+    end = start + len(messages)
+    return HistoryPage(messages, str(end) if end < len(flat) else None)
+
+
+class ApprovalBook:
+    """Held tool-call batches by session id, in memory; every move under one mutex."""
+
+    __slots__ = ("_batches", "_mutex")
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._batches: dict[str, list[Approval]] = {}
+
+    def save(self, session_id: str, approvals: Sequence[Approval]) -> None:
+        with self._mutex:
+            if approvals:
+                self._batches[session_id] = list(approvals)
+            else:
+                self._batches.pop(session_id, None)
+
+    def get(self, session_id: str) -> list[Approval]:
+        with self._mutex:
+            return list(self._batches.get(session_id, ()))
+
+    def move(
+        self,
+        session_id: str,
+        call_id: str,
+        expected: ApprovalState,
+        new: ApprovalState,
+        reason: str | None,
+        result: ToolResult | None,
+    ) -> bool:
+        with self._mutex:
+            batch = self._batches.get(session_id, [])
+            for i, a in enumerate(batch):
+                if a.call_id == call_id and a.state is expected:
+                    batch[i] = Approval(
+                        a.call_id,
+                        a.name,
+                        new,
+                        a.reason if reason is None else reason,
+                        a.result if result is None else result,
+                    )
+                    return True
+            return False
 
 
 def session_summary(messages: Sequence[Message]) -> tuple[str | None, str | None]:
@@ -64,6 +127,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self._mutex = threading.Lock()
         self._sessions: dict[str, _Session] = {}
+        self._approvals = ApprovalBook()
 
     def create(self) -> SessionInfo:
         now = time.time()
@@ -116,6 +180,32 @@ class MemoryStore:
     def history(self, session_id: str) -> builtins.list[builtins.list[Message]]:
         with self._mutex:
             return [list(w) for w in self._find(session_id).windows]
+
+    def history_page(
+        self, session_id: str, limit: int = 100, cursor: str | None = None
+    ) -> HistoryPage:
+        with self._mutex:
+            windows = [list(w) for w in self._find(session_id).windows]
+        return page_of(windows, limit, cursor)
+
+    def save_approvals(self, session_id: str, approvals: Sequence[Approval]) -> None:
+        self._approvals.save(self.get(session_id).id, approvals)
+
+    def approvals(self, session_id: str) -> builtins.list[Approval]:
+        return self._approvals.get(self.get(session_id).id)
+
+    def move_approval(
+        self,
+        session_id: str,
+        call_id: str,
+        expected: ApprovalState,
+        new: ApprovalState,
+        *,
+        reason: str | None = None,
+        result: ToolResult | None = None,
+    ) -> bool:
+        sid = self.get(session_id).id
+        return self._approvals.move(sid, call_id, expected, new, reason, result)
 
     def append(self, session_id: str, messages: Sequence[Message]) -> None:
         with self._mutex:

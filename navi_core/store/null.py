@@ -7,9 +7,10 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from ..conversation import Conversation, Message
+from ..conversation import Conversation, Message, ToolResult
 from ..errors import SessionNotFound
-from .base import SessionInfo
+from .base import Approval, ApprovalState, HistoryPage, SessionInfo, check_page_limit
+from .memory import ApprovalBook
 
 __all__ = ["NullStore"]
 
@@ -22,7 +23,14 @@ class _NoLock:
 
 
 class NullStore:
-    """A store that forgets: ``append`` drops messages, ``load`` finds nothing."""
+    """A store that forgets: ``append`` drops messages, ``load`` finds nothing.
+
+    Held approvals are kept in this object's memory only, so an agent can still
+    approve and resume within the process; they do not survive it.
+    """
+
+    def __init__(self) -> None:
+        self._approvals = ApprovalBook()
 
     def create(self) -> SessionInfo:
         now = time.time()
@@ -42,6 +50,30 @@ class NullStore:
 
     def history(self, session_id: str) -> builtins.list[builtins.list[Message]]:
         raise SessionNotFound(f"NullStore keeps no sessions ({session_id!r})")
+
+    def history_page(
+        self, session_id: str, limit: int = 100, cursor: str | None = None
+    ) -> HistoryPage:
+        check_page_limit(limit)
+        raise SessionNotFound(f"NullStore keeps no sessions ({session_id!r})")
+
+    def save_approvals(self, session_id: str, approvals: Sequence[Approval]) -> None:
+        self._approvals.save(session_id, approvals)
+
+    def approvals(self, session_id: str) -> builtins.list[Approval]:
+        return self._approvals.get(session_id)
+
+    def move_approval(
+        self,
+        session_id: str,
+        call_id: str,
+        expected: ApprovalState,
+        new: ApprovalState,
+        *,
+        reason: str | None = None,
+        result: ToolResult | None = None,
+    ) -> bool:
+        return self._approvals.move(session_id, call_id, expected, new, reason, result)
 
     def append(self, session_id: str, messages: Sequence[Message]) -> None:
         pass

@@ -61,6 +61,7 @@ from .pg_fence import (
     lock_lost,
 )
 from .sql import Dialect, SQLStore, Statements
+from .sql_extras import ExtraStatements, approvals_schema
 
 __all__ = ["PostgresLock", "PostgresMigration", "PostgresStore"]
 
@@ -69,17 +70,17 @@ PostgresMigration: TypeAlias = Callable[["psycopg.Connection[Any]"], None]
 #: key of the transaction-scoped advisory lock that serialises migrations
 _MIGRATION_LOCK: Final = 0x6E61_7669_5F6D_6967  # "navi_mig"
 #: bodies are jsonb, kept verbatim in body_text when jsonb cannot hold them
-_STATEMENTS: Final = Statements.build(
-    Dialect(
-        param="%s",
-        now="extract(epoch FROM clock_timestamp())",
-        greatest="GREATEST",
-        prefix_match="starts_with(id, ?)",
-        body_columns=("body", "body_text"),
-        body_values="?::jsonb, ?",
-        fence=FENCE,
-    )
+_DIALECT: Final = Dialect(
+    param="%s",
+    now="extract(epoch FROM clock_timestamp())",
+    greatest="GREATEST",
+    prefix_match="starts_with(id, ?)",
+    body_columns=("body", "body_text"),
+    body_values="?::jsonb, ?",
+    fence=FENCE,
 )
+_STATEMENTS: Final = Statements.build(_DIALECT)
+_EXTRAS: Final = ExtraStatements.build(_DIALECT.param, _DIALECT.body_columns)
 _KEEPALIVES: Final = {
     "keepalives": "1",
     "keepalives_idle": "30",
@@ -232,8 +233,9 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
     """
 
     #: schema steps; ``MIGRATIONS[i]`` takes version ``i`` to ``i + 1``
-    MIGRATIONS: ClassVar[tuple[PostgresMigration, ...]] = (_schema_v1,)
+    MIGRATIONS: ClassVar[tuple[PostgresMigration, ...]] = (_schema_v1, approvals_schema)
     STATEMENTS: ClassVar[Statements] = _STATEMENTS
+    EXTRAS: ClassVar[ExtraStatements] = _EXTRAS
     DRIVER_ERRORS: ClassVar[tuple[type[Exception], ...]] = (psycopg.Error,)
 
     def __init__(

@@ -32,6 +32,7 @@ from ..conversation import Conversation, Message, valid_text
 from ..errors import AmbiguousSession, SessionError, SessionNotFound
 from .base import SessionInfo, SessionLock
 from .memory import session_summary
+from .sql_extras import SQLExtras
 from .statements import Dialect, Statements
 
 __all__ = ["Connection", "Cursor", "Dialect", "SQLStore", "Statements"]
@@ -58,7 +59,7 @@ _T = TypeVar("_T")
 _StoreT = TypeVar("_StoreT", bound="SQLStore[Any]")
 
 
-class SQLStore(abc.ABC, Generic[ConnT]):
+class SQLStore(SQLExtras, abc.ABC, Generic[ConnT]):
     """``SessionStore`` over SQL; a subclass supplies the dialect and the lock.
 
     Subclasses set ``STATEMENTS`` and ``DRIVER_ERRORS``, open their database, call

@@ -37,6 +37,7 @@ from .. import codec
 from ..conversation import Message
 from ..errors import SessionBusy, SessionError
 from .sql import Dialect, SQLStore, Statements
+from .sql_extras import ExtraStatements, approvals_schema
 
 __all__ = ["SQLiteLock", "SQLiteStore", "SQLiteMigration"]
 
@@ -44,16 +45,16 @@ SQLiteMigration: TypeAlias = Callable[[sqlite3.Connection], None]
 
 #: the clock in SQL: SQLite's own reads milliseconds, so each connection gets time.time
 _CLOCK: Final = "navi_now"
-_STATEMENTS: Final = Statements.build(
-    Dialect(
-        param="?",
-        now=f"{_CLOCK}()",
-        greatest="max",
-        prefix_match="instr(id, ?) = 1",
-        body_columns=("body",),
-        body_values="?",
-    )
+_DIALECT: Final = Dialect(
+    param="?",
+    now=f"{_CLOCK}()",
+    greatest="max",
+    prefix_match="instr(id, ?) = 1",
+    body_columns=("body",),
+    body_values="?",
 )
+_STATEMENTS: Final = Statements.build(_DIALECT)
+_EXTRAS: Final = ExtraStatements.build(_DIALECT.param, _DIALECT.body_columns)
 
 
 def _schema_v1(conn: sqlite3.Connection) -> None:
@@ -146,8 +147,9 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
     """
 
     #: schema steps; ``MIGRATIONS[i]`` takes version ``i`` to ``i + 1``
-    MIGRATIONS: ClassVar[tuple[SQLiteMigration, ...]] = (_schema_v1,)
+    MIGRATIONS: ClassVar[tuple[SQLiteMigration, ...]] = (_schema_v1, approvals_schema)
     STATEMENTS: ClassVar[Statements] = _STATEMENTS
+    EXTRAS: ClassVar[ExtraStatements] = _EXTRAS
     DRIVER_ERRORS: ClassVar[tuple[type[Exception], ...]] = (sqlite3.Error,)
 
     def __init__(

@@ -17,6 +17,9 @@ from navi_core.conversation import Message, Text, UserMessage, WireIdentity
 from navi_core.errors import SessionBusy, SessionError
 from navi_core.store import SQLiteStore
 
+#: the schema version this navi_core writes
+V = len(SQLiteStore.MIGRATIONS)
+
 
 def _raw(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(path, isolation_level=None)
@@ -28,8 +31,8 @@ def test_file_is_wal_with_schema_v1(tmp_path: Path) -> None:
         store.create()
         raw = _raw(path)
         assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert raw.execute("PRAGMA user_version").fetchone() == (1,)
-        assert len(SQLiteStore.MIGRATIONS) == 1
+        assert raw.execute("PRAGMA user_version").fetchone() == (V,)
+        assert V == 2  # v1 sessions and messages, v2 held approvals
         raw.close()
     assert repr(store) == f"SQLiteStore({str(path)!r})"
 
@@ -54,11 +57,11 @@ def test_migration_to_a_later_version_keeps_the_data(tmp_path: Path) -> None:
     with _StoreV2(path):  # at v2 already: the step does not run twice
         pass
     raw = _raw(path)
-    assert raw.execute("PRAGMA user_version").fetchone() == (2,)
+    assert raw.execute("PRAGMA user_version").fetchone() == (V + 1,)
     assert raw.execute("SELECT tags FROM navi_sessions").fetchall() == [("migrated",)]
     raw.close()
     with pytest.raises(
-        SessionError, match=r"schema v2, newer than this navi_core knows"
+        SessionError, match=rf"schema v{V + 1}, newer than this navi_core knows"
     ):
         SQLiteStore(path)
 
@@ -77,7 +80,7 @@ def test_a_failing_migration_changes_nothing(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="step failed"):
         Broken(path)
     raw = _raw(path)
-    assert raw.execute("PRAGMA user_version").fetchone() == (1,)
+    assert raw.execute("PRAGMA user_version").fetchone() == (V,)
     tables = {
         r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")
     }

@@ -11,20 +11,32 @@ from navi_core import (
     AnyEvent,
     CompactionResult,
     Config,
+    HistoryPage,
+    Hook,
+    HookFailure,
     Media,
     MessageComplete,
+    NeedsApproval,
     OpenAIChat,
     Phase,
     PostgresStore,
+    ProviderRequest,
     Scripted,
     Session,
     SQLiteStore,
     StopReason,
     Stream,
+    SubAgent,
+    Subscription,
     TextDelta,
+    Tool,
+    ToolCall,
     ToolCallStart,
+    ToolUse,
     TurnComplete,
     Usage,
+    Veto,
+    is_casual_message,
 )
 
 agent = Agent(
@@ -62,3 +74,30 @@ for event in agent.run("again"):
 
 offline = Agent(Scripted(["hi"]))
 assert_type(offline.resume(), Stream)
+
+
+class Policy(Hook):
+    def on_tool_start(self, call: ToolCall) -> Veto | NeedsApproval | None:
+        return Veto("no") if call.name == "rm" else None
+
+
+hooked = Agent(Scripted(["hi"]), hooks=[Policy()])
+hooked.add_hook(Policy())
+hooked.approve("call_1")
+hooked.deny("call_1", "not now")
+assert_type(hooked.subscribe(), Subscription)
+for turn_id, _item in hooked.subscribe(maxsize=8):
+    assert_type(turn_id, str)
+assert_type(hooked.inspect(), ProviderRequest)
+assert_type(hooked.compact(keep_turns=2), CompactionResult)
+for _step in hooked.compact_stream(keep_turns=1):
+    pass
+done = TurnComplete(StopReason.APPROVAL_REQUIRED, "", 1, 0, Usage())
+assert_type(done.pending_approvals, tuple[ToolUse, ...])
+assert_type(done.hook_failures, tuple[HookFailure, ...])
+assert_type(done.turn_id, str)
+assert_type(stream.turn_id, str)
+helper = SubAgent("helper", "Helps.", lambda: Agent(Scripted(["ok"])), timeout=30.0)
+helper_tool: Tool = helper
+assert_type(is_casual_message("hi"), bool)
+assert_type(offline.store.history_page(offline.session_id, limit=10), HistoryPage)
