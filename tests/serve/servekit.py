@@ -147,6 +147,12 @@ class Client:
     def close(self) -> None:
         self.http.close()
 
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def new_session(self, **body: Any) -> str:
         r = self.http.post("/v1/sessions", json=body)
         assert r.status_code == 201, r.text
