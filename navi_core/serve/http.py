@@ -134,12 +134,11 @@ class Request:
     def query_int(self, name: str, default: int, low: int, high: int) -> int:
         """An integer query parameter within ``[low, high]``; 400 naming it if not."""
         raw = self.query_one(name)
-        if raw is None or raw == "":
+        if raw is None:
             return default
-        try:
-            value = int(raw)
-        except ValueError:
-            value = low - 1
+        value = (
+            int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else low - 1
+        )
         if not low <= value <= high:
             raise HTTPError(
                 400,

@@ -181,7 +181,7 @@ def _post(
 
 def openapi_document() -> dict[str, Any]:
     """The API described as OpenAPI 3.1."""
-    text = {"type": "string", "maxLength": 1_000_000}
+    text = {"type": ["string", "null"]}
     return {
         "openapi": "3.1.0",
         "info": {"title": "navi-core serve", "version": __version__},
@@ -262,7 +262,7 @@ def openapi_document() -> dict[str, Any]:
             "/v1/sessions/{session_id}/steer": {
                 "post": _post(
                     "add a user message to the running turn (or the next one)",
-                    _body({"text": {**text, "minLength": 1}}, ("text",)),
+                    _body({"text": {"type": "string", "minLength": 1}}, ("text",)),
                     "202",
                     "Steered",
                     400,

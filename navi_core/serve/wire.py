@@ -121,14 +121,15 @@ def _hook_failure(obj: Any) -> HookFailure:
     return HookFailure(**obj)
 
 
+#: field annotation (as the events module writes it) -> decoder of its JSON
 _FIELD_DECODERS: Final[Mapping[str, Callable[[Any], Any]]] = MappingProxyType(
     {
-        "message": from_obj,
-        "usage": lambda o: Usage(**o),
-        "stop_reason": StopReason,
-        "event": lambda o: decode_event(o),
-        "pending_approvals": lambda o: tuple(_tool_use(x) for x in o),
-        "hook_failures": lambda o: tuple(_hook_failure(x) for x in o),
+        "Message": from_obj,
+        "Usage": lambda o: Usage(**o),
+        "StopReason": StopReason,
+        "Event": lambda o: decode_event(o),
+        "tuple[ToolUse, ...]": lambda o: tuple(_tool_use(x) for x in o),
+        "tuple[HookFailure, ...]": lambda o: tuple(_hook_failure(x) for x in o),
     }
 )
 
@@ -158,7 +159,7 @@ def decode_event(data: bytes | str | Mapping[str, Any]) -> Event:
             if f.name not in obj:
                 continue
             value = obj[f.name]
-            decoder = _FIELD_DECODERS.get(f.name)
+            decoder = _FIELD_DECODERS.get(str(f.type))
             kwargs[f.name] = value if decoder is None else decoder(value)
         return cls(**kwargs)
     except (TypeError, KeyError, ValueError) as exc:

@@ -26,7 +26,14 @@ def served_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def model_args(model: FakeModel, root: Path) -> list[str]:
-    return ["--model", "fake-model", "--base-url", model.url, "--workspace", str(root / "workspace")]
+    return [
+        "--model",
+        "fake-model",
+        "--base-url",
+        model.url,
+        "--workspace",
+        str(root / "workspace"),
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -105,7 +105,10 @@ class _Handler(BaseHTTPRequestHandler):
             finish = "tool_calls"
         else:
             text = "echo: " + prompt
-            out += [(_chunk({"content": text[i : i + 5]}), 0.0) for i in range(0, len(text), 5)]
+            out += [
+                (_chunk({"content": text[i : i + 5]}), 0.0)
+                for i in range(0, len(text), 5)
+            ]
             finish = "stop"
         out += [(_chunk({}, finish), 0.0), (_usage(), 0.0), (b"data: [DONE]\n\n", 0.0)]
         return out

@@ -27,7 +27,15 @@ from navi_core.core import SSEDecoder
 from navi_core.events import Event
 from navi_core.serve.wire import decode_event
 
-__all__ = ["TOKEN", "Client", "Served", "TurnResult", "child_env", "free_port", "postgres_dsn"]
+__all__ = [
+    "TOKEN",
+    "Client",
+    "Served",
+    "TurnResult",
+    "child_env",
+    "free_port",
+    "postgres_dsn",
+]
 
 TOKEN = "test-token-7f3a"
 
@@ -55,7 +63,9 @@ def postgres_dsn() -> str:
     dsn = os.environ.get("NAVI_TEST_POSTGRES_DSN")
     if not dsn:
         if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail("CI is set but NAVI_TEST_POSTGRES_DSN is not: source .ci/postgres.sh")
+            pytest.fail(
+                "CI is set but NAVI_TEST_POSTGRES_DSN is not: source .ci/postgres.sh"
+            )
         pytest.skip("PostgreSQL tests need NAVI_TEST_POSTGRES_DSN (. .ci/postgres.sh)")
     return dsn
 
@@ -95,7 +105,15 @@ class Served:
         log = tmp / f"serve-{port}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "navi_core", "serve", "--bind", f"127.0.0.1:{port}", *args],
+                [
+                    sys.executable,
+                    "-m",
+                    "navi_core",
+                    "serve",
+                    "--bind",
+                    f"127.0.0.1:{port}",
+                    *args,
+                ],
                 env=env or child_env(),
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -108,7 +126,9 @@ class Served:
                 if proc.poll() is not None:
                     raise RuntimeError(f"serve exited: {log.read_text()}")
                 try:
-                    httpx.get(served.url + "/openapi.json", timeout=1).raise_for_status()
+                    httpx.get(
+                        served.url + "/openapi.json", timeout=1
+                    ).raise_for_status()
                     break
                 except httpx.HTTPError:
                     if time.monotonic() > deadline:
@@ -130,7 +150,11 @@ class TurnResult:
         return [type(e).__name__ for e in self.events]
 
     def text(self) -> str:
-        return "".join(getattr(e, "text", "") for e in self.events if type(e).__name__ == "TextDelta")
+        return "".join(
+            getattr(e, "text", "")
+            for e in self.events
+            if type(e).__name__ == "TextDelta"
+        )
 
     @property
     def last(self) -> Event:

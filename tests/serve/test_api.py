@@ -43,7 +43,11 @@ def test_a_session_with_a_system_prompt_stores_it(client: Client) -> None:
     sid = client.new_session(system="answer in French")
     messages = client.messages(sid)
     assert messages[0]["role"] == "system"
-    assert messages[0]["content"][0] == {"type": "system", "text": "answer in French", "mode": "append"}
+    assert messages[0]["content"][0] == {
+        "type": "system",
+        "text": "answer in French",
+        "mode": "append",
+    }
 
 
 def test_a_turn_streams_one_sse_event_per_navi_event(client: Client) -> None:
@@ -83,7 +87,8 @@ def test_messages_page_by_cursor_with_a_limit_up_to_256(client: Client) -> None:
     first = client.http.get(f"/v1/sessions/{sid}/messages", params={"limit": 4}).json()
     assert len(first["messages"]) == 4 and first["next_cursor"]
     rest = client.http.get(
-        f"/v1/sessions/{sid}/messages", params={"limit": 4, "cursor": first["next_cursor"]}
+        f"/v1/sessions/{sid}/messages",
+        params={"limit": 4, "cursor": first["next_cursor"]},
     ).json()
     assert len(rest["messages"]) == 2 and rest["next_cursor"] is None
     texts = [m["content"][0]["text"] for m in first["messages"] + rest["messages"]]
@@ -111,14 +116,20 @@ def test_steer_while_idle_joins_the_next_turn(client: Client) -> None:
     r = client.http.post(f"/v1/sessions/{sid}/steer", json={"text": "and be quick"})
     assert r.status_code == 202 and r.json() == {"disposition": "next_turn"}
     client.turn(sid, "go")
-    users = [m["content"][0]["text"] for m in client.messages(sid) if m["role"] == "user"]
+    users = [
+        m["content"][0]["text"] for m in client.messages(sid) if m["role"] == "user"
+    ]
     assert users[:2] == ["go", "and be quick"] or users[:2] == ["and be quick", "go"]
 
 
-def test_steer_reaches_a_running_turn_from_any_worker(client: Client, served: Served) -> None:
+def test_steer_reaches_a_running_turn_from_any_worker(
+    client: Client, served: Served
+) -> None:
     sid = client.new_session()
     other = served.client()
-    with client.http.stream("POST", f"/v1/sessions/{sid}/turns", json={"prompt": "slow 10"}) as r:
+    with client.http.stream(
+        "POST", f"/v1/sessions/{sid}/turns", json={"prompt": "slow 10"}
+    ) as r:
         chunks = r.iter_raw()
         next(chunks)
         s = other.http.post(f"/v1/sessions/{sid}/steer", json={"text": "steered in"})
@@ -135,10 +146,14 @@ def test_steer_reaches_a_running_turn_from_any_worker(client: Client, served: Se
     ]
 
 
-def test_cancel_from_another_connection_ends_the_turn(client: Client, served: Served) -> None:
+def test_cancel_from_another_connection_ends_the_turn(
+    client: Client, served: Served
+) -> None:
     sid = client.new_session()
     other = served.client()
-    with client.http.stream("POST", f"/v1/sessions/{sid}/turns", json={"prompt": "slow"}) as r:
+    with client.http.stream(
+        "POST", f"/v1/sessions/{sid}/turns", json={"prompt": "slow"}
+    ) as r:
         chunks = r.iter_raw()
         next(chunks)
         t0 = time.monotonic()
@@ -163,7 +178,9 @@ def test_compact_summarises_the_old_turns(client: Client) -> None:
     sid = client.new_session()
     for i in range(4):
         client.turn(sid, f"message number {i}")
-    r = client.http.post(f"/v1/sessions/{sid}/compact", json={"instructions": "keep numbers"})
+    r = client.http.post(
+        f"/v1/sessions/{sid}/compact", json={"instructions": "keep numbers"}
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert set(body) == {"compacted", "summarized_messages", "kept_turns"}
@@ -171,9 +188,13 @@ def test_compact_summarises_the_old_turns(client: Client) -> None:
 
 def test_approvals_answer_without_the_hook_api(client: Client) -> None:
     sid = client.new_session()
-    r = client.http.post(f"/v1/sessions/{sid}/approvals/call_1", json={"approved": True})
+    r = client.http.post(
+        f"/v1/sessions/{sid}/approvals/call_1", json={"approved": True}
+    )
     assert r.status_code in (200, 501), r.text  # 501 until Agent.approve lands
-    r = client.http.post(f"/v1/sessions/{sid}/approvals/call_1", json={"approved": "yes"})
+    r = client.http.post(
+        f"/v1/sessions/{sid}/approvals/call_1", json={"approved": "yes"}
+    )
     assert r.status_code == 400 and r.json()["field"] == "approved"
 
 
@@ -200,7 +221,9 @@ def test_openapi_and_page_are_served_without_a_token(served: Served) -> None:
 
 def test_event_data_is_one_json_line_with_a_type_tag(client: Client) -> None:
     sid = client.new_session()
-    with client.http.stream("POST", f"/v1/sessions/{sid}/turns", json={"prompt": "tag"}) as r:
+    with client.http.stream(
+        "POST", f"/v1/sessions/{sid}/turns", json={"prompt": "tag"}
+    ) as r:
         assert r.headers["content-type"].startswith("text/event-stream")
         raw = r.read()
     frames = [f for f in raw.split(b"\n\n") if f and not f.startswith(b":")]

@@ -20,7 +20,9 @@ def test_no_token_or_a_wrong_one_is_401(served: Served) -> None:
         assert r.json()["error"] == "unauthorized"
         assert r.headers["www-authenticate"].startswith("Bearer")
         assert TOKEN not in r.text
-    r = httpx.get(served.url + "/v1/sessions", headers={"Authorization": f"bearer {TOKEN}"})
+    r = httpx.get(
+        served.url + "/v1/sessions", headers={"Authorization": f"bearer {TOKEN}"}
+    )
     assert r.status_code == 200
 
 
@@ -39,16 +41,28 @@ def test_tokens_come_from_the_environment_and_a_file(tmp_path: Path) -> None:
 def test_a_token_file_serves_and_no_token_refuses_to_start(
     tmp_path: Path, fake_model: FakeModel
 ) -> None:
-    args = ["--model", "m", "--base-url", fake_model.url, "--db", str(tmp_path / "t.db")]
+    args = [
+        "--model",
+        "m",
+        "--base-url",
+        fake_model.url,
+        "--db",
+        str(tmp_path / "t.db"),
+    ]
     env = child_env()
     env.pop("NAVI_SERVE_TOKENS")
     refused = subprocess.run(
-        [sys.executable, "-m", "navi_core", "serve", *args], env=env, capture_output=True, timeout=60
+        [sys.executable, "-m", "navi_core", "serve", *args],
+        env=env,
+        capture_output=True,
+        timeout=60,
     )
     assert refused.returncode == 2
     assert b"no bearer token" in refused.stderr
     (tmp_path / "tokens").write_text("from-a-file\n")
-    with Served.start(tmp_path, [*args, "--token-file", str(tmp_path / "tokens")], env) as s:
+    with Served.start(
+        tmp_path, [*args, "--token-file", str(tmp_path / "tokens")], env
+    ) as s:
         for token, status in (("from-a-file", 200), (TOKEN, 401)):
             c = s.client(token)
             assert c.http.get("/v1/sessions").status_code == status
@@ -68,7 +82,9 @@ def test_a_body_over_the_limit_is_413(client: Client) -> None:
         yield b'"}'
 
     r = client.http.post(
-        f"/v1/sessions/{sid}/turns", content=chunked(), headers={"content-type": "application/json"}
+        f"/v1/sessions/{sid}/turns",
+        content=chunked(),
+        headers={"content-type": "application/json"},
     )
     assert r.status_code == 413
     assert client.messages(sid) == []  # nothing was stored
@@ -87,7 +103,9 @@ def test_bad_json_and_bad_fields_are_400_naming_the_field(client: Client) -> Non
         (f"/v1/sessions/{sid}/compact", b'{"instructions": 1}', "instructions"),
     ]
     for path, body, field in cases:
-        r = client.http.post(path, content=body, headers={"content-type": "application/json"})
+        r = client.http.post(
+            path, content=body, headers={"content-type": "application/json"}
+        )
         assert r.status_code == 400, (path, body, r.text)
         assert r.json()["field"] == field, (path, body, r.json())
     assert client.messages(sid) == []

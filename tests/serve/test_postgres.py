@@ -39,13 +39,21 @@ def two_servers(
 ) -> Iterator[tuple[Served, Served]]:
     (tmp_path / "workspace").mkdir()
     (tmp_path / "workspace" / "notes.txt").write_text("hi\n")
-    args = [*model_args(fake_model, tmp_path), "--postgres", schema_dsn, "--threads", "4"]
+    args = [
+        *model_args(fake_model, tmp_path),
+        "--postgres",
+        schema_dsn,
+        "--threads",
+        "4",
+    ]
     with Served.start(tmp_path, args) as a, Served.start(tmp_path, args) as b:
         assert a.port != b.port
         yield a, b
 
 
-def test_two_servers_serve_one_session_alternately(two_servers: tuple[Served, Served]) -> None:
+def test_two_servers_serve_one_session_alternately(
+    two_servers: tuple[Served, Served],
+) -> None:
     a, b = two_servers
     with a.client() as ca, b.client() as cb:
         sid = ca.new_session()
@@ -53,7 +61,10 @@ def test_two_servers_serve_one_session_alternately(two_servers: tuple[Served, Se
             c = (ca, cb)[i % 2]
             prompt = "please use tool" if i == 3 else f"turn {i}"
             done = c.turn(sid, prompt).last
-            assert isinstance(done, TurnComplete) and done.stop_reason is StopReason.END_TURN
+            assert (
+                isinstance(done, TurnComplete)
+                and done.stop_reason is StopReason.END_TURN
+            )
         from_a, from_b = ca.messages(sid), cb.messages(sid)
     assert from_a == from_b
     texts = [(m["role"], m["content"][0].get("text")) for m in from_a]
@@ -71,7 +82,9 @@ def test_409_and_cancel_across_servers(two_servers: tuple[Served, Served]) -> No
     a, b = two_servers
     with a.client() as ca, b.client() as cb:
         sid = ca.new_session()
-        with ca.http.stream("POST", f"/v1/sessions/{sid}/turns", json={"prompt": "slow"}) as r:
+        with ca.http.stream(
+            "POST", f"/v1/sessions/{sid}/turns", json={"prompt": "slow"}
+        ) as r:
             chunks = r.iter_raw()
             next(chunks)
             busy = cb.http.post(f"/v1/sessions/{sid}/turns", json={"prompt": "no"})
@@ -85,11 +98,15 @@ def test_409_and_cancel_across_servers(two_servers: tuple[Served, Served]) -> No
         assert result.last.stop_reason is StopReason.CANCELLED
         done = cb.turn(sid, "now me").last  # the other server drives it next
         assert isinstance(done, TurnComplete) and done.response == "echo: now me"
-        users = [m["content"][0]["text"] for m in ca.messages(sid) if m["role"] == "user"]
+        users = [
+            m["content"][0]["text"] for m in ca.messages(sid) if m["role"] == "user"
+        ]
     assert users == ["slow", "now me"]
 
 
-def test_concurrent_turns_on_many_sessions_lose_nothing(two_servers: tuple[Served, Served]) -> None:
+def test_concurrent_turns_on_many_sessions_lose_nothing(
+    two_servers: tuple[Served, Served],
+) -> None:
     servers = two_servers
     errors: list[BaseException] = []
     sids: list[str] = []

@@ -66,7 +66,9 @@ def test_a_client_that_hangs_up_cancels_the_turn_and_frees_the_session(
         time.sleep(0.05)
 
 
-def test_a_second_driver_gets_409_while_a_turn_runs(served: Served, client: Client) -> None:
+def test_a_second_driver_gets_409_while_a_turn_runs(
+    served: Served, client: Client
+) -> None:
     sid = client.new_session()
     sock = _open_turn(served, sid, "slow 30")
     statuses: list[int] = []
@@ -90,7 +92,9 @@ def test_a_second_driver_gets_409_while_a_turn_runs(served: Served, client: Clie
     assert statuses == [409] * 12
     assert all(b["error"] == "session_busy" for b in bodies)
     _wait_free(client, sid, 5.0)
-    users = [m["content"][0]["text"] for m in client.messages(sid) if m["role"] == "user"]
+    users = [
+        m["content"][0]["text"] for m in client.messages(sid) if m["role"] == "user"
+    ]
     assert "me too" not in users
 
 
@@ -99,14 +103,18 @@ def sync_served(fake_model: FakeModel, tmp_path: Path) -> Iterator[Served]:
     """Two sync workers: a worker streaming a turn serves nothing else."""
     (tmp_path / "workspace").mkdir()
     args = [*model_args(fake_model, tmp_path), "--db", str(tmp_path / "s.db")]
-    with Served.start(tmp_path, [*args, "--workers", "2", "--threads", "1", "--grace", "0.5"]) as s:
+    with Served.start(
+        tmp_path, [*args, "--workers", "2", "--threads", "1", "--grace", "0.5"]
+    ) as s:
         yield s
 
 
 def test_cancel_reaches_the_turn_in_another_worker(sync_served: Served) -> None:
     with sync_served.client() as a, sync_served.client() as b:
         sid = a.new_session()
-        with a.http.stream("POST", f"/v1/sessions/{sid}/turns", json={"prompt": "slow"}) as r:
+        with a.http.stream(
+            "POST", f"/v1/sessions/{sid}/turns", json={"prompt": "slow"}
+        ) as r:
             chunks = r.iter_raw()
             next(chunks)
             t0 = time.monotonic()
@@ -116,14 +124,20 @@ def test_cancel_reaches_the_turn_in_another_worker(sync_served: Served) -> None:
             result = read_turn(chunks)
         assert time.monotonic() - t0 < 2.0
         done = result.last
-        assert isinstance(done, TurnComplete) and done.stop_reason is StopReason.CANCELLED
+        assert (
+            isinstance(done, TurnComplete) and done.stop_reason is StopReason.CANCELLED
+        )
         assert [m["role"] for m in b.messages(sid)] == ["user"]
 
 
-def test_sigterm_cancels_a_long_turn_after_the_grace_period(sync_served: Served) -> None:
+def test_sigterm_cancels_a_long_turn_after_the_grace_period(
+    sync_served: Served,
+) -> None:
     with sync_served.client() as a:
         sid = a.new_session()
-        with a.http.stream("POST", f"/v1/sessions/{sid}/turns", json={"prompt": "slow"}) as r:
+        with a.http.stream(
+            "POST", f"/v1/sessions/{sid}/turns", json={"prompt": "slow"}
+        ) as r:
             chunks = r.iter_raw()
             next(chunks)
             t0 = time.monotonic()
@@ -143,10 +157,20 @@ def test_sigterm_lets_a_short_turn_finish(
 ) -> None:
     (tmp_path / "workspace").mkdir()
     db = str(tmp_path / "s.db")
-    args = [*model_args(fake_model, tmp_path), "--db", db, "--threads", "2", "--grace", "10"]
+    args = [
+        *model_args(fake_model, tmp_path),
+        "--db",
+        db,
+        "--threads",
+        "2",
+        "--grace",
+        "10",
+    ]
     with Served.start(tmp_path, args) as served, served.client() as a:
         sid = a.new_session()
-        with a.http.stream("POST", f"/v1/sessions/{sid}/turns", json={"prompt": "slow 20"}) as r:
+        with a.http.stream(
+            "POST", f"/v1/sessions/{sid}/turns", json={"prompt": "slow 20"}
+        ) as r:
             chunks = r.iter_raw()
             next(chunks)
             stopper = threading.Thread(target=served.terminate)
@@ -154,7 +178,11 @@ def test_sigterm_lets_a_short_turn_finish(
             time.sleep(0.3)
             # a draining server takes no new connection
             with pytest.raises(httpx.HTTPError):
-                httpx.post(served.url + "/v1/sessions", timeout=1, headers={"Authorization": f"Bearer {TOKEN}"}).raise_for_status()
+                httpx.post(
+                    served.url + "/v1/sessions",
+                    timeout=1,
+                    headers={"Authorization": f"Bearer {TOKEN}"},
+                ).raise_for_status()
             result = read_turn(chunks)
         stopper.join()
     done = result.last
