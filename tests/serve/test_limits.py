@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -75,7 +76,7 @@ def test_a_body_over_the_limit_is_413(client: Client) -> None:
     r = client.http.post(f"/v1/sessions/{sid}/turns", json=big)
     assert r.status_code == 413 and r.json()["field"] == "body"
 
-    def chunked() -> object:
+    def chunked() -> Iterator[bytes]:
         yield b'{"prompt": "'
         for _ in range(10):
             yield b"y" * 1000

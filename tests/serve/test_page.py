@@ -22,10 +22,17 @@ DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not shutil.which(CHROMIUM) or not shutil.which(DRIVER):
-        pytest.skip("needs Debian's chromium and chromium-driver (.ci/run installs them)")
+        pytest.skip(
+            "needs Debian's chromium and chromium-driver (.ci/run installs them)"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+    ):
         options.add_argument(arg)
     service = webdriver.ChromeService(executable_path=DRIVER)
     driver = webdriver.Chrome(options=options, service=service)
@@ -50,7 +57,9 @@ def _send(browser: Any, text: str) -> None:
     browser.find_element(By.ID, "go").click()
 
 
-def test_a_turn_streams_into_the_page_with_its_tool_call(browser: Any, served: Served) -> None:
+def test_a_turn_streams_into_the_page_with_its_tool_call(
+    browser: Any, served: Served
+) -> None:
     wait = _open(browser, served)
     _send(browser, "please use tool")
     wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "stopped: end_turn"))
@@ -62,7 +71,9 @@ def test_a_turn_streams_into_the_page_with_its_tool_call(browser: Any, served: S
     wait.until(ec.text_to_be_present_in_element((By.ID, "sessions"), "please use tool"))
 
 
-def test_the_answer_grows_live_and_cancel_stops_it(browser: Any, served: Served) -> None:
+def test_the_answer_grows_live_and_cancel_stops_it(
+    browser: Any, served: Served
+) -> None:
     wait = _open(browser, served)
     _send(browser, "slow")
     answer = '//div[@class="assistant"][last()]'
@@ -73,6 +84,8 @@ def test_the_answer_grows_live_and_cancel_stops_it(browser: Any, served: Served)
     cancel = browser.find_element(By.ID, "cancel")
     assert cancel.is_enabled()
     cancel.click()
-    wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "stopped: cancelled"))
+    wait.until(
+        ec.text_to_be_present_in_element((By.ID, "status"), "stopped: cancelled")
+    )
     assert browser.find_element(By.XPATH, answer).text.count("tick") < 100
     assert browser.find_element(By.ID, "go").is_enabled()
