@@ -26,7 +26,7 @@ from .auth import BearerAuth
 from .control import ControlBus, LocalControl
 from .http import HTTPError, Request, Response, json_response, only_fields, optional_str
 from .openapi import openapi_document
-from .page import chat_page
+from .page import page_response
 from .routes import match_route
 from .turns import RunningTurn, TurnRegistry
 
@@ -215,16 +215,7 @@ class ServeApp:
     # -- handlers ------------------------------------------------------------------
 
     def _page(self, request: Request) -> Response:
-        body = chat_page()
-        return Response(
-            200,
-            [body],
-            [
-                ("Content-Type", "text/html; charset=utf-8"),
-                ("Content-Length", str(len(body))),
-                ("Cache-Control", "no-cache"),
-            ],
-        )
+        return page_response()
 
     def _openapi(self, request: Request) -> Response:
         return json_response(openapi_document())

@@ -46,8 +46,9 @@ class GunicornServer(BaseApplication):  # type: ignore[misc]
     ) -> None:
         self._make = make
         self._options = options
-        self._grace = grace
-        self._app: ServeApp | None = None
+        self.grace = grace
+        #: this worker's app, once gunicorn loaded it
+        self.app: ServeApp | None = None
         super().__init__()
 
     def load_config(self) -> None:
@@ -58,22 +59,22 @@ class GunicornServer(BaseApplication):  # type: ignore[misc]
 
         def post_worker_init(worker: Any) -> None:
             exit_now = worker.handle_exit
-            app = server._app
+            app = server.app
 
             def on_term(signum: int, frame: Any) -> None:
                 if app is not None:
-                    app.begin_shutdown(server._grace)
+                    app.begin_shutdown(server.grace)
                 exit_now(signum, frame)
 
             signal.signal(signal.SIGTERM, on_term)
 
         def worker_exit(arbiter: Any, worker: Any) -> None:
-            if server._app is not None:
-                server._app.close()
+            if server.app is not None:
+                server.app.close()
 
         self.cfg.set("post_worker_init", post_worker_init)
         self.cfg.set("worker_exit", worker_exit)
 
     def load(self) -> ServeApp:
-        self._app = self._make()
-        return self._app
+        self.app = self._make()
+        return self.app
