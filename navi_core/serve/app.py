@@ -12,13 +12,19 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from ..agent import Agent
 from ..codec import to_obj
 from ..compaction import DEFAULT_SUMMARY_PROMPT
 from ..config import Config
-from ..errors import AmbiguousSession, NaviError, SessionBusy, SessionNotFound
+from ..errors import (
+    AmbiguousSession,
+    NaviError,
+    SessionBusy,
+    SessionNotFound,
+    SteeringQueueFull,
+)
 from ..providers.base import Provider
 from ..store.base import SessionInfo, SessionStore
 from ..tools import Tool, ToolSource
@@ -134,6 +140,8 @@ class ServeApp:
             return response
         except SessionBusy as exc:
             return HTTPError(409, "session_busy", str(exc)).response()
+        except SteeringQueueFull as exc:
+            return HTTPError(429, "steering_queue_full", str(exc)).response()
         except (SessionNotFound, AmbiguousSession) as exc:
             return HTTPError(404, "session_not_found", str(exc)).response()
         except NaviError as exc:  # navi_core errors never hold a key
@@ -155,17 +163,9 @@ class ServeApp:
         A cancelled turn ends with ``TurnComplete(CANCELLED)`` and keeps what it
         committed; the server then lets its response finish.
         """
-        if self._draining.is_set():
-            return
-        self._draining.set()
-
-        def cancel_late() -> None:
-            for turn in self.turns.all():
-                turn.cancel("the server is shutting down")
-
-        timer = threading.Timer(grace, cancel_late)
-        timer.daemon = True
-        timer.start()
+        if not self._draining.is_set():
+            self._draining.set()
+            self.turns.cancel_all_after(grace, "the server is shutting down")
 
     def close(self) -> None:
         """Close the store, the control bus and the shared provider."""
@@ -300,13 +300,7 @@ class ServeApp:
 
         turn = RunningTurn(agent, stream, self.control, ended)
         self.turns.add(turn)
-        headers = [
-            ("Content-Type", "text/event-stream; charset=utf-8"),
-            ("Cache-Control", "no-cache"),
-            ("X-Accel-Buffering", "no"),
-            ("X-Session-Id", session_id),
-        ]
-        return Response(200, turn.body(request.environ.get("gunicorn.socket")), headers)
+        return turn.response(request.environ.get("gunicorn.socket"))
 
     def _cancel(self, request: Request, session_id: str) -> Response:
         only_fields(request.json_object(), ())
@@ -385,10 +379,5 @@ class ServeApp:
         return json_response(dataclasses.asdict(result))
 
 
-def make_app(
-    store: SessionStore,
-    provider: Provider | None = None,
-    **options: Any,
-) -> ServeApp:
-    """A WSGI app serving ``store``'s sessions with ``provider`` (see ``ServeApp``)."""
-    return ServeApp(store, provider, **options)
+#: the embeddable factory: ``make_app(store, provider, tools=..., auth=...)``
+make_app: Final = ServeApp

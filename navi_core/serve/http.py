@@ -93,10 +93,9 @@ class Request:
         length_text = self.environ.get("CONTENT_LENGTH") or ""
         stream = self.environ["wsgi.input"]
         if length_text:
-            try:
-                length = int(length_text)
-            except ValueError:
-                raise HTTPError(400, "bad_request", "bad Content-Length") from None
+            length = int(length_text) if length_text.isdigit() else -1
+            if length < 0:
+                raise HTTPError(400, "bad_request", "bad Content-Length", "body")
             if length > self.max_body:
                 raise self._too_large()
             data = stream.read(length) if length else b""

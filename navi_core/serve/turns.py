@@ -20,9 +20,11 @@ from collections.abc import Callable, Generator, Iterator
 from typing import Any, Final
 
 from ..agent import Agent
+from ..errors import SteeringQueueFull
 from ..events import Event
 from ..stream import Stream
 from .control import ControlBus
+from .http import Response
 from .wire import encode_event, error_frame
 
 __all__ = ["RunningTurn", "TurnBody", "TurnRegistry", "peer_gone"]
@@ -92,6 +94,16 @@ class RunningTurn:
         finally:
             put(_END)
 
+    def response(self, sock: socket.socket | None) -> Response:
+        """The ``text/event-stream`` response; ``sock`` is the client's socket."""
+        headers = [
+            ("Content-Type", "text/event-stream; charset=utf-8"),
+            ("Cache-Control", "no-cache"),
+            ("X-Accel-Buffering", "no"),
+            ("X-Session-Id", self.session_id),
+        ]
+        return Response(200, self.body(sock), headers)
+
     def body(self, sock: socket.socket | None) -> TurnBody:
         """The WSGI body: SSE events as they come, the turn cancelled if the client
         leaves; closing it before the first chunk still frees the session."""
@@ -150,14 +162,22 @@ class RunningTurn:
             if kind == "cancel":
                 self.cancel("cancel requested")
             elif kind == "steer":
-                self.steer(text)
+                try:
+                    self.steer(text)
+                except SteeringQueueFull:  # the sender was told 202: keep it for later
+                    self.control.post(self.session_id, "steer", text)
+                    break
         if connected and peer_gone(sock):
             self.cancel("client disconnected")
             return False
         return connected
 
     def _drain(self) -> None:
-        """Wait until the pump thread stopped (a cancelled turn stops at its next step)."""
+        """Wait until the pump thread stopped (a cancelled turn stops at its next step).
+
+        TODO(Stream.cancel within 100 ms, Turn control): until then a turn blocked in
+        a silent provider read holds the session until that read returns.
+        """
         while self._events.get() is not _END:
             pass
         self._pump.join()
@@ -214,6 +234,17 @@ class TurnRegistry:
     def all(self) -> list[RunningTurn]:
         with self._mutex:
             return list(self._turns.values())
+
+    def cancel_all_after(self, delay: float, reason: str) -> None:
+        """Cancel every turn still running ``delay`` seconds from now."""
+
+        def cancel() -> None:
+            for turn in self.all():
+                turn.cancel(reason)
+
+        timer = threading.Timer(delay, cancel)
+        timer.daemon = True
+        timer.start()
 
     def __len__(self) -> int:
         with self._mutex:
