@@ -325,8 +325,8 @@ class ServeApp:
         self._session(session_id)
         turn = self.turns.get(session_id)
         if turn is not None:
-            turn.steer(text)
-            return json_response({"disposition": "queued"}, 202)
+            disposition = turn.steer(text)
+            return json_response({"disposition": disposition.value}, 202)
         running = self._busy(session_id)
         self.control.post(session_id, "steer", text)
         return json_response({"disposition": "queued" if running else "next_turn"}, 202)

@@ -1,27 +1,27 @@
 """One turn served as ``text/event-stream``, and the turns a worker is running.
 
-A pump thread pulls the ``Stream`` (``next()`` blocks on the provider and the tools);
-the WSGI body generator forwards what it pulled, one SSE event per navi_core event,
-batching whatever is ready into one write. Between events the generator watches the
-client's socket, the control bus and the shutdown grace period: a client that hangs
-up, a ``cancel`` request from any worker or the end of the grace period cancels the
-turn, and the session is released as soon as the turn stopped. Whatever the turn
-committed is stored whichever way it ends.
+The request's own thread drives the ``Stream`` with ``next(timeout=POLL)``: between
+events, and at least every ``POLL`` seconds, it forwards what the turn returned (one
+SSE event per navi_core event, whatever is ready batched into one write), watches the
+client's socket and polls the control bus. A client that hangs up, a ``cancel``
+request from any worker or the end of the shutdown grace period cancels the turn,
+which stops within milliseconds; the session is released right after. Whatever the
+turn committed is stored whichever way it ends.
 """
 
 from __future__ import annotations
 
-import queue
 import select
 import socket
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
-from typing import Any, Final
+from typing import Final
 
 from ..agent import Agent
 from ..errors import SteeringQueueFull
-from ..events import Event
+from ..events import PENDING
+from ..steering import SteerDisposition
 from ..stream import Stream
 from .control import ControlBus
 from .http import Response
@@ -29,11 +29,14 @@ from .wire import encode_event, error_frame
 
 __all__ = ["RunningTurn", "TurnBody", "TurnRegistry", "peer_gone"]
 
-#: how often the generator looks at the socket and the control bus, in seconds
+#: the longest wait for an event before the socket and the control bus are checked
 POLL: Final = 0.05
 #: an SSE comment is sent after this many seconds without an event
 KEEPALIVE: Final = 15.0
-_END: Final = object()
+#: at most this many events go into one write
+BATCH: Final = 256
+#: how long a cancelled turn may take to return its ``TurnComplete``
+STOP_WAIT: Final = 5.0
 
 
 def peer_gone(sock: socket.socket | None) -> bool:
@@ -66,33 +69,23 @@ class RunningTurn:
         self.session_id = agent.session_id
         self.control = control
         self._on_end = on_end
-        self._events: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._pump = threading.Thread(
-            target=self._pull, name=f"navi-turn-{self.session_id[:8]}", daemon=True
-        )
         self.cancel_reason: str | None = None
         self.events_sent = 0
         self._finished = False
 
     def cancel(self, reason: str) -> None:
-        """End the turn at its next step with ``StopReason.CANCELLED`` (any thread)."""
+        """End the turn with ``StopReason.CANCELLED`` (any thread; it stops within ms)."""
         if self.cancel_reason is None:
             self.cancel_reason = reason
         self.stream.cancel()
 
-    def steer(self, text: str) -> None:
-        """Give the running turn a user message to apply before its next response."""
-        self.agent.steer(text)
+    def steer(self, text: str) -> SteerDisposition:
+        """Give the turn a user message to apply before its next response.
 
-    def _pull(self) -> None:
-        put = self._events.put
-        try:
-            while (ev := self.stream.next()) is not None:
-                put(ev)
-        except BaseException as exc:
-            put(exc)
-        finally:
-            put(_END)
+        Raises:
+            SteeringQueueFull: ``Config.max_steering`` messages wait already.
+        """
+        return self.agent.steer(text)
 
     def response(self, sock: socket.socket | None) -> Response:
         """The ``text/event-stream`` response; ``sock`` is the client's socket."""
@@ -109,55 +102,53 @@ class RunningTurn:
         leaves; closing it before the first chunk still frees the session."""
         return TurnBody(self, self._frames(sock))
 
+    def _pull(self, timeout: float) -> tuple[list[bytes], bool]:
+        """The frames of the events ready within ``timeout``, and whether it ended."""
+        out: list[bytes] = []
+        try:
+            ev = self.stream.next(timeout)
+            while ev is not PENDING:
+                if ev is None:
+                    return out, True
+                out.append(encode_event(ev))
+                if len(out) >= BATCH:
+                    break
+                ev = self.stream.next(0)  # whatever else is ready now
+        except Exception as exc:  # the turn failed: its last frame says how
+            out.append(error_frame(exc))
+            return out, True
+        return out, False
+
     def _frames(self, sock: socket.socket | None) -> Generator[bytes, None, None]:
-        self._pump.start()
-        get = self._events.get
-        connected = True
         last_write = last_poll = time.monotonic()
+        ended = False
         try:
             # sent at once, so the client has the headers before the first event
             yield f": turn of session {self.session_id}\n\n".encode()
-            while True:
-                try:
-                    item = get(timeout=POLL)
-                except queue.Empty:
-                    item = None
-                out: list[bytes] = []
-                ended = False
-                while item is not None:
-                    if item is _END:
-                        ended = True
-                        break
-                    if isinstance(item, Event):
-                        out.append(encode_event(item))
-                    else:
-                        out.append(error_frame(item))
-                    try:
-                        item = self._events.get_nowait()
-                    except queue.Empty:
-                        item = None
+            while not ended:
+                out, ended = self._pull(POLL)
                 now = time.monotonic()
-                if connected and out:
+                if out:
                     self.events_sent += len(out)
                     last_write = now
                     yield b"".join(out)
-                if ended:
-                    return
-                if now - last_poll >= POLL:
+                if not ended and now - last_poll >= POLL:
                     last_poll = now
-                    connected = self._watch(sock, connected)
-                if connected and now - last_write >= KEEPALIVE:
+                    if not self._watch(sock):
+                        return
+                if now - last_write >= KEEPALIVE:
                     last_write = now
                     yield b": keep-alive\n\n"
         finally:
-            # the client went away (GeneratorExit) or the turn ended: stop, then free
-            if self._pump.is_alive():
+            # the client went away (GeneratorExit, or seen on the socket), or the
+            # turn ended: stop it if it runs, then free the session
+            if not ended:
                 self.cancel(self.cancel_reason or "client disconnected")
                 self._drain()
             self.finish()
 
-    def _watch(self, sock: socket.socket | None, connected: bool) -> bool:
-        """Apply control requests; cancel when the client hung up. Returns connected."""
+    def _watch(self, sock: socket.socket | None) -> bool:
+        """Apply control requests; False when the client hung up."""
         for kind, text in self.control.take(self.session_id):
             if kind == "cancel":
                 self.cancel("cancel requested")
@@ -167,20 +158,17 @@ class RunningTurn:
                 except SteeringQueueFull:  # the sender was told 202: keep it for later
                     self.control.post(self.session_id, "steer", text)
                     break
-        if connected and peer_gone(sock):
-            self.cancel("client disconnected")
-            return False
-        return connected
+        return not peer_gone(sock)
 
     def _drain(self) -> None:
-        """Wait until the pump thread stopped (a cancelled turn stops at its next step).
-
-        TODO(Stream.cancel within 100 ms, Turn control): until then a turn blocked in
-        a silent provider read holds the session until that read returns.
-        """
-        while self._events.get() is not _END:
-            pass
-        self._pump.join()
+        """Let a cancelled turn return its ``TurnComplete`` (committing what finished)."""
+        deadline = time.monotonic() + STOP_WAIT
+        try:
+            while time.monotonic() < deadline:
+                if self.stream.next(0.1) is None:
+                    return
+        except Exception:  # the turn failed while stopping: close() stores the rest
+            return
 
     def finish(self) -> None:
         """Close the stream and the agent (the session is free), drop the turn."""

@@ -5,6 +5,7 @@ workers can share it:
 
 - the last message is a tool result: ``tool said: <its first 40 characters>``;
 - the prompt is ``slow`` or ``slow N``: 100 (N) chunks of ``tick `` 50 ms apart;
+- the prompt is ``silent N``: nothing for N seconds after the headers, then a word;
 - the prompt holds ``use tool``: a ``list_dir`` call on ``.``;
 - anything else: ``echo: <prompt>`` in pieces of a few characters.
 
@@ -89,6 +90,9 @@ class _Handler(BaseHTTPRequestHandler):
         out: list[tuple[bytes, float]] = []
         if last.get("role") == "tool":
             out += [(_chunk({"content": "tool said: " + prompt[:40]}), 0.0)]
+            finish = "stop"
+        elif prompt.startswith("silent"):
+            out += [(_chunk({"content": "finally"}), float(prompt.split()[1]))]
             finish = "stop"
         elif prompt.startswith("slow"):
             ticks = int(prompt.split()[1]) if " " in prompt else 100

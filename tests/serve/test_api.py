@@ -164,7 +164,7 @@ def test_cancel_from_another_connection_ends_the_turn(
     other.close()
     done = result.last
     assert isinstance(done, TurnComplete) and done.stop_reason is StopReason.CANCELLED
-    assert elapsed < 2.0  # the whole response would take 5 s
+    assert elapsed < 1.0  # the whole response would take 5 s
     assert client.http.post(f"/v1/sessions/{sid}/cancel").json() == {"running": False}
 
 

@@ -18,8 +18,10 @@ from servekit import TOKEN, Client, Served, read_turn
 from navi_core.events import StopReason, TurnComplete
 
 
-def _open_turn(served: Served, sid: str, prompt: str) -> socket.socket:
-    """POST a turn on a raw socket and read until its first SSE event arrived."""
+def _open_turn(
+    served: Served, sid: str, prompt: str, until: bytes = b"event: TextDelta"
+) -> socket.socket:
+    """POST a turn on a raw socket and read until ``until`` arrived."""
     body = orjson.dumps({"prompt": prompt})
     sock = socket.create_connection(("127.0.0.1", served.port))
     sock.sendall(
@@ -28,7 +30,7 @@ def _open_turn(served: Served, sid: str, prompt: str) -> socket.socket:
         % (sid.encode(), TOKEN.encode(), len(body), body)
     )
     seen = b""
-    while b"event: TextDelta" not in seen:
+    while until not in seen:
         chunk = sock.recv(65536)
         assert chunk, seen
         seen += chunk
@@ -64,6 +66,18 @@ def test_a_client_that_hangs_up_cancels_the_turn_and_frees_the_session(
     while fake_model.closed_early == closed_before:  # the model's response was dropped
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def test_a_hang_up_during_a_silent_provider_read_frees_the_session_at_once(
+    served: Served, client: Client
+) -> None:
+    sid = client.new_session()
+    sock = _open_turn(served, sid, "silent 5", until=b": turn of session")
+    time.sleep(0.2)  # the worker now waits in a read that gets no byte for 5 s
+    sock.close()
+    assert _wait_free(client, sid, 5.0) < 0.5
+    texts = [(m["role"], m["content"][0]["text"]) for m in client.messages(sid)]
+    assert texts[0] == ("user", "silent 5") and ("assistant", "finally") not in texts
 
 
 def test_a_second_driver_gets_409_while_a_turn_runs(
@@ -122,7 +136,7 @@ def test_cancel_reaches_the_turn_in_another_worker(sync_served: Served) -> None:
             c = b.http.post(f"/v1/sessions/{sid}/cancel")
             assert c.status_code == 202 and c.json() == {"running": True}
             result = read_turn(chunks)
-        assert time.monotonic() - t0 < 2.0
+        assert time.monotonic() - t0 < 1.0
         done = result.last
         assert (
             isinstance(done, TurnComplete) and done.stop_reason is StopReason.CANCELLED
