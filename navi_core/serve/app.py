@@ -283,9 +283,14 @@ class ServeApp:
                 provider.close()
             raise
         try:
-            for kind, text in self.control.take(session_id):
-                if kind == "steer":  # left while no turn ran: this turn applies it
+            waiting = [t for k, t in self.control.take(session_id) if k == "steer"]
+            for i, text in enumerate(waiting):  # left while no turn ran: apply them
+                try:
                     agent.steer(text)
+                except SteeringQueueFull:  # keep the rest for a later turn
+                    for rest in waiting[i:]:
+                        self.control.post(session_id, "steer", rest)
+                    break
             stream = agent.run(prompt) if prompt is not None else agent.resume()
         except BaseException:
             agent.close()

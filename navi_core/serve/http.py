@@ -126,9 +126,11 @@ class Request:
         return obj
 
     def query_one(self, name: str) -> str | None:
-        """The last value of query parameter ``name``, or None."""
+        """Query parameter ``name``, or None; 400 naming it when given twice."""
         values = self.query.get(name)
-        return values[-1] if values else None
+        if values and len(values) > 1:
+            raise HTTPError(400, "bad_request", f"{name} is given more than once", name)
+        return values[0] if values else None
 
     def query_int(self, name: str, default: int, low: int, high: int) -> int:
         """An integer query parameter within ``[low, high]``; 400 naming it if not."""

@@ -27,6 +27,7 @@ def _errors(*codes: int) -> dict[str, Any]:
         404: "no such session",
         409: "another worker drives the session",
         413: "the body is over the limit",
+        429: "too many steering messages wait already",
         501: "not available in this build",
         503: "the server is shutting down",
     }
@@ -179,8 +180,22 @@ def _post(
     }
 
 
+_URI_TOO_LONG = {
+    "description": "the request line is over the server's limit (gunicorn's own answer)",
+    "content": {"text/html": {"schema": {"type": "string"}}},
+}
+
+
 def openapi_document() -> dict[str, Any]:
     """The API described as OpenAPI 3.1."""
+    doc = _document()
+    for path in doc["paths"].values():
+        for operation in path.values():
+            operation["responses"]["414"] = _URI_TOO_LONG
+    return doc
+
+
+def _document() -> dict[str, Any]:
     text = {"type": ["string", "null"]}
     return {
         "openapi": "3.1.0",
@@ -242,16 +257,9 @@ def openapi_document() -> dict[str, Any]:
             },
             "/v1/sessions/{session_id}/cancel": {
                 "post": {
-                    **_post(
-                        "cancel the running turn, in whichever worker it runs",
-                        _body({}),
-                        "202",
-                        "Running",
-                        400,
-                        401,
-                        404,
-                        413,
-                    ),
+                    "summary": "cancel the running turn, in whichever worker it runs",
+                    "parameters": [_SESSION_ID],
+                    "requestBody": _body({}),
                     "responses": {
                         "200": _json(_ref("Running"), "no turn was running"),
                         "202": _json(_ref("Running"), "the turn was asked to stop"),
@@ -269,6 +277,7 @@ def openapi_document() -> dict[str, Any]:
                     401,
                     404,
                     413,
+                    429,
                 )
             },
             "/v1/sessions/{session_id}/approvals/{call_id}": {
