@@ -110,6 +110,7 @@ def test_demo_serves_without_a_model_endpoint(tmp_path: Path) -> None:
         ([], "give --model"),
         (["--demo", "--bind", "8000"], "HOST:PORT"),
         (["--demo", "--workers", "0"], "at least 1"),
+        (["--model", "m", "--api-key-env", "NAVI_SERVE_NO_SUCH_KEY"], "is not set"),
     ],
 )
 def test_bad_flags_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
