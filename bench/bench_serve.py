@@ -14,6 +14,7 @@ turns/s per worker, p50/p99 turn latency, and every session is read back to chec
 no message was lost or doubled.
 
     python bench/bench_serve.py [--chunks 300] [--turns 200] [--concurrency 8]
+    source .ci/postgres.sh && python bench/bench_serve.py --postgres "$NAVI_TEST_POSTGRES_DSN"
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import httpx
 from navi_core import Agent, SQLiteStore
 from navi_core.core import SSEDecoder
 from navi_core.providers.openai_chat import OpenAIChat
+from navi_core.store.base import SessionStore
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -65,7 +67,9 @@ def fake_model(chunks: int) -> Iterator[str]:
 
 
 @contextmanager
-def served(model_url: str, db: Path, workers: int, threads: int) -> Iterator[str]:
+def served(
+    model_url: str, store_args: list[str], workers: int, threads: int
+) -> Iterator[str]:
     import socket
 
     with socket.socket() as s:
@@ -73,7 +77,7 @@ def served(model_url: str, db: Path, workers: int, threads: int) -> Iterator[str
         port = s.getsockname()[1]
     env = dict(os.environ, NAVI_SERVE_TOKENS=TOKEN, PYTHONPATH=str(ROOT))
     cmd = [sys.executable, "-m", "navi_core", "serve", "--bind", f"127.0.0.1:{port}"]
-    cmd += ["--model", "gpt-4o", "--base-url", model_url, "--db", str(db)]
+    cmd += ["--model", "gpt-4o", "--base-url", model_url, *store_args]
     cmd += ["--workers", str(workers), "--threads", str(threads)]
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -90,7 +94,7 @@ def served(model_url: str, db: Path, workers: int, threads: int) -> Iterator[str
         proc.wait(30)
 
 
-def direct_turn(provider: OpenAIChat, store: SQLiteStore) -> tuple[float, float, int]:
+def direct_turn(provider: OpenAIChat, store: SessionStore) -> tuple[float, float, int]:
     """(seconds to the first event, seconds for the turn, events)."""
     t0 = time.perf_counter()
     first = 0.0
@@ -135,6 +139,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--single", type=int, default=40, help="turns at concurrency 1")
+    parser.add_argument(
+        "--postgres", metavar="DSN", help="PostgreSQL for both paths instead of SQLite"
+    )
     args = parser.parse_args()
 
     # SQLite files on tmpfs when there is one: an fsync per commit would otherwise
@@ -145,16 +152,24 @@ def main() -> None:
         fake_model(args.chunks) as model_url,
     ):
         provider = OpenAIChat("gpt-4o", base_url=model_url, api_key="x")
-        store = SQLiteStore(Path(tmp) / "direct.db")
+        store: SessionStore
+        if args.postgres:
+            from navi_core.store.postgres import PostgresStore
+
+            store = PostgresStore(args.postgres)
+            store_args = ["--postgres", args.postgres]
+            where = "PostgreSQL"
+        else:
+            store = SQLiteStore(Path(tmp) / "direct.db")
+            store_args = ["--db", str(Path(tmp) / "served.db")]
+            where = f"SQLite on {shm or 'disk'}"
         for _ in range(3):
             direct_turn(provider, store)
         direct = [direct_turn(provider, store) for _ in range(args.single)]
         store.close()
         provider.close()
 
-        with served(
-            model_url, Path(tmp) / "served.db", args.workers, args.threads
-        ) as url:
+        with served(model_url, store_args, args.workers, args.threads) as url:
             headers = {"Authorization": f"Bearer {TOKEN}"}
             with httpx.Client(base_url=url, headers=headers, timeout=60) as c:
                 for _ in range(3):
@@ -200,8 +215,7 @@ def main() -> None:
     load = [t for _, t, _, _ in results]
     print(
         f"navi-core serve: {args.workers} workers x {args.threads} threads, "
-        f"{events} events per turn ({args.chunks} text chunks), SQLite store on "
-        f"{shm or 'disk'}"
+        f"{events} events per turn ({args.chunks} text chunks), {where}"
     )
     print()
     print("| concurrency 1 | direct Agent.run | served (SSE over HTTP) | added |")
