@@ -15,6 +15,7 @@ from conftest import model_args
 from fake_model import FakeModel
 from servekit import TOKEN, Client, Served, read_turn
 
+from navi_core import SQLiteStore
 from navi_core.events import StopReason, TurnComplete
 
 
@@ -145,10 +146,11 @@ def test_cancel_reaches_the_turn_in_another_worker(sync_served: Served) -> None:
 
 
 def test_sigterm_cancels_a_long_turn_after_the_grace_period(
-    sync_served: Served,
+    sync_served: Served, tmp_path: Path
 ) -> None:
     with sync_served.client() as a:
         sid = a.new_session()
+        a.turn(sid, "please use tool")  # committed before the shutdown
         with a.http.stream(
             "POST", f"/v1/sessions/{sid}/turns", json={"prompt": "slow"}
         ) as r:
@@ -164,6 +166,16 @@ def test_sigterm_cancels_a_long_turn_after_the_grace_period(
     done = result.last
     assert isinstance(done, TurnComplete) and done.stop_reason is StopReason.CANCELLED
     assert 0.4 < elapsed < 3.0  # grace 0.5 s, the whole answer would take 5 s
+    with SQLiteStore(tmp_path / "s.db") as store:  # the server is gone: read the file
+        stored = store.load(sid).messages
+    assert [m.role for m in stored] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert stored[-1].text == "slow" and stored[3].text.startswith("tool said")
 
 
 def test_sigterm_lets_a_short_turn_finish(
