@@ -80,6 +80,8 @@ def register(subcommands: Subcommands) -> None:
     auth.add_argument(
         "--no-auth", action="store_true", help="serve without bearer tokens"
     )
+    # TODO(navi-core chat config profiles): take the provider and tools from a
+    # profile once the chat command's TOML profiles exist; the flags stay
     model = p.add_argument_group("model endpoint (as for navi-core run)")
     model.add_argument("--model", metavar="M", help="the model to ask")
     model.add_argument("--base-url", metavar="URL")
