@@ -348,7 +348,7 @@ class ServeApp:
         provider, owned = self._open_provider()
         try:
             with self._agent(session_id, provider) as agent:
-                # TODO(Agent.approve/deny): the hooks branch adds them; until then 501
+                # TODO(Agent.approve/deny): 501 until the Agent has them
                 decide = getattr(agent, "approve" if approved else "deny", None)
                 if decide is None:
                     raise HTTPError(
