@@ -354,10 +354,12 @@ class ServeApp:
                     raise HTTPError(
                         501, "not_implemented", "approvals need Agent.approve/deny"
                     )
-                if approved:
-                    decide(call_id)
-                else:
-                    decide(call_id, reason=reason)
+                try:
+                    decide(call_id) if approved else decide(call_id, reason=reason)
+                except NaviError as exc:  # ApprovalNotPending: nothing held, or decided
+                    if type(exc).__name__ != "ApprovalNotPending":
+                        raise
+                    raise HTTPError(409, "approval_not_pending", str(exc)) from None
         finally:
             if owned:
                 provider.close()
