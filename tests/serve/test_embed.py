@@ -130,3 +130,60 @@ def test_bad_flags_exit_2(args: list[str], message: str, tmp_path: Path) -> None
     )
     assert r.returncode == 2
     assert message in r.stderr.decode()
+
+
+def test_approvals_hold_a_call_until_it_is_approved() -> None:
+    from navi_core import Agent, tool
+
+    if not hasattr(Agent, "approve"):
+        pytest.skip("Agent.approve/deny are not in this build")
+    ran: list[str] = []
+
+    def delete(path: str) -> str:
+        """Delete a file.
+
+        Args:
+            path: the file.
+        """
+        ran.append(path)
+        return f"deleted {path}"
+
+    held = tool(needs_approval=True)(delete)  # type: ignore[call-overload, unused-ignore]
+
+    def provider() -> Scripted:
+        return Scripted(
+            [[ToolUse("c1", "delete", '{"path": "a.txt"}')], "Done: a.txt is gone."]
+        )
+
+    app = make_app(MemoryStore(), provider_factory=provider, tools=[held])
+    server = make_server(
+        "127.0.0.1", 0, app, server_class=_ThreadedServer, handler_class=_Quiet
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with Client(f"http://127.0.0.1:{server.server_port}", token=None) as c:
+            sid = c.new_session()
+            first = c.turn(sid, "delete a.txt")
+            done = first.last
+            assert isinstance(done, TurnComplete)
+            assert done.stop_reason is StopReason.APPROVAL_REQUIRED
+            assert [u.id for u in done.pending_approvals] == ["c1"] and ran == []
+            r = c.http.post(f"/v1/sessions/{sid}/approvals/c1", json={"approved": True})
+            assert r.status_code == 200 and r.json() == {
+                "call_id": "c1",
+                "approved": True,
+            }
+            again = c.http.post(
+                f"/v1/sessions/{sid}/approvals/nope", json={"approved": True}
+            )
+            assert (
+                again.status_code == 409
+                and again.json()["error"] == "approval_not_pending"
+            )
+            resumed = c.turn(sid)  # no prompt: resume runs the approved call once
+            assert ran == ["a.txt"]
+            assert isinstance(resumed.last, TurnComplete)
+    finally:
+        server.shutdown()
+        server.server_close()
+        app.close()
