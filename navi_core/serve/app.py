@@ -258,15 +258,19 @@ class ServeApp:
         limit = request.query_int("limit", 100, 1, 256)
         start = request.query_int("cursor", 0, 0, 1 << 62)
         self._session(session_id)
-        # TODO(SessionStore.history_page): page in the store instead of loading all
-        messages = [m for window in self.store.history(session_id) for m in window]
-        page = messages[start : start + limit]
-        more = start + limit < len(messages)
+        # TODO(SessionStore.history_page): call it directly once every store has it;
+        # its cursor is the same decimal offset
+        paged = getattr(self.store, "history_page", None)
+        if paged is not None:
+            page = paged(session_id, limit=limit, cursor=str(start) if start else None)
+            messages, next_cursor = list(page.messages), page.next_cursor
+        else:
+            every = [m for window in self.store.history(session_id) for m in window]
+            messages = every[start : start + limit]
+            more = start + limit < len(every)
+            next_cursor = str(start + limit) if more else None
         return json_response(
-            {
-                "messages": [to_obj(m) for m in page],
-                "next_cursor": str(start + limit) if more else None,
-            }
+            {"messages": [to_obj(m) for m in messages], "next_cursor": next_cursor}
         )
 
     def _start_turn(self, request: Request, session_id: str) -> Response:

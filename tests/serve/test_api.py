@@ -190,12 +190,17 @@ def test_compact_summarises_the_old_turns(client: Client) -> None:
     assert set(body) == {"compacted", "summarized_messages", "kept_turns"}
 
 
-def test_approvals_answer_without_the_hook_api(client: Client) -> None:
+def test_an_approval_for_no_held_call_is_refused(client: Client) -> None:
+    from navi_core import Agent
+
     sid = client.new_session()
     r = client.http.post(
         f"/v1/sessions/{sid}/approvals/call_1", json={"approved": True}
     )
-    assert r.status_code in (200, 501), r.text  # 501 until Agent.approve lands
+    if hasattr(Agent, "approve"):
+        assert r.status_code == 409 and r.json()["error"] == "approval_not_pending"
+    else:
+        assert r.status_code == 501, r.text
     r = client.http.post(
         f"/v1/sessions/{sid}/approvals/call_1", json={"approved": "yes"}
     )
