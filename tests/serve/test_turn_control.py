@@ -85,7 +85,7 @@ def test_a_second_driver_gets_409_while_a_turn_runs(
     served: Served, client: Client
 ) -> None:
     sid = client.new_session()
-    sock = _open_turn(served, sid, "slow 30")
+    sock = _open_turn(served, sid, "slow")  # 5 s: outlasts the contention
     statuses: list[int] = []
     bodies: list[dict[str, object]] = []
     lock = threading.Lock()
