@@ -133,6 +133,8 @@ def _connection(
     conn: socket.socket, bodies: dict[str, Callable[[], Iterator[bytes]]]
 ) -> None:
     conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * 1024 * 1024)
+    # the head and a small body go out at once, not after the client's delayed ACK
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = b""
     try:
         while True:

@@ -81,6 +81,7 @@ def test_without_a_compiler_the_install_falls_back_to_the_twin(tmp_path: Path) -
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "navi_core/_core_py.py" in names and "navi_core/py.typed" in names
+    assert "navi_core/serve/chat.html" in names  # the page navi-core serve shows
     assert not _extension_files(names)
 
 
@@ -193,6 +194,7 @@ def test_the_sdist_carries_the_cython_sources_not_the_generated_c(sdist: Path) -
         "navi_core/py.typed",
         "navi_core/_core.pyi",
         "navi_core/_core_py.py",
+        "navi_core/serve/chat.html",
     } <= names
     assert not [n for n in names if n.endswith(".c")]
 

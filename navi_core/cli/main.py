@@ -15,6 +15,7 @@ from .compact import register as add_compact
 from .demo import register as add_demo
 from .options import Command, help_command
 from .run import register as add_run
+from .serve import register as add_serve
 from .sessions import register as add_sessions
 
 __all__ = ["build_parser", "main"]
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     subcommands = parser.add_subparsers(
         title="commands", metavar="COMMAND", dest="command"
     )
-    for add in (add_demo, add_run, add_sessions, add_compact):
+    for add in (add_demo, add_run, add_sessions, add_compact, add_serve):
         add(subcommands)
     return parser
 

@@ -1,0 +1,202 @@
+"""``navi-core serve``: agent sessions over HTTP, under gunicorn.
+
+The store comes from the shared store flags, the model from the provider flags of
+``navi-core run`` (or ``--demo``: a scripted model that needs no endpoint), the tools
+from ``--workspace``. Tokens come from ``$NAVI_SERVE_TOKENS`` and ``--token-file``;
+without any the server refuses to start unless ``--no-auth`` says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..config import Config
+from ..conversation import Text, ToolUse
+from ..errors import NaviError
+from ..providers.base import Provider
+from ..providers.scripted import Scripted
+from ..store.base import SessionStore
+from .options import (
+    ProviderChoice,
+    Subcommands,
+    UsageError,
+    add_store_arguments,
+    error_line,
+    provider_choice,
+)
+from .workspace import workspace_tools
+
+if TYPE_CHECKING:  # the serve package needs the serve extra only when it runs
+    from ..serve.app import ServeApp
+    from ..serve.control import ControlBus
+
+__all__ = ["command", "register"]
+
+
+def register(subcommands: Subcommands) -> None:
+    """Add ``serve`` with the store, provider, server and auth flags."""
+    p = subcommands.add_parser(
+        "serve",
+        help="serve agent sessions over HTTP (gunicorn)",
+        description="Serve sessions over HTTP with server-sent events, a web chat "
+        "page at / and the API described at /openapi.json.",
+    )
+    server = p.add_argument_group("server")
+    server.add_argument("--bind", default="127.0.0.1:8000", metavar="HOST:PORT")
+    server.add_argument("--workers", type=int, default=1, metavar="N")
+    server.add_argument(
+        "--threads",
+        type=int,
+        default=8,
+        metavar="T",
+        help="threads per worker: gthread workers above 1, sync workers at 1",
+    )
+    server.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="on SIGTERM, how long running turns may go on before they are cancelled",
+    )
+    server.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="gunicorn's worker timeout (a silent worker is restarted)",
+    )
+    server.add_argument(
+        "--max-body", type=int, default=1 << 20, metavar="BYTES", help="413 above this"
+    )
+    auth = p.add_argument_group("authentication")
+    auth.add_argument(
+        "--token-file", metavar="FILE", help="accepted bearer tokens, one per line"
+    )
+    auth.add_argument(
+        "--no-auth", action="store_true", help="serve without bearer tokens"
+    )
+    # TODO(navi-core chat config profiles): take the provider and tools from a
+    # profile once the chat command's TOML profiles exist; the flags stay
+    model = p.add_argument_group("model endpoint (as for navi-core run)")
+    model.add_argument("--model", metavar="M", help="the model to ask")
+    model.add_argument("--base-url", metavar="URL")
+    model.add_argument("--anthropic", action="store_true")
+    model.add_argument("--api-key-env", metavar="VAR")
+    model.add_argument(
+        "--demo", action="store_true", help="a scripted model: no endpoint, no key"
+    )
+    p.set_defaults(openai_base_url=None, anthropic_base_url=None)
+    agent = p.add_argument_group("agent")
+    agent.add_argument(
+        "--workspace", metavar="DIR", help="file tools (list, read, count) in DIR"
+    )
+    agent.add_argument("--system", help="system prompt of new sessions")
+    agent.add_argument("--max-tokens", type=int, default=None)
+    add_store_arguments(p)
+    p.set_defaults(func=command)
+
+
+def _demo_provider() -> Provider:
+    """One turn of the demo model: it lists the workspace, then answers."""
+    return Scripted(
+        [
+            [
+                Text("Let me look at the workspace."),
+                ToolUse("call_1", "list_dir", "{}"),
+            ],
+            "That is what the workspace holds. (This is navi-core serve --demo.)",
+        ],
+        model="scripted-demo",
+    )
+
+
+def _check(args: argparse.Namespace) -> ProviderChoice | None:
+    if args.demo and args.model:
+        raise UsageError("--demo and --model name two models: give one")
+    if not args.demo and not args.model:
+        raise UsageError("give --model M (and --base-url URL), or --demo")
+    if args.workers < 1 or args.threads < 1:
+        raise UsageError("--workers and --threads must be at least 1")
+    if args.max_body < 1 or args.grace < 0:
+        raise UsageError("--max-body must be positive and --grace not negative")
+    host, sep, port = args.bind.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise UsageError(f"--bind wants HOST:PORT, got {args.bind!r}")
+    return None if args.demo else provider_choice(args)
+
+
+def _open_store(
+    args: argparse.Namespace,
+) -> tuple[SessionStore, Callable[[], ControlBus]]:
+    """The worker's store and a maker of its control bus (both after the fork)."""
+    dsn = args.postgres or (None if args.db else os.environ.get("NAVI_POSTGRES_DSN"))
+    if dsn:
+        from ..serve.control import PostgresControl
+        from ..store.postgres import PostgresStore
+
+        return PostgresStore(dsn, max_size=args.threads + 2), lambda: PostgresControl(
+            dsn
+        )
+    from ..serve.control import SQLiteControl
+    from ..store.sqlite import SQLiteStore
+
+    db = args.db or os.environ.get("NAVI_DB") or "navi.db"
+    return SQLiteStore(db), lambda: SQLiteControl(f"{db}.control")
+
+
+def command(args: argparse.Namespace) -> int:
+    """``navi-core serve``: runs until SIGTERM or SIGINT; 2 for bad flags."""
+    try:
+        from ..serve.auth import BearerAuth, tokens_from
+        from ..serve.server import GunicornServer, gunicorn_options
+    except ImportError as exc:
+        print(f"error: {exc} (pip install 'navi-core[serve]')", file=sys.stderr)
+        return 1
+    try:
+        choice = _check(args)
+        tokens = tokens_from(args.token_file)
+        if not tokens and not args.no_auth:
+            raise UsageError(
+                "no bearer token: set $NAVI_SERVE_TOKENS or --token-file, "
+                "or pass --no-auth"
+            )
+    except UsageError as exc:
+        print(error_line(exc), file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(error_line(exc), file=sys.stderr)
+        return 2
+    auth = BearerAuth(tokens) if tokens and not args.no_auth else None
+    workspace = Path(args.workspace or ".")
+    config = Config(max_output_tokens=args.max_tokens)
+
+    def make_app() -> ServeApp:
+        from ..serve.app import ServeApp
+
+        store, control = _open_store(args)
+        return ServeApp(
+            store,
+            None if choice is None else choice.open(),
+            provider_factory=_demo_provider if choice is None else None,
+            tools=workspace_tools(workspace) if args.workspace or args.demo else [],
+            config=config,
+            system=args.system,
+            auth=auth,
+            control=control(),
+            max_body=args.max_body,
+        )
+
+    options = gunicorn_options(
+        args.bind, args.workers, args.threads, args.grace, args.timeout
+    )
+    try:
+        GunicornServer(make_app, options, args.grace).run()
+    except (NaviError, ValueError) as exc:
+        print(error_line(exc), file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,84 @@
+"""The route table of ``navi-core serve``: (method, path pattern) -> handler name.
+
+Path segments in braces are parameters; ``public`` routes need no bearer token (the
+chat page and the OpenAPI document hold nothing secret).
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Final, NamedTuple
+from urllib.parse import unquote
+
+from .http import HTTPError
+
+__all__ = ["ROUTES", "Route", "match_route"]
+
+
+class Route(NamedTuple):
+    method: str
+    pattern: str
+    name: str
+    public: bool = False
+
+
+ROUTES: Final = (
+    Route("GET", "/", "page", public=True),
+    Route("GET", "/openapi.json", "openapi", public=True),
+    Route("GET", "/v1/sessions", "list_sessions"),
+    Route("POST", "/v1/sessions", "create_session"),
+    Route("GET", "/v1/sessions/{session_id}", "get_session"),
+    Route("GET", "/v1/sessions/{session_id}/messages", "list_messages"),
+    Route("POST", "/v1/sessions/{session_id}/turns", "start_turn"),
+    Route("POST", "/v1/sessions/{session_id}/cancel", "cancel_turn"),
+    Route("POST", "/v1/sessions/{session_id}/steer", "steer_turn"),
+    Route("POST", "/v1/sessions/{session_id}/approvals/{call_id}", "decide_approval"),
+    Route("POST", "/v1/sessions/{session_id}/compact", "compact_session"),
+)
+
+_SPLIT: Final = MappingProxyType(
+    {r.pattern: tuple(r.pattern.strip("/").split("/")) for r in ROUTES}
+)
+
+
+def _match(pattern: str, parts: tuple[str, ...]) -> dict[str, str] | None:
+    want = _SPLIT[pattern]
+    if pattern == "/":
+        return {} if parts == ("",) else None
+    if len(want) != len(parts):
+        return None
+    params = {}
+    for w, p in zip(want, parts, strict=True):
+        if w.startswith("{"):
+            if not p:
+                return None
+            params[w[1:-1]] = unquote(p)
+        elif w != p:
+            return None
+    return params
+
+
+def match_route(method: str, path: str) -> tuple[str, dict[str, str], bool]:
+    """(handler name, path parameters, public) of the request.
+
+    Raises:
+        HTTPError: 404 for an unknown path, 405 (``field`` holds the allowed methods)
+            for a known path with another method.
+    """
+    parts = tuple(path.strip("/").split("/")) if path.strip("/") else ("",)
+    allowed = []
+    for route in ROUTES:
+        params = _match(route.pattern, parts)
+        if params is None:
+            continue
+        if route.method == method:
+            return route.name, params, route.public
+        allowed.append(route.method)
+    if allowed:
+        raise HTTPError(
+            405,
+            "method_not_allowed",
+            f"{method} is not allowed here",
+            ", ".join(allowed),
+        )
+    raise HTTPError(404, "not_found", f"no route {path[:200]!r}")

@@ -1,0 +1,80 @@
+"""Running a ``ServeApp`` under gunicorn: sync or gthread workers, graceful shutdown.
+
+Each worker builds its own app after the fork (stores and HTTP clients are not shared
+across processes). On SIGTERM a worker stops accepting, refuses new turns with 503,
+lets running turns go on for ``grace`` seconds, then cancels them; each ends with
+``TurnComplete(CANCELLED)`` and keeps what it committed before the worker exits.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+from .app import ServeApp
+
+__all__ = ["GunicornServer", "gunicorn_options"]
+
+
+def gunicorn_options(
+    bind: str, workers: int, threads: int, grace: float, timeout: float
+) -> dict[str, Any]:
+    """gunicorn settings for ``navi-core serve``: gthread with threads, else sync."""
+    return {
+        "bind": [bind],
+        "workers": workers,
+        "threads": threads,
+        "worker_class": "gthread" if threads > 1 else "sync",
+        # the grace period, then time for cancelled turns to commit and answer
+        "graceful_timeout": int(grace + 10.99),
+        "timeout": int(timeout),
+        "keepalive": 5,
+        "accesslog": None,
+        "errorlog": "-",
+        "loglevel": "warning",
+    }
+
+
+class GunicornServer(BaseApplication):  # type: ignore[misc]
+    """A gunicorn arbiter whose workers serve ``make()``'s app."""
+
+    def __init__(
+        self, make: Callable[[], ServeApp], options: dict[str, Any], grace: float
+    ) -> None:
+        self._make = make
+        self._options = options
+        self.grace = grace
+        #: this worker's app, once gunicorn loaded it
+        self.app: ServeApp | None = None
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self._options.items():
+            self.cfg.set(key, value)
+        # gunicorn checks a hook's arity, so plain functions rather than methods
+        server = self
+
+        def post_worker_init(worker: Any) -> None:
+            exit_now = worker.handle_exit
+            app = server.app
+
+            def on_term(signum: int, frame: Any) -> None:
+                if app is not None:
+                    app.begin_shutdown(server.grace)
+                exit_now(signum, frame)
+
+            signal.signal(signal.SIGTERM, on_term)
+
+        def worker_exit(arbiter: Any, worker: Any) -> None:
+            if server.app is not None:
+                server.app.close()
+
+        self.cfg.set("post_worker_init", post_worker_init)
+        self.cfg.set("worker_exit", worker_exit)
+
+    def load(self) -> ServeApp:
+        self.app = self._make()
+        return self.app

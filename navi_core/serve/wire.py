@@ -1,0 +1,166 @@
+"""Events as server-sent events, and back: the one encoding ``navi-core serve`` speaks.
+
+Each navi_core event becomes one SSE event whose name is the event's class and whose
+data is one line of JSON with a ``type`` tag holding the same name::
+
+    event: TextDelta
+    data: {"type":"TextDelta","text":"Hel"}
+
+Fields keep their names. A ``Message`` is the stored format of ``navi_core.codec``
+(``{"v":1,"role":...,"content":[{"type":"text",...},...]}``, every block type), a
+``Usage`` an object of its five counts, a ``StopReason`` its value, a ``ToolUse`` the
+codec's ``tool_use`` block, a ``HookFailure`` an object of its fields, and the event
+inside a ``SubagentEvent`` a nested tagged object. ``decode_event`` turns the JSON back
+into an equal event, except ``TurnComplete.output``, which stays plain JSON data.
+A failed turn ends with ``event: error`` carrying ``{"type":"error","error":class,
+"message":text}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, Final, get_args
+
+import orjson
+
+from ..codec import from_obj, to_obj
+from ..conversation import Message, ToolUse, Usage
+from ..events import AnyEvent, Event, HookFailure, StopReason, TextDelta
+
+__all__ = [
+    "EVENT_TYPES",
+    "WireError",
+    "decode_event",
+    "encode_event",
+    "error_frame",
+    "event_obj",
+    "sse_frame",
+]
+
+#: event class name -> class, for every event a stream returns
+EVENT_TYPES: Final[Mapping[str, type[Event]]] = MappingProxyType(
+    {cls.__name__: cls for cls in get_args(AnyEvent)}
+)
+
+
+class WireError(ValueError):
+    """JSON that is not an encoded event."""
+
+
+def _usage_obj(u: Usage) -> dict[str, int]:
+    return {
+        "input": u.input,
+        "output": u.output,
+        "cache_read": u.cache_read,
+        "cache_write": u.cache_write,
+        "reasoning": u.reasoning,
+    }
+
+
+def _tool_use_obj(b: ToolUse) -> dict[str, Any]:
+    return {"type": "tool_use", "id": b.id, "name": b.name, "input": b.input}
+
+
+def _value_obj(value: Any) -> Any:
+    if isinstance(value, Message):
+        return to_obj(value)
+    if isinstance(value, Usage):
+        return _usage_obj(value)
+    if isinstance(value, StopReason):
+        return value.value
+    if isinstance(value, Event):
+        return event_obj(value)
+    if isinstance(value, ToolUse):
+        return _tool_use_obj(value)
+    if isinstance(value, HookFailure):
+        return dataclasses.asdict(value)
+    if isinstance(value, tuple):
+        return [_value_obj(v) for v in value]
+    return value
+
+
+def event_obj(ev: Event) -> dict[str, Any]:
+    """``ev`` as JSON-ready data tagged with its class name."""
+    obj: dict[str, Any] = {"type": type(ev).__name__}
+    for f in dataclasses.fields(ev):  # type: ignore[arg-type]
+        obj[f.name] = _value_obj(getattr(ev, f.name))
+    return obj
+
+
+def sse_frame(name: str, data: bytes) -> bytes:
+    """One SSE event; ``data`` is one line (compact JSON never holds a newline)."""
+    return b"event: " + name.encode() + b"\ndata: " + data + b"\n\n"
+
+
+def encode_event(ev: Event) -> bytes:
+    """``ev`` as one SSE event, ready to write."""
+    if type(ev) is TextDelta:  # the bulk of every stream: skip the generic walk
+        data = orjson.dumps({"type": "TextDelta", "text": ev.text})
+        return b"event: TextDelta\ndata: " + data + b"\n\n"
+    # orjson turns any dataclass left in ``output`` into an object
+    return sse_frame(type(ev).__name__, orjson.dumps(event_obj(ev)))
+
+
+def error_frame(exc: BaseException) -> bytes:
+    """The last SSE event of a failed turn: the error's class and its text."""
+    obj = {"type": "error", "error": type(exc).__name__, "message": str(exc)}
+    return sse_frame("error", orjson.dumps(obj))
+
+
+def _tool_use(obj: Any) -> ToolUse:
+    if not isinstance(obj, dict):
+        raise WireError("a tool_use must be an object")
+    return ToolUse(obj["id"], obj["name"], obj["input"])
+
+
+def _hook_failure(obj: Any) -> HookFailure:
+    if not isinstance(obj, dict):
+        raise WireError("a hook failure must be an object")
+    return HookFailure(**obj)
+
+
+#: field annotation (as the events module writes it) -> decoder of its JSON
+_FIELD_DECODERS: Final[Mapping[str, Callable[[Any], Any]]] = MappingProxyType(
+    {
+        "Message": from_obj,
+        "Usage": lambda o: Usage(**o),
+        "StopReason": StopReason,
+        "Event": lambda o: decode_event(o),
+        "tuple[ToolUse, ...]": lambda o: tuple(_tool_use(x) for x in o),
+        "tuple[HookFailure, ...]": lambda o: tuple(_hook_failure(x) for x in o),
+    }
+)
+
+
+def decode_event(data: bytes | str | Mapping[str, Any]) -> Event:
+    """The event that ``encode_event`` wrote as ``data`` (its JSON, or parsed JSON).
+
+    Raises:
+        WireError: not JSON, no known ``type``, or fields that do not fit the event.
+    """
+    if isinstance(data, bytes | str):
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise WireError(f"not JSON: {exc}") from exc
+    else:
+        obj = data
+    if not isinstance(obj, Mapping):
+        raise WireError("an event must be a JSON object")
+    name = obj.get("type")
+    cls = EVENT_TYPES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise WireError(f"unknown event type {name!r}")
+    kwargs = {}
+    try:
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if f.name not in obj:
+                continue
+            value = obj[f.name]
+            decoder = _FIELD_DECODERS.get(str(f.type))
+            kwargs[f.name] = value if decoder is None else decoder(value)
+        return cls(**kwargs)
+    except (TypeError, KeyError, ValueError) as exc:
+        raise WireError(f"{name}: {exc}") from exc

@@ -1,0 +1,189 @@
+"""``make_app`` embedded without gunicorn, and ``navi-core serve --demo``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import httpx
+import pytest
+from servekit import Client, Served, child_env
+
+from navi_core import MemoryStore, Scripted, Text, ToolUse
+from navi_core.events import StopReason, ToolFinished, TurnComplete
+from navi_core.serve import BearerAuth, make_app
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _ThreadedServer(WSGIServer):
+    """wsgiref, one thread per request, as a host application might run it."""
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        def run() -> None:
+            try:
+                self.finish_request(request, client_address)
+            finally:
+                self.shutdown_request(request)
+
+        threading.Thread(target=run, daemon=True).start()
+
+
+def shout(text: str) -> str:
+    """Upper-case a text.
+
+    Args:
+        text: what to shout.
+    """
+    return text.upper()
+
+
+@pytest.fixture
+def embedded() -> Iterator[str]:
+    def provider() -> Scripted:
+        return Scripted(
+            [[Text("Shouting."), ToolUse("c1", "shout", '{"text": "hi"}')], "HI it is."]
+        )
+
+    app = make_app(
+        MemoryStore(), provider_factory=provider, tools=[shout], auth=BearerAuth(["k"])
+    )
+    server = make_server(
+        "127.0.0.1", 0, app, server_class=_ThreadedServer, handler_class=_Quiet
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        app.close()
+
+
+def test_the_app_runs_inside_another_wsgi_server(embedded: str) -> None:
+    with Client(embedded, token="k") as c:
+        sid = c.new_session(system="be loud")
+        result = c.turn(sid, "shout hi")
+        finished = [e for e in result.events if isinstance(e, ToolFinished)]
+        assert len(finished) == 1 and not finished[0].is_error
+        done = result.last
+        assert (
+            isinstance(done, TurnComplete) and done.stop_reason is StopReason.END_TURN
+        )
+        assert done.response == "HI it is."
+        roles = [m["role"] for m in c.messages(sid)]
+        assert roles == ["system", "user", "assistant", "user", "assistant"]
+        assert httpx.get(embedded + "/v1/sessions").status_code == 401
+
+
+def test_demo_serves_without_a_model_endpoint(tmp_path: Path) -> None:
+    args = [
+        "--demo",
+        "--no-auth",
+        "--db",
+        str(tmp_path / "d.db"),
+        "--workspace",
+        str(tmp_path),
+    ]
+    (tmp_path / "a.txt").write_text("x")
+    with Served.start(tmp_path, args) as served, served.client(token=None) as c:
+        sid = c.new_session()
+        result = c.turn(sid, "what is here?")
+        assert "ToolFinished" in result.names()
+        assert isinstance(result.last, TurnComplete)
+        assert "navi-core serve --demo" in result.last.response
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--demo", "--model", "m"], "two models"),
+        ([], "give --model"),
+        (["--demo", "--bind", "8000"], "HOST:PORT"),
+        (["--demo", "--workers", "0"], "at least 1"),
+        (["--model", "m", "--api-key-env", "NAVI_SERVE_NO_SUCH_KEY"], "is not set"),
+    ],
+)
+def test_bad_flags_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "navi_core",
+            "serve",
+            "--db",
+            str(tmp_path / "x.db"),
+            *args,
+        ],
+        env=child_env(),
+        capture_output=True,
+        timeout=60,
+    )
+    assert r.returncode == 2
+    assert message in r.stderr.decode()
+
+
+def test_approvals_hold_a_call_until_it_is_approved() -> None:
+    from navi_core import Agent, tool
+
+    if not hasattr(Agent, "approve"):
+        pytest.skip("Agent.approve/deny are not in this build")
+    ran: list[str] = []
+
+    def delete(path: str) -> str:
+        """Delete a file.
+
+        Args:
+            path: the file.
+        """
+        ran.append(path)
+        return f"deleted {path}"
+
+    held = tool(needs_approval=True)(delete)  # type: ignore[call-overload, unused-ignore]
+
+    def provider() -> Scripted:
+        return Scripted(
+            [[ToolUse("c1", "delete", '{"path": "a.txt"}')], "Done: a.txt is gone."]
+        )
+
+    app = make_app(MemoryStore(), provider_factory=provider, tools=[held])
+    server = make_server(
+        "127.0.0.1", 0, app, server_class=_ThreadedServer, handler_class=_Quiet
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with Client(f"http://127.0.0.1:{server.server_port}", token=None) as c:
+            sid = c.new_session()
+            first = c.turn(sid, "delete a.txt")
+            done = first.last
+            assert isinstance(done, TurnComplete)
+            assert done.stop_reason is StopReason.APPROVAL_REQUIRED
+            assert [u.id for u in done.pending_approvals] == ["c1"] and ran == []
+            r = c.http.post(f"/v1/sessions/{sid}/approvals/c1", json={"approved": True})
+            assert r.status_code == 200 and r.json() == {
+                "call_id": "c1",
+                "approved": True,
+            }
+            again = c.http.post(
+                f"/v1/sessions/{sid}/approvals/nope", json={"approved": True}
+            )
+            assert (
+                again.status_code == 409
+                and again.json()["error"] == "approval_not_pending"
+            )
+            resumed = c.turn(sid)  # no prompt: resume runs the approved call once
+            assert ran == ["a.txt"]
+            assert isinstance(resumed.last, TurnComplete)
+    finally:
+        server.shutdown()
+        server.server_close()
+        app.close()
