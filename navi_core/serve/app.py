@@ -20,6 +20,7 @@ from ..compaction import DEFAULT_SUMMARY_PROMPT
 from ..config import Config
 from ..errors import (
     AmbiguousSession,
+    ApprovalNotPending,
     NaviError,
     SessionBusy,
     SessionNotFound,
@@ -258,17 +259,10 @@ class ServeApp:
         limit = request.query_int("limit", 100, 1, 256)
         start = request.query_int("cursor", 0, 0, 1 << 62)
         self._session(session_id)
-        # TODO(SessionStore.history_page): call it directly once every store has it;
-        # its cursor is the same decimal offset
-        paged = getattr(self.store, "history_page", None)
-        if paged is not None:
-            page = paged(session_id, limit=limit, cursor=str(start) if start else None)
-            messages, next_cursor = list(page.messages), page.next_cursor
-        else:
-            every = [m for window in self.store.history(session_id) for m in window]
-            messages = every[start : start + limit]
-            more = start + limit < len(every)
-            next_cursor = str(start + limit) if more else None
+        page = self.store.history_page(
+            session_id, limit=limit, cursor=str(start) if start else None
+        )
+        messages, next_cursor = list(page.messages), page.next_cursor
         return json_response(
             {"messages": [to_obj(m) for m in messages], "next_cursor": next_cursor}
         )
@@ -352,17 +346,12 @@ class ServeApp:
         provider, owned = self._open_provider()
         try:
             with self._agent(session_id, provider) as agent:
-                # TODO(Agent.approve/deny): 501 until the Agent has them
-                decide = getattr(agent, "approve" if approved else "deny", None)
-                if decide is None:
-                    raise HTTPError(
-                        501, "not_implemented", "approvals need Agent.approve/deny"
-                    )
                 try:
-                    decide(call_id) if approved else decide(call_id, reason=reason)
-                except NaviError as exc:  # ApprovalNotPending: nothing held, or decided
-                    if type(exc).__name__ != "ApprovalNotPending":
-                        raise
+                    if approved:
+                        agent.approve(call_id)
+                    else:
+                        agent.deny(call_id, reason=reason)
+                except ApprovalNotPending as exc:  # nothing held, or decided already
                     raise HTTPError(409, "approval_not_pending", str(exc)) from None
         finally:
             if owned:
@@ -371,8 +360,20 @@ class ServeApp:
 
     def _compact(self, request: Request, session_id: str) -> Response:
         body = request.json_object()
-        only_fields(body, ("instructions",))
+        only_fields(body, ("instructions", "keep_turns"))
         instructions = optional_str(body, "instructions", MAX_TEXT)
+        keep_turns = body.get("keep_turns")
+        if keep_turns is not None and (
+            not isinstance(keep_turns, int)
+            or isinstance(keep_turns, bool)
+            or keep_turns < 0
+        ):
+            raise HTTPError(
+                400,
+                "bad_request",
+                "keep_turns must be a whole number >= 0",
+                "keep_turns",
+            )
         config = self.config
         if config.compaction.prompt is None:
             compaction = dataclasses.replace(
@@ -382,8 +383,7 @@ class ServeApp:
         provider, owned = self._open_provider()
         try:
             with self._agent(session_id, provider, config=config) as agent:
-                # TODO(Agent.compact_stream, keep_turns): stream the compaction events
-                result = agent.compact(instructions)
+                result = agent.compact(instructions, keep_turns)
         finally:
             if owned:
                 provider.close()

@@ -311,7 +311,12 @@ def _document() -> dict[str, Any]:
             "/v1/sessions/{session_id}/compact": {
                 "post": _post(
                     "summarise the old part of the conversation now",
-                    _body({"instructions": text}),
+                    _body(
+                        {
+                            "instructions": text,
+                            "keep_turns": {"type": "integer", "minimum": 0},
+                        }
+                    ),
                     "200",
                     "Compaction",
                     400,
