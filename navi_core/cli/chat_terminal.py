@@ -1,0 +1,146 @@
+"""The chat's terminal: a prompt that stays open while answers stream above it.
+
+On a terminal, prompt_toolkit reads input with line editing, a history file and
+multi-line editing; the live area of the running turn is drawn just above the input
+line and redrawn ten times a second; finished output scrolls above it. So typing
+while an answer streams is possible: Enter steers the running turn. Ctrl-C cancels
+the running turn; at an empty prompt the first Ctrl-C warns, the second exits.
+
+Without a terminal (input piped in), each line is sent in turn and waited for.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+from .chat_commands import EXIT, run_command
+from .chat_controller import ChatController
+
+__all__ = ["default_history_path", "run_plain", "run_terminal", "stdout_writer"]
+
+_PROMPT = "> "
+
+
+def default_history_path() -> Path:
+    """``$XDG_STATE_HOME/navi-core/chat_history`` (``~/.local/state/...``)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "navi-core" / "chat_history"
+
+
+def stdout_writer(text: str) -> None:
+    """Write finished output; ``sys.stdout`` is prompt_toolkit's proxy while it runs."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _handle(chat: ChatController, text: str) -> bool:
+    """Send one input; False when the chat should end."""
+    if text.startswith("/") and not text.startswith("//"):
+        return run_command(chat, text) != EXIT
+    chat.say(text[1:] if text.startswith("//") else text)
+    return True
+
+
+def run_terminal(chat: ChatController, history: Path | None) -> int:
+    """The interactive chat on a terminal; returns the exit status."""
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.formatted_text import ANSI
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+    from prompt_toolkit.patch_stdout import patch_stdout
+
+    keys = KeyBindings()
+    carry = [""]  # text typed when Ctrl-C cancelled a turn, offered again
+
+    @keys.add("enter")
+    def _submit(event: KeyPressEvent) -> None:
+        buf = event.current_buffer
+        if buf.document.text_before_cursor.endswith("\\"):
+            buf.delete_before_cursor()
+            buf.insert_text("\n")
+        else:
+            buf.validate_and_handle()
+
+    @keys.add("escape", "enter")
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @keys.add("c-c")
+    def _interrupt(event: KeyPressEvent) -> None:
+        buf = event.current_buffer
+        if buf.text and not chat.turn_running:
+            buf.reset()
+            return
+        carry[0] = buf.text
+        event.app.exit(exception=KeyboardInterrupt())
+
+    store: FileHistory | InMemoryHistory = InMemoryHistory()
+    if history is not None:
+        try:
+            history.parent.mkdir(parents=True, exist_ok=True)
+            store = FileHistory(str(history))
+        except OSError:
+            pass  # a read-only home still chats, without a saved history
+    session: PromptSession[str] = PromptSession(
+        history=store, multiline=True, key_bindings=keys
+    )
+    painter = chat.painter
+
+    def message() -> ANSI:
+        marker = painter.style("35;1", "steer> ") if chat.turn_running else _PROMPT
+        return ANSI(chat.view.live() + painter.style("1", marker))
+
+    armed = False
+    with patch_stdout(raw=True):
+        while True:
+            try:
+                text = session.prompt(
+                    message,
+                    refresh_interval=0.1,
+                    default=carry[0],
+                    prompt_continuation=lambda width, line, soft: ". ".rjust(width),
+                )
+                carry[0] = ""
+            except KeyboardInterrupt:
+                if chat.cancel():
+                    armed = False
+                elif armed:
+                    break
+                else:
+                    armed = True
+                    stdout_writer(
+                        painter.style("2", "  (Ctrl-C again to exit, or /exit)\n")
+                    )
+                continue
+            except EOFError:
+                break
+            armed = False
+            if text.strip() and not _handle(chat, text.strip()):
+                break
+    return 0
+
+
+def run_plain(chat: ChatController, lines: Callable[[], str]) -> int:
+    """The chat over piped input: one message per line, each waited for."""
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        if not chat.cancel():
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        while line := lines():
+            text = line.strip()
+            if text and not _handle(chat, text):
+                break
+            chat.wait_idle()
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return 0
