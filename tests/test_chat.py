@@ -3,6 +3,7 @@ typing, Ctrl-C, a real OpenAI-compatible server on loopback and a real SQLite fi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -114,10 +115,8 @@ class Pty:
         return _ESCAPES.sub("", self.raw).replace("\r", "")
 
     def read(self, timeout: float = 0.05) -> None:
-        try:
+        with contextlib.suppress(pexpect.TIMEOUT):
             self.raw += self.child.read_nonblocking(65536, timeout=timeout)
-        except pexpect.TIMEOUT:
-            pass
 
     def wait_for(self, pattern: str, timeout: float = 15.0) -> re.Match[str]:
         """The first match of ``pattern`` after the previous one."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import shutil
 import sys
@@ -201,6 +202,13 @@ def _chat(
     args: argparse.Namespace, settings: ChatSettings, demo: DemoScript | None
 ) -> int:
     tty = sys.stdin.isatty() and sys.stdout.isatty()
+    if tty and importlib.util.find_spec("prompt_toolkit") is None:
+        print(
+            "error: navi-core chat needs prompt_toolkit on a terminal: "
+            "pip install 'navi-core[chat]'",
+            file=sys.stderr,
+        )
+        return 1
     color = tty and not os.environ.get("NO_COLOR")
     painter = Painter(color=color, width=lambda: shutil.get_terminal_size().columns)
     config = Config(

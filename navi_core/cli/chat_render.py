@@ -60,8 +60,11 @@ class Painter:
         """``text`` rendered as markdown for the terminal, ending with a newline."""
         if not self.color:
             return text.rstrip("\n") + "\n"
-        from rich.console import Console
-        from rich.markdown import Markdown
+        try:
+            from rich.console import Console
+            from rich.markdown import Markdown
+        except ImportError:  # without the chat extra: the text as written
+            return text.rstrip("\n") + "\n"
 
         buf = io.StringIO()
         console = Console(
@@ -198,6 +201,9 @@ class TurnView:
                         + p.style("2", "; its partial answer was removed\n")
                     )
                 case ProviderRetry() as r:
+                    # the failed attempt is never committed: drop what it showed
+                    self._text = self._thinking = ""
+                    self._writing.clear()
                     self._waiting = True
                     self.commit(
                         p.style(

@@ -1,0 +1,230 @@
+"""Chat profiles (TOML) and the chat over piped input: the endpoint a profile names,
+flags over the profile, keys only from the environment, and the retry rule end to end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from loopback import LoopbackServer, Reply
+from test_chat import ROOT, chat_env, text_reply
+
+import navi_core
+from navi_core.cli.chat_profiles import Price, load_profile
+from navi_core.cli.options import UsageError
+from navi_core.conversation import Usage
+from navi_core.store.sqlite import SQLiteStore
+
+PROFILES = """
+default_profile = "local"
+
+[profiles.local]
+provider = "openai"
+model = "profile-model"
+base_url = "{url}/v1"
+api_key_env = "CHAT_TEST_KEY"
+system = "You answer in one line."
+price = {{ input = 2.0, output = 8.0 }}
+
+[profiles.claude]
+provider = "anthropic"
+model = "claude-test"
+"""
+
+
+def write_profiles(tmp_path: Path, url: str = "http://127.0.0.1:9") -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(PROFILES.format(url=url), encoding="utf-8")
+    return path
+
+
+def piped(
+    lines: str, *args: str, cwd: Path, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "navi_core", "chat", *args],
+        input=lines,
+        cwd=cwd,
+        env=chat_env(cwd, **env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_default_profile_and_a_named_one(tmp_path: Path) -> None:
+    path = write_profiles(tmp_path)
+    local = load_profile(path, None)
+    assert (local.profile, local.provider, local.model) == (
+        "local",
+        "openai",
+        "profile-model",
+    )
+    assert local.api_key_env == "CHAT_TEST_KEY"
+    assert local.price == Price(input=2.0, output=8.0)
+    claude = load_profile(path, "claude")
+    assert (claude.provider, claude.model, claude.base_url) == (
+        "anthropic",
+        "claude-test",
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('[profiles.a]\nmodel = "m"\napi_key = "sk-secret-1"\n', "api_key_env"),
+        ('[profiles.a]\nprovider = "gemini"\n', "provider must be one of"),
+        ('[profiles.a]\nmodl = "m"\n', "unknown keys ['modl']"),
+        ("[profiles.a]\nprice = { input = 1 }\n", "price needs input and output"),
+        ("[profiles.a\n", "not valid TOML"),
+    ],
+)
+def test_a_bad_profile_is_refused_with_its_reason(
+    tmp_path: Path, body: str, message: str
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(body, encoding="utf-8")
+    with pytest.raises(UsageError) as info:
+        load_profile(path, "a")
+    assert message in str(info.value)
+    assert "sk-secret-1" not in str(info.value)
+
+
+def test_an_unknown_profile_names_the_known_ones(tmp_path: Path) -> None:
+    with pytest.raises(
+        UsageError, match=r"no profile 'nope' \(profiles: claude, local\)"
+    ):
+        load_profile(write_profiles(tmp_path), "nope")
+
+
+def test_price_counts_cache_buckets_at_the_input_price_unless_priced() -> None:
+    u = Usage(input=1_000_000, output=1_000_000, cache_read=1_000_000)
+    assert Price(input=1.0, output=4.0).cost(u) == pytest.approx(6.0)
+    assert Price(input=1.0, output=4.0, cache_read=0.1).cost(u) == pytest.approx(5.1)
+
+
+def test_a_profile_drives_a_real_chat_and_the_key_stays_in_the_environment(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    key = "sk-profile-key-77777777"
+    loopback.add(text_reply("Hello from ", "the profile."))
+    config = write_profiles(tmp_path, loopback.url)
+    db = tmp_path / "chat.db"
+    result = piped(
+        "hi there\n",
+        "--config",
+        str(config),
+        "--db",
+        str(db),
+        cwd=tmp_path,
+        CHAT_TEST_KEY=key,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "profile-model" in result.stdout and "profile local" in result.stdout
+    assert "Hello from the profile." in result.stdout
+    # 20 prompt tokens at $2/M + 7 output tokens at $8/M
+    assert "20 in / 7 out tokens · $0.0001" in result.stdout
+    (request,) = loopback.requests
+    assert request.json["model"] == "profile-model"
+    assert request.headers["authorization"] == f"Bearer {key}"
+    assert request.json["messages"][0] == {
+        "role": "system",
+        "content": "You answer in one line.",
+    }
+    assert key not in result.stdout + result.stderr
+    assert key not in db.read_bytes().decode("latin-1")
+
+
+def test_flags_win_over_the_profile(loopback: LoopbackServer, tmp_path: Path) -> None:
+    loopback.add(text_reply("ok"))
+    config = write_profiles(tmp_path, "http://127.0.0.1:9")
+    result = piped(
+        "hi\n",
+        "--config",
+        str(config),
+        "--model",
+        "flag-model",
+        "--base-url",
+        f"{loopback.url}/v1",
+        "--db",
+        str(tmp_path / "c.db"),
+        cwd=tmp_path,
+        CHAT_TEST_KEY="k",
+    )
+    assert result.returncode == 0, result.stderr
+    assert loopback.requests[0].json["model"] == "flag-model"
+
+
+def test_a_missing_key_variable_is_one_error_line(tmp_path: Path) -> None:
+    result = piped("hi\n", "--config", str(write_profiles(tmp_path)), cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == "error: $CHAT_TEST_KEY (api_key_env) is not set\n"
+
+
+def test_no_model_says_how_to_name_one(tmp_path: Path) -> None:
+    result = piped("", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "no model: give --model M" in result.stderr and "--demo" in result.stderr
+
+
+@pytest.mark.skipif(
+    hasattr(navi_core, "OpenAIResponses"), reason="OpenAIResponses is present"
+)
+def test_responses_without_the_provider_is_a_clear_error(tmp_path: Path) -> None:
+    result = piped("hi\n", "--responses", "--model", "m", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "--responses needs navi_core.OpenAIResponses" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_retried_answer_is_printed_once(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    partial = text_reply("Draft answer ", "that breaks", "off")
+    loopback.add(
+        Reply(body=list(partial.body)[:3], reset=True),
+        text_reply("Final ", "answer."),
+    )
+    result = piped(
+        "question\n",
+        "--model",
+        "m",
+        "--base-url",
+        f"{loopback.url}/v1",
+        "--db",
+        str(tmp_path / "c.db"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.count("Final answer.") == 1
+    assert "Draft answer" not in out
+    assert "attempt 1 broke off after 13 chars" in out
+    assert "retry 1/4 after TransportError" in out
+    assert len(loopback.requests) == 2
+
+
+def test_demo_over_piped_input(tmp_path: Path) -> None:
+    result = piped(
+        "what is in the workspace?\n/tools\n/new\n/sessions\n",
+        "--demo",
+        "--db",
+        str(tmp_path / "d.db"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for line in ("✓ list_dir", "✓ read_file", "✓ scan", "3 responses · 3 tool calls"):
+        assert line in out
+    assert "scan        Find the lines" in out
+    store = SQLiteStore(tmp_path / "d.db")
+    try:
+        infos = store.list()
+    finally:
+        store.close()
+    assert len(infos) == 2  # /new started a second session
+    assert out.count("\n* ") == 1  # /sessions marks the current one
+    assert str(ROOT) not in out
