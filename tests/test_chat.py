@@ -345,3 +345,31 @@ def stored_session_id(db: Path) -> str:
         return info.id
     finally:
         store.close()
+
+
+def test_typing_while_an_answer_streams_steers_the_turn(
+    loopback: LoopbackServer, tmp_path: Path, chats: list[Pty]
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one two\nthree\n", encoding="utf-8")
+    calling = tool_reply("call_1", "word_count", '{"path": "a.txt"}', "Counting. ")
+    body = list(calling.body)
+    body.insert(2, 1.5)  # silent for a while before the tool call arrives
+    loopback.add(Reply(body=body), text_reply("3 words on 2 lines."))
+    db = tmp_path / "chat.db"
+    p = start(chats, tmp_path, *endpoint(loopback, db), "--workspace", str(ws))
+    p.type("Count the words in a.txt")
+    p.wait_for(r"Counting\.")
+    p.type("also give the line count")
+    p.wait_for(r"↳ steer: also give the line count \(before the next response\)")
+    p.wait_for(r"↳ steered: also give the line count")
+    p.wait_for(r"3 words on 2 lines\.")
+    p.wait_for(r"\[end_turn\] · 2 responses · 1 tool call")
+    assert p.exit() == 0
+
+    second = loopback.requests[1].json["messages"]
+    assert second[-1] == {"role": "user", "content": "also give the line count"}
+    assert second[-2]["role"] == "tool"
+    roles = [m.role for m in stored(db)]
+    assert roles == ["user", "assistant", "user", "user", "assistant"]

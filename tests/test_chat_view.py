@@ -89,6 +89,7 @@ def test_the_status_line_counts_tokens_and_prices_them() -> None:
     usage = Usage(input=1000, output=200, cache_read=10_000)
     view.handle(TurnComplete(StopReason.END_TURN, "ok", 2, 1, usage))
     (line,) = committed
+    assert line.endswith("\n\n")
     # 1000 * 3 + 10000 * 0.3 + 200 * 15 = 9000 USD per million tokens
     assert line.startswith(
         "[end_turn] · 2 responses · 1 tool call · 11,000 in / 200 out tokens · "

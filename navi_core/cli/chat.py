@@ -273,7 +273,7 @@ def _banner(chat: ChatController, s: ChatSettings, *, resumed: bool) -> None:
         + p.style(
             "2",
             f" · {wire.model} ({where}{profile}) · {tools} tools · "
-            f"session {agent.session_id} · /help\n",
+            f"session {agent.session_id[:12]} · /help\n",
         )
     )
     if resumed:

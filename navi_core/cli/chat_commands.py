@@ -175,7 +175,8 @@ def _usage(chat: ChatController, arg: str) -> None:
     cost = f", ${price.cost(totals.usage):.4f}" if price is not None else ""
     _say(
         chat,
-        f"  this chat: {totals.turns} turns, {_usage_text(totals.usage)}{cost}\n"
+        f"  this chat: {totals.turns} turn{'s' * (totals.turns != 1)}, "
+        f"{_usage_text(totals.usage)}{cost}\n"
         f"  session {chat.agent.session_id} (current window): {_usage_text(stored)}",
     )
 

@@ -224,7 +224,7 @@ class TurnView:
                         self._running[cid].progress = f"sub-agent: {inner.name}"
                 case TurnComplete() as done:
                     seconds = time.monotonic() - self._started
-                    self.commit(status_line(done, seconds, self.price, p) + "\n")
+                    self.commit(status_line(done, seconds, self.price, p) + "\n\n")
                 case _:
                     pass
 
