@@ -14,7 +14,7 @@ from test_chat import ROOT, chat_env, text_reply
 import navi_core
 from navi_core.cli.chat_profiles import Price, load_profile
 from navi_core.cli.options import UsageError
-from navi_core.conversation import Usage
+from navi_core.conversation import System, Usage
 from navi_core.store.sqlite import SQLiteStore
 
 PROFILES = """
@@ -228,3 +228,32 @@ def test_demo_over_piped_input(tmp_path: Path) -> None:
     assert len(infos) == 2  # /new started a second session
     assert out.count("\n* ") == 1  # /sessions marks the current one
     assert str(ROOT) not in out
+
+
+def test_model_switch_keeps_the_session_and_resume_finds_it(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    result = piped(
+        "hello\n/model other-model\nhello again\n/resume latest\n/system Be brief.\n"
+        "/new\n/resume nope\n",
+        "--demo",
+        "--db",
+        str(db),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "model: other-model (session" in out
+    assert "already in session" in out
+    assert "error: SessionNotFound" in out
+    store = SQLiteStore(db)
+    try:
+        infos = {i.id: i for i in store.list()}
+        (first,) = [i for i in infos.values() if i.message_count > 1]
+        messages = store.load(first.id).messages
+    finally:
+        store.close()
+    assert len(infos) == 2
+    answers = [m for m in messages if m.role == "assistant"]
+    assert [m.wire.model for m in answers if m.wire] == ["scripted-demo", "other-model"]
+    (system,) = messages[-1].content
+    assert isinstance(system, System) and system.text == "Be brief."

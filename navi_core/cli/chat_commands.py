@@ -117,7 +117,9 @@ def _resume(chat: ChatController, arg: str) -> None:
             chat, "  usage: /resume ID (an id, an id prefix or 'latest'; see /sessions)"
         )
         return
-    chat.switch(chat.settings, arg)
+    if not chat.switch(chat.settings, arg):
+        _say(chat, f"  already in session {chat.agent.session_id}")
+        return
     announce(chat, "resumed")
 
 

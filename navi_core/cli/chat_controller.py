@@ -161,15 +161,32 @@ class ChatController:
             # typed too late for the turn that ran: it waits in the session, answer it
             self.turn(None)
 
-    def switch(self, settings: ChatSettings, session: str | None) -> None:
+    def switch(self, settings: ChatSettings, session: str | None) -> bool:
         """Replace the agent: another session (None: a new one) or other settings.
 
-        The old agent stays when the new one cannot be opened.
+        The session is looked up before anything is closed; when the new agent cannot
+        be opened the old one is reopened. False when nothing would change.
+
+        Raises:
+            SessionNotFound, AmbiguousSession: ``session`` names no single session.
         """
-        agent = self.factory(settings, session)
-        self._close_agent()
-        self.agent, self.settings = agent, settings
+        current = self.agent.session_id
+        if session is not None:
+            info = (
+                self.store.latest() if session == "latest" else self.store.get(session)
+            )
+            session = info.id if info is not None else None
+        if session == current and settings == self.settings:
+            return False
+        self._close_agent()  # it holds the session's lock
+        try:
+            self.agent = self.factory(settings, session)
+        except BaseException:
+            self.agent = self.factory(self.settings, current)
+            raise
+        self.settings = settings
         self.view.price = settings.price
+        return True
 
     # -- internals ---------------------------------------------------------------------
 
