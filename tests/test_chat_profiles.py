@@ -14,7 +14,7 @@ from test_chat import ROOT, chat_env, text_reply
 import navi_core
 from navi_core.cli.chat_profiles import Price, load_profile
 from navi_core.cli.options import UsageError
-from navi_core.conversation import System, Usage
+from navi_core.conversation import System, Usage, UserMessage
 from navi_core.store.sqlite import SQLiteStore
 
 PROFILES = """
@@ -257,3 +257,27 @@ def test_model_switch_keeps_the_session_and_resume_finds_it(tmp_path: Path) -> N
     assert [m.wire.model for m in answers if m.wire] == ["scripted-demo", "other-model"]
     (system,) = messages[-1].content
     assert isinstance(system, System) and system.text == "Be brief."
+
+
+def test_an_interrupted_turn_is_continued_after_a_restart(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    store = SQLiteStore(db)
+    try:
+        sid = store.create().id
+        store.append(sid, [UserMessage("Are you still there?")])  # then the crash
+    finally:
+        store.close()
+    result = piped(
+        "/continue\n", "--demo", "--session", "latest", "--db", str(db), cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert f"resumed session {sid} (1 message)" in out
+    assert "you: Are you still there?" in out
+    assert "its last turn did not finish: /continue answers it" in out
+    assert "[end_turn] · 1 response" in out
+    store = SQLiteStore(db)
+    try:
+        assert [m.role for m in store.load(sid).messages] == ["user", "assistant"]
+    finally:
+        store.close()

@@ -102,7 +102,8 @@ def announce(chat: ChatController, verb: str) -> None:
     """Say which session the chat now drives, with a recap of its last messages."""
     agent = chat.agent
     messages = agent.conversation.messages
-    _say(chat, f"  {verb} session {agent.session_id} ({len(messages)} messages)")
+    n = len(messages)
+    _say(chat, f"  {verb} session {agent.session_id} ({n} message{'s' * (n != 1)})")
     text = recap(messages, chat.painter.style)
     if text:
         _say(chat, text)
