@@ -104,3 +104,15 @@ def test_the_live_area_is_empty_once_the_turn_ended() -> None:
     assert "also this" in view.live()
     view.end()
     assert view.live() == ""
+
+
+def test_the_live_area_shows_only_the_tail_of_a_long_answer() -> None:
+    committed: list[str] = []
+    view = TurnView(
+        Painter(color=False, width=lambda: 40), committed.append, live_rows=lambda: 3
+    )
+    view.begin()
+    view.handle(TextDelta("".join(f"line {i}\n" for i in range(100))))
+    assert view.live() == "line 97\nline 98\nline 99\n"
+    view.handle(TextDelta("x" * 10_000))
+    assert len(view.live()) <= 3 * 40 + 3

@@ -273,7 +273,10 @@ class TurnView:
                 tail = self._thinking.splitlines()[-2:]
                 lines.extend(p.style("2", f"  {line}") for line in tail)
             if self._text:
-                lines.extend(self._text.splitlines()[-self.live_rows() :])
+                rows = self.live_rows()
+                # a long line wraps: bound the characters too, not just the lines
+                tail = self._text[-rows * max(20, p.width()) :]
+                lines.extend(tail.splitlines()[-rows:])
             for call in self._writing.values():
                 lines.append(p.style("36", f"  ⚙ {call.name} ") + _short(call.args))
             for call in self._running.values():
