@@ -373,3 +373,29 @@ def test_typing_while_an_answer_streams_steers_the_turn(
     assert second[-2]["role"] == "tool"
     roles = [m.role for m in stored(db)]
     assert roles == ["user", "assistant", "user", "user", "assistant"]
+
+
+def test_queue_runs_a_message_as_its_own_turn_after_the_running_one(
+    loopback: LoopbackServer, tmp_path: Path, chats: list[Pty]
+) -> None:
+    loopback.add(
+        text_reply("First ", "answer.", stall=1.5, after=1),
+        text_reply("Second answer."),
+    )
+    db = tmp_path / "chat.db"
+    p = start(chats, tmp_path, *endpoint(loopback, db))
+    p.type("one")
+    p.wait_for(r"First")
+    p.type("/queue two")
+    p.wait_for(r"⏸ queued: two")
+    p.wait_for(r"First answer\.")
+    p.wait_for(r"\[end_turn\]")
+    p.wait_for(r"Second answer\.")
+    p.wait_for(r"\[end_turn\]")
+    assert p.exit() == 0
+    assert [m.text for m in stored(db)] == [
+        "one",
+        "First answer.",
+        "two",
+        "Second answer.",
+    ]
