@@ -275,8 +275,8 @@ class TurnView:
             if self._text:
                 rows = self.live_rows()
                 # a long line wraps: bound the characters too, not just the lines
-                tail = self._text[-rows * max(20, p.width()) :]
-                lines.extend(tail.splitlines()[-rows:])
+                recent = self._text[-rows * max(20, p.width()) :]
+                lines.extend(recent.splitlines()[-rows:])
             for call in self._writing.values():
                 lines.append(p.style("36", f"  ⚙ {call.name} ") + _short(call.args))
             for call in self._running.values():

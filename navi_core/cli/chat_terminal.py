@@ -14,9 +14,16 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.application import Application
+    from prompt_toolkit.formatted_text import ANSI
 
 from .chat_commands import EXIT, run_command
 from .chat_controller import ChatController
@@ -24,6 +31,7 @@ from .chat_controller import ChatController
 __all__ = ["default_history_path", "run_plain", "run_terminal", "stdout_writer"]
 
 _PROMPT = "> "
+_REDRAW_SECONDS = 0.1
 
 
 def default_history_path() -> Path:
@@ -52,7 +60,6 @@ def run_terminal(chat: ChatController, history: Path | None) -> int:
     from prompt_toolkit.formatted_text import ANSI
     from prompt_toolkit.history import FileHistory, InMemoryHistory
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
-    from prompt_toolkit.patch_stdout import patch_stdout
 
     keys = KeyBindings()
     carry = [""]  # text typed when Ctrl-C cancelled a turn, offered again
@@ -95,13 +102,46 @@ def run_terminal(chat: ChatController, history: Path | None) -> int:
         marker = painter.style("35;1", "steer> ") if chat.turn_running else _PROMPT
         return ANSI(chat.view.live() + painter.style("1", marker))
 
+    stop = threading.Event()
+    ticker = threading.Thread(
+        target=_tick,
+        args=(chat, session.app, stop),
+        name="navi-chat-redraw",
+        daemon=True,
+    )
+    ticker.start()
+    try:
+        return _read_loop(chat, session, message, carry)
+    finally:
+        stop.set()
+        ticker.join(timeout=1)
+
+
+def _tick(chat: ChatController, app: Application[Any], stop: threading.Event) -> None:
+    """Redraw ten times a second while a turn runs (and once after): idle costs nothing."""
+    was_active = False
+    while not stop.wait(_REDRAW_SECONDS):
+        active = chat.view.active
+        if active or was_active:
+            app.invalidate()
+        was_active = active
+
+
+def _read_loop(
+    chat: ChatController,
+    session: PromptSession[str],
+    message: Callable[[], ANSI],
+    carry: list[str],
+) -> int:
+    from prompt_toolkit.patch_stdout import patch_stdout
+
+    painter = chat.painter
     armed = False
     with patch_stdout(raw=True):
         while True:
             try:
                 text = session.prompt(
                     message,
-                    refresh_interval=0.1,
                     default=carry[0],
                     prompt_continuation=lambda width, line, soft: ". ".rjust(width),
                 )
