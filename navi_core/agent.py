@@ -15,9 +15,10 @@ from .compaction import CompactionResult, compact
 from .config import Config
 from .conversation import Conversation, Message, ToolUse, UserMessage
 from .dispatch import Dispatch, ToolRunner
+from .errors import SteeringQueueFull
 from .providers.base import Provider
 from .session import Session
-from .steering import SteeringQueue
+from .steering import SteerDisposition, SteeringQueue
 from .store.base import SessionStore
 from .store.memory import MemoryStore
 from .stream import Stream
@@ -110,7 +111,11 @@ class Agent:
     def start_tools(self, uses: Sequence[ToolUse], config: Config) -> Dispatch:
         """Start a response's tool calls on the tool threads (used by ``Stream``)."""
         return self._tools.start(
-            uses, config.max_tool_threads, config.images, self.provider.wire
+            uses,
+            config.max_tool_threads,
+            config.images,
+            self.provider.wire,
+            self._session.id,
         )
 
     # -- configuration -----------------------------------------------------------------
@@ -133,9 +138,29 @@ class Agent:
         """Add a system prompt; "replace" discards the earlier ones. Persisted at once."""
         self._session.add_system(text, mode, self.provider.wire)
 
-    def steer(self, text: str | Message) -> None:
-        """Queue a user message that a running turn applies before its next response."""
-        self._steering.put(UserMessage(text) if isinstance(text, str) else text)
+    def steer(self, text: str | Message) -> SteerDisposition:
+        """Queue a user message for the conversation (any thread).
+
+        Returns ``QUEUED`` when a turn is running (it applies the message before its
+        next response, returning ``Steered``), ``NEXT_TURN`` when none is (the next
+        ``run()`` or ``resume()`` applies it before anything else). A message never
+        applied is stored by ``close()``.
+
+        Raises:
+            SteeringQueueFull: ``Config.max_steering`` messages wait already.
+            ValueError: ``text`` is a message whose role is not "user".
+        """
+        message = UserMessage(text) if isinstance(text, str) else text
+        if message.role != "user":
+            raise ValueError(f"steer() takes a user message, not a {message.role} one")
+        limit = self._config.max_steering
+        if not self._steering.put(message, limit):
+            raise SteeringQueueFull(
+                f"{limit} steering messages wait already (Config.max_steering)"
+            )
+        stream = self._stream
+        running = stream is not None and stream.running
+        return SteerDisposition.QUEUED if running else SteerDisposition.NEXT_TURN
 
     # -- turns -------------------------------------------------------------------------
 
@@ -154,8 +179,9 @@ class Agent:
             )
         self._check_idle()
         self._session.answer_dangling_calls(self.provider.wire)
+        steered = self._apply_steering()
         self._session.commit(message, self.provider.wire)
-        return self._start(resume=False)
+        return self._start(resume=False, steered=steered)
 
     def resume(self) -> Stream:
         """Continue a turn that a crash interrupted, without a new user message.
@@ -166,7 +192,7 @@ class Agent:
         """
         self._check_idle()
         self._session.answer_dangling_calls(self.provider.wire)
-        return self._start(resume=True)
+        return self._start(resume=True, steered=self._apply_steering())
 
     def compact(self, extra_instructions: str | None = None) -> CompactionResult:
         """Summarise the old prefix now and keep the recent turns verbatim.
@@ -185,6 +211,10 @@ class Agent:
         try:
             if self._stream is not None:
                 self._stream.close()
+            if self._steering:  # never applied: keep them for the next driver
+                self._session.answer_dangling_calls(self.provider.wire)
+                self._apply_steering()
+                self._session.flush()
         finally:
             try:
                 self._session.close()
@@ -209,10 +239,17 @@ class Agent:
             f"provider={self.provider!r}>"
         )
 
-    def _start(self, *, resume: bool) -> Stream:
-        stream = Stream(self, resume=resume)
+    def _start(self, *, resume: bool, steered: Sequence[Message]) -> Stream:
+        stream = Stream(self, resume=resume, steered=steered)
         self._stream = stream
         return stream
+
+    def _apply_steering(self) -> list[Message]:
+        """Commit the waiting steering messages, oldest first, and return them."""
+        messages = self._steering.take()
+        for m in messages:
+            self._session.commit(m, self.provider.wire)
+        return messages
 
     def _check_idle(self) -> None:
         if self._closed:

@@ -19,13 +19,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from .config import CompactionConfig, Config
-from .conversation import (
-    CompactionSummary,
-    Message,
-    ToolResult,
-    Usage,
-    UserMessage,
-)
+from .conversation import CompactionSummary, Message, ToolResult, Usage, UserMessage
 from .errors import EmptyAssistantResponse, NoCompactionPrompt, ProviderError
 from .events import Compacted, CompactionStarted, Event, MessageComplete
 from .providers.base import Provider, ProviderRequest
@@ -46,8 +40,10 @@ __all__ = [
     "estimate_request_tokens",
     "message_sizes",
     "plan_compaction",
+    "apply_pending",
     "run_compaction",
     "split",
+    "summarise_pending",
 ]
 
 DEFAULT_SUMMARY_PROMPT: Final = (
@@ -296,13 +292,30 @@ def run_compaction(
         ProviderError, EmptyAssistantResponse: the summary request failed; the
             conversation and the store are unchanged, and ``pending`` can run again.
     """
+    text = summarise_pending(provider, config, pending)
+    return apply_pending(session, provider, pending, text)
+
+
+def summarise_pending(
+    provider: Provider, config: Config, pending: PendingCompaction
+) -> str:
+    """The summary text of a planned compaction: only the provider call, so a
+    ``Stream`` may run it on another thread (raises as ``run_compaction``)."""
     cc = pending.settings
     if cc.prompt is None:  # plan_compaction never plans without a prompt
         raise NoCompactionPrompt("the planned compaction has no summary prompt")
+    return _summarise(provider, cc.provider, config, cc.prompt, pending.plan, None)
+
+
+def apply_pending(
+    session: Session, provider: Provider, pending: PendingCompaction, text: str
+) -> Compacted:
+    """Store the window that starts at summary ``text``; it becomes the conversation."""
     plan = pending.plan
-    before = pending.started.messages_before
-    after = _apply(session, provider, config, cc.prompt, cc.provider, plan, None)
-    return Compacted(before, after, len(plan.prefix), plan.kept_turns)
+    after = _install(session, provider, plan, text)
+    return Compacted(
+        pending.started.messages_before, after, len(plan.prefix), plan.kept_turns
+    )
 
 
 def _apply(
@@ -316,6 +329,11 @@ def _apply(
 ) -> int:
     """Summarise ``plan``, store the new window, then replace the conversation."""
     text = _summarise(provider, summariser, config, prompt, plan, extra_instructions)
+    return _install(session, provider, plan, text)
+
+
+def _install(session: Session, provider: Provider, plan: Split, text: str) -> int:
+    """The new window: the system messages, the summary, the kept turns restated."""
     summary = Message("user", (CompactionSummary(text),), wire=provider.wire)
     running = estimate_message_tokens(summary)
     kept: list[Message] = []

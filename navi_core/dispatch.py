@@ -9,8 +9,9 @@ as calls start and finish while the result message keeps the model's order.
 from __future__ import annotations
 
 import queue
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -26,14 +27,21 @@ from .conversation import (
     decode_arguments,
 )
 from .errors import Cancelled
-from .events import Event, ToolFinished, ToolStarted
-from .tool_results import to_parts
-from .tools import Tool, ToolCall, ToolRegistry, ToolSource
+from .events import Event, ToolFinished, ToolProgress, ToolStarted
+from .tool_results import (
+    cancelled_before_start,
+    describe,
+    error_result,
+    interrupted_results,
+    to_parts,
+)
+from .tools import Tool, ToolCall, ToolContext, ToolRegistry, ToolSource
 
 __all__ = [
     "ABORTING",
     "Dispatch",
     "ToolRunner",
+    "cancelled_before_start",
     "describe",
     "error_result",
     "interrupted_results",
@@ -41,41 +49,6 @@ __all__ = [
 
 #: Exceptions that abort the whole turn instead of becoming an error result.
 ABORTING: tuple[type[BaseException], ...] = (Cancelled, KeyboardInterrupt, MemoryError)
-
-
-def error_result(call_id: str, text: str) -> ToolResult:
-    """An error result the model can read."""
-    return ToolResult(call_id, (TextPart(text),), is_error=True)
-
-
-def interrupted_results(
-    uses: Sequence[ToolUse],
-    wire: WireIdentity | None = None,
-    known: Mapping[str, ToolResult] | None = None,
-) -> Message:
-    """Results for calls whose run was interrupted (crash, abort, close).
-
-    Calls whose result is ``known`` keep it; the others get an error result saying
-    they may or may not have run. They are never re-run by navi_core.
-    """
-    known = known or {}
-    results = tuple(
-        known.get(u.id)
-        or error_result(
-            u.id,
-            f"Tool {u.name!r} was interrupted before it returned a result: it may or "
-            "may not have taken effect, and it was not run again. Check before "
-            "calling it again.",
-        )
-        for u in uses
-    )
-    return Message("user", results, wire=wire)
-
-
-def describe(exc: BaseException) -> str:
-    """``Type: message`` (or just ``Type``), for error texts."""
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @dataclass(slots=True)
@@ -86,9 +59,25 @@ class _Outcome:
 
 
 class Dispatch:
-    """One batch of tool calls in flight; ``poll`` returns events as calls progress."""
+    """One batch of tool calls in flight; ``poll`` returns events as calls progress.
 
-    __slots__ = ("_inbox", "_limits", "_outcomes", "_pending", "_uses", "_wire")
+    Every call gets a ``ToolContext`` whose ``cancelled`` event is the batch's: a
+    ``cancel()`` sets it, keeps the results of calls that finished (also those not
+    polled yet) and closes every started call with a ``ToolFinished``.
+    """
+
+    __slots__ = (
+        "_abandon",
+        "_cancel",
+        "_inbox",
+        "_limits",
+        "_outcomes",
+        "_pending",
+        "_session_id",
+        "_started",
+        "_uses",
+        "_wire",
+    )
 
     def __init__(
         self,
@@ -97,11 +86,18 @@ class Dispatch:
         executor: Executor,
         limits: ImageLimits,
         wire: WireIdentity | None,
+        *,
+        session_id: str | None = None,
+        on_abandon: Callable[[], None] | None = None,
     ) -> None:
         self._uses = tuple(uses)
         self._limits = limits
         self._wire = wire
+        self._session_id = session_id
+        self._abandon = on_abandon
+        self._cancel = threading.Event()
         self._outcomes: list[_Outcome | None] = [None] * len(self._uses)
+        self._started = [False] * len(self._uses)
         self._inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._pending = len(self._uses)
         tool_groups: list[tuple[Tool, int, dict[str, Any]]] = []
@@ -135,11 +131,24 @@ class Dispatch:
         self._inbox.put(("started", i))
         self._inbox.put(("finished", i, _Outcome((TextPart(text),), True, 0.0)))
 
+    def _context(self, i: int) -> ToolContext:
+        use = self._uses[i]
+        put = self._inbox.put
+        return ToolContext(
+            use.id,
+            use.name,
+            self._session_id,
+            self._cancel,
+            lambda text: put(("progress", i, text)),
+        )
+
     def _run_tool(self, t: Tool, i: int, args: dict[str, Any]) -> None:
         self._inbox.put(("started", i))
+        if self._cancel.is_set():  # set before cancel() drains: it sees no start
+            return
         t0 = time.perf_counter()
         try:
-            value = t.invoke(args)
+            value = t.invoke(args, self._context(i))
             parts = to_parts(value, self._limits)
             outcome = _Outcome(parts, False, time.perf_counter() - t0)
         except ABORTING as exc:
@@ -155,6 +164,8 @@ class Dispatch:
     ) -> None:
         for i, _ in calls:
             self._inbox.put(("started", i))
+        if self._cancel.is_set():
+            return
         t0 = time.perf_counter()
         try:
             values = list(source.call_batch([c for _, c in calls]))
@@ -212,20 +223,60 @@ class Dispatch:
                     raise TimeoutError("no tool progressed in time") from None
                 break
             block = False
-            kind = item[0]
-            if kind == "abort":
-                raise item[1]
-            i = item[1]
-            use = self._uses[i]
-            if kind == "started":
-                events.append(ToolStarted(use.id, use.name))
-            else:
-                outcome: _Outcome = item[2]
-                self._outcomes[i] = outcome
-                self._pending -= 1
-                events.append(
-                    ToolFinished(use.id, use.name, outcome.is_error, outcome.seconds)
-                )
+            if item[0] == "wake":
+                break
+            self._take(item, events)
+        return events
+
+    def _take(self, item: tuple[Any, ...], events: list[Event]) -> None:
+        """Apply one report from a tool thread, appending the events it makes."""
+        kind = item[0]
+        if kind == "abort":
+            raise item[1]
+        if kind == "wake":
+            return
+        i = item[1]
+        use = self._uses[i]
+        if kind == "started":
+            self._started[i] = True
+            events.append(ToolStarted(use.id, use.name))
+        elif kind == "progress":
+            if self._outcomes[i] is None:
+                events.append(ToolProgress(use.id, item[2]))
+        elif self._outcomes[i] is None:
+            outcome: _Outcome = item[2]
+            self._outcomes[i] = outcome
+            self._pending -= 1
+            events.append(
+                ToolFinished(use.id, use.name, outcome.is_error, outcome.seconds)
+            )
+
+    def wake(self) -> None:
+        """Make a ``poll`` blocked on another thread return (any thread)."""
+        self._inbox.put(("wake",))
+
+    def cancel(self) -> list[Event]:
+        """Stop the batch: tell the tools, keep what finished, close what started.
+
+        Returns the events not returned yet: the starts and ends of calls that
+        finished meanwhile, then a ``ToolFinished`` (an error, "cancelled") for each
+        call that started and did not finish. Calls still running are left to their
+        threads, and the pool gets new threads for the next batch.
+        """
+        self._cancel.set()
+        events: list[Event] = []
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if item[0] != "abort":
+                self._take(item, events)
+        for i, use in enumerate(self._uses):
+            if self._outcomes[i] is None and self._started[i]:
+                events.append(ToolFinished(use.id, use.name, True, 0.0, "cancelled"))
+        if self._pending and self._abandon is not None:
+            self._abandon()
         return events
 
     def finished_results(self) -> dict[str, ToolResult]:
@@ -235,9 +286,8 @@ class Dispatch:
                 item = self._inbox.get_nowait()
             except queue.Empty:
                 break
-            if item[0] == "finished" and self._outcomes[item[1]] is None:
-                self._outcomes[item[1]] = item[2]
-                self._pending -= 1
+            if item[0] == "finished":
+                self._take(item, [])
         return {
             use.id: ToolResult(use.id, o.parts, o.is_error)
             for use, o in zip(self._uses, self._outcomes, strict=True)
@@ -247,13 +297,17 @@ class Dispatch:
     def cancelled_message(self) -> Message:
         """Results for a cancelled batch: finished calls keep theirs, the rest say so."""
         results = []
-        for use, outcome in zip(self._uses, self._outcomes, strict=True):
+        for i, (use, outcome) in enumerate(
+            zip(self._uses, self._outcomes, strict=True)
+        ):
             if outcome is None:
-                results.append(
-                    error_result(
-                        use.id, f"Tool {use.name!r} was cancelled before it finished."
-                    )
+                text = (
+                    f"Tool {use.name!r} was cancelled while it ran: it may or may not "
+                    "have taken effect. Check before calling it again."
+                    if self._started[i]
+                    else f"Tool {use.name!r} was cancelled before it started."
                 )
+                results.append(error_result(use.id, text))
             else:
                 results.append(ToolResult(use.id, outcome.parts, outcome.is_error))
         return Message("user", tuple(results), wire=self._wire)
@@ -287,6 +341,7 @@ class ToolRunner:
         threads: int,
         limits: ImageLimits,
         wire: WireIdentity | None,
+        session_id: str | None = None,
     ) -> Dispatch:
         """Start running ``uses`` on ``threads`` threads; the batch reports by ``poll``."""
         executor = self._executor
@@ -297,7 +352,22 @@ class ToolRunner:
                 max_workers=threads, thread_name_prefix="navi-tool"
             )
             self._size = threads
-        return Dispatch(uses, self.registry, executor, limits, wire)
+        return Dispatch(
+            uses,
+            self.registry,
+            executor,
+            limits,
+            wire,
+            session_id=session_id,
+            on_abandon=self._abandon_pool,
+        )
+
+    def _abandon_pool(self) -> None:
+        """Leave the threads of cancelled calls that still run to themselves: the next
+        batch starts on a new pool, so hung tools never starve later turns."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
 
     def shutdown(self) -> None:
         """Stop the pool; calls still running finish on their threads."""

@@ -31,10 +31,14 @@ class SteeringQueue:
         self._mutex = threading.Lock()
         self._messages: list[Message] = []
 
-    def put(self, message: Message) -> None:
-        """Queue ``message`` behind the others."""
+    def put(self, message: Message, limit: int | None = None) -> bool:
+        """Queue ``message`` behind the others; False (not queued) when ``limit``
+        messages wait already."""
         with self._mutex:
+            if limit is not None and len(self._messages) >= limit:
+                return False
             self._messages.append(message)
+            return True
 
     def take(self) -> list[Message]:
         """Remove and return every queued message, oldest first."""

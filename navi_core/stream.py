@@ -7,6 +7,15 @@ Rules of this file:
   through return values and queued events; they never touch the phase.
 * ``next()`` returns queued events first; when the queue is empty it runs the handler
   of the current phase until that handler has queued something (or the turn ended).
+  ``next(timeout)`` runs every call that may block (an open, a chunk read, a summary
+  request) off this thread and waits for it only until the deadline, then returns
+  ``PENDING``; its continuation runs in a later ``next()`` (``TurnControl.offload``).
+  Without a timeout those calls run inline, as fast as before.
+* ``cancel()``, ``close()`` from another thread and ``Config.turn_timeout`` only
+  *request* the stop (``TurnControl.stop``) and interrupt blocked reads; the driving
+  thread then ends the turn in ``_stop_turn``: what finished stays committed, a running
+  tool batch commits the results it has, a final answer already committed ends as
+  END_TURN.
 * The conversation changes only when a response completes (``MessageComplete``) or a
   tool batch completes (``ToolDispatchComplete``), through ``Session.commit``, which
   persists at once. A failure mid-response therefore re-opens from scratch without
@@ -28,6 +37,8 @@ State beside the phase, each in one field:
   notice to return after it.
 * ``_dispatch`` (``Dispatch | None``): the tool batch running in AFTER_RESPONSE.
 * ``_response``: the open provider response, in STREAMING only.
+* ``_ctl`` (``TurnControl``): the driving lock, the ``next(timeout)`` deadline, the
+  requested stop, and a blocking call waiting off-thread with its continuation.
 
 TURN_START runs these sub-steps in order; the first one that queues an event or moves
 the phase ends the step:
@@ -36,7 +47,7 @@ the phase ends the step:
 2. the iteration limit reached: finished (``StopReason.MAX_ITERATIONS``);
 3. wait until ``_request.retry_at`` (a ``cancel()`` ends the wait);
 4. run the announced compaction, if any (``Compacted``, or a retry notice);
-5. apply the queued steering messages;
+5. apply the queued steering messages (``Steered``);
 6. once per request, the threshold check: announce a compaction (``CompactionStarted``);
 7. open the provider response: opened, or a provider error (retry notice, overflow
    compaction, or failed).
@@ -49,16 +60,23 @@ from __future__ import annotations
 import contextlib
 import random
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Final, Protocol
+from typing import Protocol
 
-from .compaction import PendingCompaction, plan_compaction, run_compaction
+from .compaction import (
+    PendingCompaction,
+    apply_pending,
+    plan_compaction,
+    summarise_pending,
+)
 from .config import Config
+from .control import NotYet, TurnControl
 from .conversation import Message, ToolUse, Usage
-from .dispatch import Dispatch, describe
+from .dispatch import Dispatch, cancelled_before_start, describe
 from .errors import (
     Cancelled,
     ContextOverflow,
@@ -67,15 +85,19 @@ from .errors import (
     StreamPoisoned,
 )
 from .events import (
+    PENDING,
     AnyEvent,
     MessageComplete,
     ModelInfo,
     ProviderRetry,
+    ResponseDiscarded,
+    Steered,
     StopReason,
     ToolDispatchComplete,
     ToolDispatchStart,
     TurnComplete,
 )
+from .offload import Op
 from .phases import (
     TRANSITIONS,
     CompactionJob,
@@ -90,8 +112,6 @@ from .steering import SteeringQueue
 from .tools import ToolSpec
 
 __all__ = ["TRANSITIONS", "Phase", "Stream", "Trigger", "TurnHost"]
-
-_POLL_SECONDS: Final = 0.1
 
 
 class TurnHost(Protocol):
@@ -131,7 +151,8 @@ class Stream:
 
     Obtain it from ``Agent.run`` or ``Agent.resume``. It is an iterator and a context
     manager; ``close()`` releases the open response and persists what was committed.
-    Use it from one thread at a time; ``cancel()`` may be called from any thread.
+    Drive it from one thread at a time; ``cancel()`` and ``close()`` may be called from
+    any thread, also while another thread is inside ``next()``.
     """
 
     def __init__(
@@ -140,12 +161,13 @@ class Stream:
         *,
         resume: bool = False,
         rng: random.Random | None = None,
+        steered: Sequence[Message] = (),
     ) -> None:
         self._host = host
         self._phase = Phase.TURN_START
         # typed as the union so next() returns it unchanged; providers and dispatch
         # push into it through their ``deque[Event]`` / ``list[Event]`` signatures
-        self._queue: deque[AnyEvent] = deque()
+        self._queue: deque[AnyEvent] = deque(Steered(m) for m in steered)
         self._handlers: dict[Phase, Callable[[], None]] = {
             Phase.TURN_START: self._turn_start,
             Phase.STREAMING: self._streaming,
@@ -166,8 +188,9 @@ class Stream:
         self._model: str | None = None
         self._error: BaseException | None = None
         self._error_raised = False
-        self._cancelled = False
         self._closed = False
+        self._turn_id = uuid.uuid4().hex
+        self._ctl = TurnControl()
         if resume:
             last = host.session.last_dialogue_message()
             if last is None or last.role == "assistant":
@@ -188,15 +211,23 @@ class Stream:
         return self._usage
 
     @property
+    def turn_id(self) -> str:
+        """This turn's id (also in ``TurnComplete.turn_id``)."""
+        return self._turn_id
+
+    @property
     def running(self) -> bool:
         """True until the turn ended (DONE, FAILED) or the stream was closed."""
         return not self._closed and self._step is not None
 
-    def next(self) -> AnyEvent | None:
+    def next(self, timeout: float | None = None) -> AnyEvent | None:
         """Advance the turn until it has an event, and return it.
 
+        Args:
+            timeout: seconds to wait at most; None blocks until there is an event.
         Returns:
-            The next event; None only after ``TurnComplete`` was returned.
+            The next event; ``PENDING`` when ``timeout`` passed first; None only
+            after ``TurnComplete`` was returned.
         Raises:
             NaviError: the turn failed (after any events queued before the failure);
             StreamPoisoned on every later call, with the failure as ``__cause__``.
@@ -210,38 +241,43 @@ class Stream:
                         continue
                     self._model = ev.model
                 return ev
-            step = self._step
-            if step is None:
+            if self._step is None:
                 if self._phase is Phase.FAILED:
                     self._raise_failure()
                 return None
-            try:
-                if self._cancelled:
-                    self._cancel_turn()
-                else:
-                    step()
-            except BaseException as exc:
-                self._fail(exc)
+            if not self._advance(timeout):
+                return PENDING
 
     def cancel(self) -> None:
-        """Ask the turn to stop at the next step; it ends with ``StopReason.CANCELLED``."""
-        self._cancelled = True
+        """End the turn with ``StopReason.CANCELLED`` as soon as possible (any thread).
+
+        A blocked read is interrupted; the driving thread ends the turn within
+        milliseconds. What finished stays committed. A no-op once the turn ended.
+        """
+        self._request_stop(StopReason.CANCELLED)
 
     def close(self) -> None:
         """Release the response and persist what the turn committed (idempotent).
 
-        Closing a turn that has not ended fails it with ``Cancelled``.
+        Closing a turn that has not ended fails it with ``Cancelled``. From another
+        thread, while a thread is inside ``next()``: that thread's turn is stopped
+        first (it returns ``TurnComplete(CANCELLED)``), then the stream is closed.
         """
         if self._closed:
             return
-        self._closed = True
-        if self._step is not None:
-            self._error = Cancelled("the stream was closed before the turn ended")
-            self._error_raised = True
-            self._move(Trigger.FAILED)
-        self._release_response()
-        self._keep_finished_results()
-        self._host.session.flush()
+        self._request_stop(StopReason.CANCELLED)
+        with self._ctl.driving:
+            if self._closed:
+                return
+            self._closed = True
+            if self._step is not None:
+                self._error = Cancelled("the stream was closed before the turn ended")
+                self._error_raised = True
+                self._move(Trigger.FAILED)
+            self._settle()
+            self._keep_finished_results()
+            self._ctl.end()
+            self._host.session.flush()
 
     def __iter__(self) -> Iterator[AnyEvent]:
         return self
@@ -275,6 +311,50 @@ class Stream:
             f"tool_calls={self._tool_calls} queued={len(self._queue)}>"
         )
 
+    # -- driving ----------------------------------------------------------------------
+
+    def _advance(self, timeout: float | None) -> bool:
+        """Run steps until an event is queued or the turn ended; False: the deadline
+        of ``timeout`` passed first."""
+        ctl = self._ctl
+        with ctl.driving:
+            if self._closed:
+                return True
+            ctl.begin(timeout, self._config.turn_timeout, self._time_out)
+            queue = self._queue
+            while not queue and self._step is not None:
+                try:
+                    if ctl.stop is not None:
+                        self._stop_turn(ctl.stop)
+                    elif ctl.waiting:
+                        ctl.resume()
+                    else:
+                        self._step()
+                except NotYet:
+                    return False
+                except ProviderError as exc:
+                    if ctl.stop is None:  # else: the interrupted read of a stop
+                        self._fail(exc)
+                except BaseException as exc:
+                    self._fail(exc)
+            return True
+
+    def _request_stop(self, reason: StopReason) -> None:
+        """Ask the driving thread to end the turn; wake it wherever it waits."""
+        if self._step is not None and self._ctl.request_stop(reason):
+            dispatch = self._dispatch
+            if dispatch is not None:
+                dispatch.wake()
+
+    def _time_out(self) -> None:
+        self._request_stop(StopReason.TIMEOUT)
+
+    def _settle(self) -> None:
+        """Abandon a pending off-thread call and close the response (it may be the
+        call's to close, when it returns)."""
+        response, self._response = self._response, None
+        self._ctl.settle(response)
+
     # -- phase bookkeeping ------------------------------------------------------------
 
     def _move(self, trigger: Trigger) -> None:
@@ -283,11 +363,13 @@ class Stream:
             raise RuntimeError(f"no move from {self._phase.name} on {trigger.value!r}")
         self._phase = to
         self._step = self._handlers.get(to)
+        if self._step is None:
+            self._ctl.end()
 
     def _fail(self, exc: BaseException) -> None:
         self._error = exc
         self._move(Trigger.FAILED)
-        self._release_response()
+        self._settle()
         self._keep_finished_results()
         # persist what was committed; a store failure here must not hide ``exc``
         with contextlib.suppress(Exception):
@@ -298,6 +380,7 @@ class Stream:
         abandoned: it answers the abandoned calls with them before the next turn."""
         dispatch, self._dispatch = self._dispatch, None
         if dispatch is not None:
+            self._queue.extend(dispatch.cancel())  # type: ignore[arg-type]
             self._host.session.keep_results(dispatch.finished_results())
 
     def _raise_failure(self) -> None:
@@ -313,17 +396,39 @@ class Stream:
         response = self._last.text if self._last is not None else ""
         self._queue.append(
             TurnComplete(
-                reason, response, self._iterations, self._tool_calls, self._usage
+                reason,
+                response,
+                self._iterations,
+                self._tool_calls,
+                self._usage,
+                self._turn_id,
             )
         )
-        cancelled = reason is StopReason.CANCELLED
-        self._move(Trigger.CANCELLED if cancelled else Trigger.FINISHED)
+        normal = reason not in (StopReason.CANCELLED, StopReason.TIMEOUT)
+        self._move(Trigger.FINISHED if normal else Trigger.CANCELLED)
 
-    def _cancel_turn(self) -> None:
+    def _stop_turn(self, reason: StopReason) -> None:
+        """End the turn for a cancel or the turn timeout, keeping what finished."""
+        self._settle()
         dispatch, self._dispatch = self._dispatch, None
         if dispatch is not None:
-            self._commit(dispatch.cancelled_message())
-        self._finish(StopReason.CANCELLED)
+            self._queue.extend(dispatch.cancel())  # type: ignore[arg-type]
+            results = (
+                dispatch.message() if dispatch.done else dispatch.cancelled_message()
+            )
+            self._tool_calls += len(results.content)
+            self._commit(results)
+            self._queue.append(ToolDispatchComplete(results))
+        elif self._phase is Phase.AFTER_RESPONSE and self._last is not None:
+            message = self._last
+            if message.tool_uses:  # the calls never started: answer them
+                results = cancelled_before_start(message.tool_uses, message.wire)
+                self._tool_calls += len(results.content)
+                self._commit(results)
+            elif message.content:  # the final answer is committed: a normal end
+                max_tokens = message.stop_reason == "max_tokens"
+                reason = StopReason.MAX_TOKENS if max_tokens else StopReason.END_TURN
+        self._finish(reason)
 
     def _release_response(self) -> None:
         """Close the open response; a failure to close it is not the turn's failure."""
@@ -344,15 +449,17 @@ class Stream:
         if self._iterations >= config.max_iterations:
             self._finish(StopReason.MAX_ITERATIONS)
             return
-        while (wait := self._request.retry_at - time.monotonic()) > 0:
-            if self._cancelled:
-                return  # next() ends the turn as cancelled
-            time.sleep(min(wait, _POLL_SECONDS))
+        retry_at = self._request.retry_at
+        if retry_at > time.monotonic():
+            self._ctl.pause(retry_at)
+            if self._ctl.stop is not None:
+                return  # _advance ends the turn
         if self._compaction is not None:
             self._compact(config, self._compaction)
             return
         for message in host.steering.take():
             self._commit(message)
+            self._queue.append(Steered(message))
         if not self._request.checked:
             self._request = self._request.checked_now()
             pending = (  # no threshold without a context window: skip the sizing
@@ -365,6 +472,8 @@ class Stream:
             if pending is not None:
                 self._announce(pending)
                 return
+        if self._queue:
+            return  # hand out the Steered events before the request opens
         session = host.session
         request = ProviderRequest(
             tuple(session.conversation.dialogue()),
@@ -372,28 +481,69 @@ class Stream:
             host.tool_specs(),
             config,
         )
+        self._ctl.interrupter.forget()
+        provider = host.provider
+        self._ctl.offload(lambda: provider.open(request), self._opened, _close)
+
+    def _opened(self, op: Op[ProviderStream]) -> None:
         try:
-            self._response = host.provider.open(request)
+            response = op.result()
         except ProviderError as exc:
-            self._provider_failed(exc)
+            if self._ctl.stop is None:
+                self._provider_failed(exc)
             return
+        if self._ctl.stop is not None:  # opened as the cancel came: drop it
+            with contextlib.suppress(Exception):
+                response.close()
+            return
+        self._response = response
         self._move(Trigger.OPENED)
 
     def _streaming(self) -> None:
         """Pump the response; commit the message once it is complete."""
         response = self._response
         assert response is not None
+        if self._ctl.deadline is not None:
+            self._ctl.offload(lambda: _read_some(response), self._streamed)
+            return
         queue = self._queue
         try:
             while not response.produce(queue):  # type: ignore[arg-type]
-                if queue or self._cancelled:
+                if queue or self._ctl.stop is not None:
                     return
         except ProviderError as exc:
-            self._release_response()
-            self._move(Trigger.STREAM_FAILED)
-            self._provider_failed(exc)
+            self._stream_failed(response, exc)
             return
+        self._completed()
+
+    def _streamed(self, op: Op[tuple[deque[AnyEvent], bool]]) -> None:
+        """The continuation of a chunk read on the worker."""
+        response = self._response
+        assert response is not None
+        try:
+            events, done = op.result()
+        except ProviderError as exc:
+            if self._ctl.stop is None:
+                self._stream_failed(response, exc)
+            return
+        self._queue.extend(events)
+        if done:
+            self._completed()
+
+    def _stream_failed(self, response: ProviderStream, exc: ProviderError) -> None:
+        """A response failed midway: say what of it to discard, then retry or fail."""
+        shown = getattr(response, "shown", None)  # DeltaStream has it
         self._release_response()
+        self._move(Trigger.STREAM_FAILED)
+        counts = shown() if callable(shown) else (0, 0, 0)
+        if any(counts):
+            self._queue.append(ResponseDiscarded(self._request.attempt, *counts))
+        self._provider_failed(exc)
+
+    def _completed(self) -> None:
+        """The response's ``MessageComplete`` is queued: commit its message."""
+        self._release_response()
+        queue = self._queue
         complete = queue[-1]
         assert isinstance(complete, MessageComplete)
         message = complete.message
@@ -431,9 +581,9 @@ class Stream:
             self._dispatch = self._host.start_tools(uses, self._config)
             return
         try:
-            self._queue.extend(dispatch.poll(timeout=_POLL_SECONDS))  # type: ignore[arg-type]
+            self._queue.extend(dispatch.poll(self._ctl.remaining()))  # type: ignore[arg-type]
         except TimeoutError:
-            return  # lets next() notice a cancel() while tools run
+            raise NotYet from None
         if dispatch.done:
             results = dispatch.message()
             self._dispatch = None
@@ -457,10 +607,22 @@ class Stream:
         When the summary keeps failing, a threshold compaction is skipped (the request
         still fits) and an overflow compaction fails the turn.
         """
+        provider = self._host.provider
+        self._ctl.offload(
+            lambda: summarise_pending(provider, config, job.pending),
+            lambda op: self._summarised(config, job, op),
+        )
+
+    def _summarised(self, config: Config, job: CompactionJob, op: Op[str]) -> None:
+        """The continuation of a summary request: install it, or retry, skip or fail."""
         host = self._host
         try:
-            compacted = run_compaction(host.session, host.provider, config, job.pending)
+            compacted = apply_pending(
+                host.session, host.provider, job.pending, op.result()
+            )
         except ProviderError as exc:
+            if self._ctl.stop is not None:
+                return
             if exc.retryable and job.attempt < config.retry.max_attempts:
                 retry_at = self._notice_retry(exc, job.attempt, compaction=True)
                 self._compaction = replace(job, attempt=job.attempt + 1)
@@ -512,3 +674,18 @@ class Stream:
             retry_notice(exc, attempt, policy, delay, compaction=compaction)
         )
         return time.monotonic() + delay / 1000.0
+
+
+def _read_some(response: ProviderStream) -> tuple[deque[AnyEvent], bool]:
+    """Read until the response yields an event or completes (runs on the worker)."""
+    events: deque[AnyEvent] = deque()
+    done = False
+    while not events and not done:
+        done = response.produce(events)  # type: ignore[arg-type]
+    return events, done
+
+
+def _close(response: ProviderStream) -> None:
+    """Close a response nobody will read (opened as the turn was cancelled)."""
+    with contextlib.suppress(Exception):
+        response.close()

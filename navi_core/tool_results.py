@@ -1,17 +1,33 @@
-"""What a tool returned, turned into the parts of its ``ToolResult``."""
+"""What a tool returned, turned into the parts of its ``ToolResult``; the error
+results navi_core writes itself (unknown, interrupted, cancelled calls)."""
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from . import media
 from .config import ImageLimits
-from .conversation import MediaPart, Part, TextPart
+from .conversation import (
+    MediaPart,
+    Message,
+    Part,
+    TextPart,
+    ToolResult,
+    ToolUse,
+    WireIdentity,
+)
 
-__all__ = ["to_parts"]
+__all__ = [
+    "cancelled_before_start",
+    "describe",
+    "error_result",
+    "interrupted_results",
+    "to_parts",
+]
 
 
 def to_parts(value: Any, limits: ImageLimits | None = None) -> tuple[Part, ...]:
@@ -62,3 +78,52 @@ def _json_text(value: Any) -> str:
         default=fallback,
         option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY,
     ).decode()
+
+
+def error_result(call_id: str, text: str) -> ToolResult:
+    """An error result the model can read."""
+    return ToolResult(call_id, (TextPart(text),), is_error=True)
+
+
+def interrupted_results(
+    uses: Sequence[ToolUse],
+    wire: WireIdentity | None = None,
+    known: Mapping[str, ToolResult] | None = None,
+) -> Message:
+    """Results for calls whose run was interrupted (crash, abort, close).
+
+    Calls whose result is ``known`` keep it; the others get an error result saying
+    they may or may not have run. They are never re-run by navi_core.
+    """
+    known = known or {}
+    results = tuple(
+        known.get(u.id)
+        or error_result(
+            u.id,
+            f"Tool {u.name!r} was interrupted before it returned a result: it may or "
+            "may not have taken effect, and it was not run again. Check before "
+            "calling it again.",
+        )
+        for u in uses
+    )
+    return Message("user", results, wire=wire)
+
+
+def cancelled_before_start(
+    uses: Sequence[ToolUse], wire: WireIdentity | None = None
+) -> Message:
+    """Results for calls a cancel stopped before any of them ran."""
+    return Message(
+        "user",
+        tuple(
+            error_result(u.id, f"Tool {u.name!r} was cancelled before it started.")
+            for u in uses
+        ),
+        wire=wire,
+    )
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` (or just ``Type``), for error texts."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

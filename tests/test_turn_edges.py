@@ -37,6 +37,7 @@ from navi_core import (
     Thinking,
     ToolDispatchStart,
     ToolFinished,
+    ToolStarted,
     ToolUse,
     TurnComplete,
     UserMessage,
@@ -198,12 +199,15 @@ def test_a_store_failure_while_cancelling_poisons_the_stream() -> None:
     store = Flaky()
     agent = Agent(Scripted([[ToolUse("w", "wait", "{}")]]), tools=[wait], store=store)
     stream = agent.run("x")
-    while not isinstance(stream.next(), ToolDispatchStart):
+    while not isinstance(stream.next(), ToolStarted):
         pass
     store.fail = True
     stream.cancel()
-    with pytest.raises(OSError):
-        stream.next()
+    seen = []
+    with pytest.raises(OSError):  # after the events queued before the failure
+        while True:
+            seen.append(stream.next())
+    assert [type(e) for e in seen] == [ToolFinished]
     with pytest.raises(StreamPoisoned):
         stream.next()
     release.set()

@@ -3,6 +3,8 @@ the one-line summary of a finished turn."""
 
 from __future__ import annotations
 
+import re
+import shutil
 import sys
 from typing import TextIO
 
@@ -10,16 +12,21 @@ from ..events import (
     Compacted,
     CompactionStarted,
     Event,
+    MessageComplete,
     ProviderRetry,
+    ResponseDiscarded,
     TextDelta,
     ThinkingDelta,
     ToolCallStart,
+    ToolDispatchComplete,
     ToolDispatchStart,
     ToolFinished,
     TurnComplete,
 )
 
 __all__ = ["EventPrinter", "turn_summary"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class EventPrinter:
@@ -30,26 +37,53 @@ class EventPrinter:
         self.color = self.out.isatty() if color is None else color
         self._inline = False  # the cursor is in the middle of streamed text
         self._mode: str | None = None
+        self._attempt: list[str] = []  # what this response's attempt printed so far
 
     def _style(self, code: str, text: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
 
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+        self._attempt.append(text)
+
     def _line(self, text: str) -> None:
         if self._inline:
-            self.out.write("\n")
+            self._write("\n")
             self._inline = False
         self._mode = None
-        self.out.write(text + "\n")
+        self._write(text + "\n")
+        self.out.flush()
+
+    def _discard(self) -> None:
+        """Take back what the failed attempt printed: erased on a terminal (as far as
+        it is still on screen), marked in a log or pipe."""
+        printed = "".join(self._attempt)
+        self._attempt = []
+        self._mode = None
+        if self.color:
+            width = shutil.get_terminal_size().columns or 80
+            rows = sum(
+                max(1, -(-len(_ANSI.sub("", line)) // width))
+                for line in printed.split("\n")
+            )
+            # to the start of the first row printed, then clear to the end of screen
+            self.out.write("\r" + (f"\x1b[{rows - 1}F" if rows > 1 else "") + "\x1b[J")
+        else:
+            self.out.write(
+                ("\n" if self._inline else "")
+                + "[the response above was discarded; retrying]\n"
+            )
+        self._inline = False
         self.out.flush()
 
     def _stream(self, mode: str, text: str) -> None:
         if self._mode != mode:
             if self._inline:
-                self.out.write("\n")
+                self._write("\n")
             label = "thinking: " if mode == "thinking" else "assistant: "
-            self.out.write(self._style("2" if mode == "thinking" else "1", label))
+            self._write(self._style("2" if mode == "thinking" else "1", label))
             self._mode = mode
-        self.out.write(self._style("2", text) if mode == "thinking" else text)
+        self._write(self._style("2", text) if mode == "thinking" else text)
         self._inline = not text.endswith("\n")
         self.out.flush()
 
@@ -69,6 +103,10 @@ class EventPrinter:
             case ToolFinished(name=name, call_id=call_id, is_error=err, seconds=s):
                 mark = self._style("31", "error") if err else self._style("32", "ok")
                 self._line(f"  <- {name} ({call_id}) {mark} in {s * 1000:.1f} ms")
+            case ResponseDiscarded():
+                self._discard()
+            case MessageComplete() | ToolDispatchComplete():
+                self._attempt = []
             case ProviderRetry() as r:
                 self._line(
                     self._style(

@@ -33,6 +33,7 @@ from ._http_errors import (
     read_capped,
     scrubbed,
 )
+from ._sockets import make_transport
 from .base import ProviderRequest
 from .delta_stream import DeltaStream
 from .errormap import error_fields, error_for_stream, error_from_body
@@ -80,18 +81,31 @@ def to_httpx_timeout(timeout: Timeout) -> httpx.Timeout:
     )
 
 
-def make_client(timeout: Timeout, *, http2: bool = False) -> httpx.Client:
+def make_client(
+    timeout: Timeout, *, http2: bool = False, url: str = "http://"
+) -> httpx.Client:
     """A client that keeps connections alive and honours proxy/CA environment variables.
+
+    Its connections can be interrupted by ``Stream.cancel()`` (see ``_sockets``); a
+    TLS context is loaded only when ``url`` is ``https``, and shared by the process.
 
     Raises:
         ImportError: ``http2=True`` without the ``h2`` package.
     """
+    if http2:
+        try:
+            import h2  # noqa: F401
+        except ImportError as exc:
+            raise ImportError(
+                "http2=True needs the 'h2' package: pip install 'navi-core[http2]'"
+            ) from exc
     try:
         return httpx.Client(
             timeout=to_httpx_timeout(timeout),
             http2=http2,
             trust_env=True,
             follow_redirects=False,
+            transport=make_transport(url, http2=http2),
         )
     except ImportError as exc:
         raise ImportError(
@@ -222,7 +236,9 @@ class HTTPProvider:
         self._secrets = request_secrets(merged, root, self._wire.base_url)
         self._timeout = to_httpx_timeout(timeout)
         self._owns_client = client is None
-        self._client = make_client(timeout, http2=http2) if client is None else client
+        self._client = (
+            make_client(timeout, http2=http2, url=root) if client is None else client
+        )
 
     @property
     def wire(self) -> WireIdentity:

@@ -191,6 +191,16 @@ class ResponseAssembler:
             elif kind == D.DONE:
                 self.done = True
 
+    def shown(self) -> tuple[int, int, int]:
+        """What was pushed so far: characters of text and of thinking, tool calls."""
+        text = thinking = 0
+        for kind, parts, _ in self._blocks:
+            if kind == _TEXT:
+                text += sum(map(len, parts))
+            elif kind in (_THINKING, _SEALED_THINKING):
+                thinking += sum(map(len, parts))
+        return text, thinking, len(self._tools)
+
     def finish(self) -> Message:
         """The assistant message built from everything fed so far."""
         content: list[Block] = []

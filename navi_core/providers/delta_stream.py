@@ -70,6 +70,11 @@ class DeltaStream:
             self.close()
         return self._complete
 
+    def shown(self) -> tuple[int, int, int]:
+        """Characters of text and thinking, and tool calls, pushed so far: what a
+        renderer removes when this response fails and is retried."""
+        return self._asm.shown()
+
     def close(self) -> None:
         """Run ``on_close`` once (idempotent)."""
         on_close, self._on_close = self._on_close, None

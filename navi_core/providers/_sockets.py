@@ -1,0 +1,203 @@
+"""The connections under the HTTP providers: interruptible, with one shared TLS context.
+
+``make_transport`` builds an ``httpx`` transport over an ``httpcore`` pool whose network
+backend registers every socket with the interrupter active on the calling thread
+(``navi_core.interrupt``), so ``Stream.cancel()`` from another thread can shut down a
+read blocked waiting for headers or for the next chunk, and connects in short slices so
+a cancel also ends a connect that hangs. The TLS context is built once per process and
+CA configuration, and only for ``https`` URLs: making a provider for a plain ``http``
+server costs no certificate loading at all.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import select
+import socket
+import ssl
+import time
+import typing
+import urllib.request
+from typing import Any
+
+import httpcore
+import httpx
+
+from ..interrupt import current, watch_socket
+
+__all__ = ["InterruptibleBackend", "make_transport", "shared_ssl_context"]
+
+_SLICE = 0.05  # seconds a connect waits before it looks at the interrupter again
+
+
+@functools.lru_cache(maxsize=8)
+def _ssl_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    return httpx.create_ssl_context(trust_env=True)
+
+
+def shared_ssl_context() -> ssl.SSLContext:
+    """The process's TLS context for the CA settings now in the environment."""
+    return _ssl_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+class _SocketStream(httpcore.NetworkStream):
+    """A socket as ``httpcore`` reads it, registered before every blocking call."""
+
+    __slots__ = ("_sock",)
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        sock = self._sock
+        watch_socket(sock)
+        try:
+            sock.settimeout(timeout)
+            return sock.recv(max_bytes)
+        except TimeoutError as exc:
+            raise httpcore.ReadTimeout(str(exc)) from exc
+        except OSError as exc:
+            raise httpcore.ReadError(str(exc)) from exc
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        sock = self._sock
+        watch_socket(sock)
+        try:
+            sock.settimeout(timeout)
+            sock.sendall(buffer)
+        except TimeoutError as exc:
+            raise httpcore.WriteTimeout(str(exc)) from exc
+        except OSError as exc:
+            raise httpcore.WriteError(str(exc)) from exc
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        watch_socket(self._sock)
+        try:
+            self._sock.settimeout(timeout)
+            tls = ssl_context.wrap_socket(self._sock, server_hostname=server_hostname)
+        except TimeoutError as exc:
+            self.close()
+            raise httpcore.ConnectTimeout(str(exc)) from exc
+        except OSError as exc:
+            self.close()
+            raise httpcore.ConnectError(str(exc)) from exc
+        return _SocketStream(tls)
+
+    def get_extra_info(self, info: str) -> Any:
+        sock = self._sock
+        if info == "socket":
+            return sock
+        if info == "ssl_object" and isinstance(sock, ssl.SSLSocket):
+            return sock  # httpcore asks it for the negotiated ALPN protocol
+        if info == "client_addr":
+            return sock.getsockname()
+        if info == "server_addr":
+            return sock.getpeername()
+        if info == "is_readable":
+            try:
+                readable, _, _ = select.select([sock], [], [], 0)
+            except (OSError, ValueError):
+                return True
+            return bool(readable)
+        return None
+
+
+class InterruptibleBackend(httpcore.SyncBackend):
+    """``httpcore``'s sync backend, with connects and sockets a cancel can interrupt."""
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: typing.Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise httpcore.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
+        last: BaseException | None = None
+        for family, kind, proto, _, address in infos:
+            sock = socket.socket(family, kind, proto)
+            try:
+                if local_address is not None:
+                    sock.bind((local_address, 0))
+                for option in socket_options or ():
+                    sock.setsockopt(*option)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                watch_socket(sock)
+                _connect(sock, address, deadline)
+            except httpcore.ConnectTimeout:
+                sock.close()
+                raise
+            except OSError as exc:
+                sock.close()
+                last = exc
+                continue
+            sock.setblocking(True)
+            return _SocketStream(sock)
+        raise httpcore.ConnectError(str(last or f"cannot connect to {host}:{port}"))
+
+
+def _connect(sock: socket.socket, address: Any, deadline: float | None) -> None:
+    """A non-blocking connect waited for in slices, so an interrupter can end it."""
+    sock.setblocking(False)
+    err = sock.connect_ex(address)
+    if err in (0, errno.EISCONN):
+        return
+    if err not in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
+        raise OSError(err, os.strerror(err))
+    interrupter = current()
+    while True:
+        wait = _SLICE if deadline is None else min(_SLICE, deadline - time.monotonic())
+        if wait <= 0:
+            raise httpcore.ConnectTimeout("connect timed out")
+        _, ready, failed = select.select([], [sock], [sock], wait)
+        if ready or failed:
+            err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                raise OSError(err, os.strerror(err))
+            return
+        if interrupter is not None and interrupter.fired:
+            raise OSError(errno.ECANCELED, "connect interrupted")
+
+
+class _Transport(httpx.HTTPTransport):
+    """``httpx.HTTPTransport`` over a pool built here (it reads only ``self._pool``)."""
+
+    def __init__(self, pool: httpcore.ConnectionPool) -> None:  # no super(): see above
+        self._pool = pool
+
+
+def _env_proxies() -> bool:
+    return any(k in ("http", "https", "all") for k in urllib.request.getproxies())
+
+
+def make_transport(url: str, *, http2: bool) -> httpx.BaseTransport | None:
+    """An interruptible transport for ``url``, or None where httpx's own must serve
+    (a proxy configured in the environment, which httpx then honours)."""
+    if _env_proxies():
+        return None
+    https = url.startswith("https://")
+    pool = httpcore.ConnectionPool(
+        ssl_context=shared_ssl_context() if https else None,
+        max_connections=100,
+        max_keepalive_connections=20,
+        keepalive_expiry=5.0,
+        http1=True,
+        http2=http2,
+        network_backend=InterruptibleBackend(),
+    )
+    return _Transport(pool)
