@@ -202,7 +202,7 @@ def test_a_retried_answer_is_printed_once(
     out = result.stdout
     assert out.count("Final answer.") == 1
     assert "Draft answer" not in out
-    assert "attempt 1 broke off after 13 chars" in out
+    assert "attempt 1 broke off after 24 chars" in out  # 13 + 11
     assert "retry 1/4 after TransportError" in out
     assert len(loopback.requests) == 2
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 from ..agent import Agent
 from ..conversation import Usage
-from ..errors import NaviError
+from ..errors import NaviError, SteeringQueueFull
 from ..events import Steered, StopReason, TurnComplete
+from ..steering import SteerDisposition
 from ..store.base import SessionStore
 from ..stream import Stream
 from .chat_profiles import ChatSettings
@@ -191,10 +192,16 @@ class ChatController:
     # -- internals ---------------------------------------------------------------------
 
     def _steer_locked(self, text: str) -> None:
-        disposition = self.agent.steer(text)  # type: ignore[func-returns-value]
+        try:
+            disposition = self.agent.steer(text)
+        except SteeringQueueFull as exc:
+            self.out(self.painter.style("31", error_line(exc)) + "\n")
+            return
         self._steers_sent += 1
-        when = "before the next response" if str(disposition) != "next_turn" else ""
-        label = f"  ↳ steer: {text}" + (f" ({when})" if when else "")
+        if disposition is SteerDisposition.QUEUED:
+            label = f"  ↳ steer: {text} (before the next response)"
+        else:
+            label = f"  ↳ steer: {text} (the turn is ending; answered next)"
         self.view.note(self.painter.style("35", label))
 
     def _close_agent(self) -> None:
