@@ -45,9 +45,9 @@ def _scan_tool(root: Path) -> Tool:
         hits: list[str] = []
         files = sorted(p for p in root.iterdir() if p.is_file())
         for n, path in enumerate(files, 1):
+            context.emit(f"{n}/{len(files)} {path.name}")
             if context.cancelled.wait(0.3):
                 break
-            context.emit(f"{n}/{len(files)} {path.name}")
             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if pattern.lower() in line.lower():
                     hits.append(f"{path.name}:{i}: {line.strip()}")

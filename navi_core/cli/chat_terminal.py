@@ -93,8 +93,9 @@ def run_terminal(chat: ChatController, history: Path | None) -> int:
             store = FileHistory(str(history))
         except OSError:
             pass  # a read-only home still chats, without a saved history
+    # the finished prompt is erased (it held the live area) and the input echoed
     session: PromptSession[str] = PromptSession(
-        history=store, multiline=True, key_bindings=keys
+        history=store, multiline=True, key_bindings=keys, erase_when_done=True
     )
     painter = chat.painter
 
@@ -160,9 +161,20 @@ def _read_loop(
             except EOFError:
                 break
             armed = False
-            if text.strip() and not _handle(chat, text.strip()):
+            if not text.strip():
+                continue
+            if not chat.turn_running:  # a steer shows in the live area instead
+                stdout_writer(_echo(text.strip(), painter.style))
+            if not _handle(chat, text.strip()):
                 break
     return 0
+
+
+def _echo(text: str, style: Callable[[str, str], str]) -> str:
+    """The submitted input as it stays in the scrollback."""
+    first, *rest = text.splitlines()
+    lines = [style("1", _PROMPT) + first, *(style("2", ". ") + r for r in rest)]
+    return "\n".join(lines) + "\n"
 
 
 def run_plain(chat: ChatController, lines: Callable[[], str]) -> int:
