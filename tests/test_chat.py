@@ -399,3 +399,22 @@ def test_queue_runs_a_message_as_its_own_turn_after_the_running_one(
         "two",
         "Second answer.",
     ]
+
+
+def test_multi_line_input_and_the_history(tmp_path: Path, chats: list[Pty]) -> None:
+    db = tmp_path / "d.db"
+    p = start(chats, tmp_path, "--demo", "--db", str(db))
+    p.child.send("first line\\\r")  # a line ending in a backslash continues
+    p.child.send("second line\x1b\r")  # so does Esc Enter
+    p.child.send("third line\r")
+    p.wait_for(r"You said: first line second line third line")
+    p.wait_for(r"\[end_turn\]")
+    p.child.send("\x1b[A\r")  # Up recalls the message, Enter sends it again
+    p.wait_for(r"You said: first line second line third line")
+    p.wait_for(r"\[end_turn\]")
+    assert p.exit() == 0
+    sent = [m.text for m in stored(db) if m.role == "user"]
+    assert sent == ["first line\nsecond line\nthird line"] * 2
+    history = (tmp_path / ".state" / "navi-core" / "chat_history").read_text()
+    assert "+first line\n+second line\n+third line\n" in history
+    assert "+/exit\n" in history

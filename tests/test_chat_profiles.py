@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 from loopback import LoopbackServer, Reply
 from test_chat import ROOT, chat_env, text_reply
@@ -281,3 +282,79 @@ def test_an_interrupted_turn_is_continued_after_a_restart(tmp_path: Path) -> Non
         assert [m.role for m in store.load(sid).messages] == ["user", "assistant"]
     finally:
         store.close()
+
+
+def _event(name: str, obj: dict[str, object]) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(obj) + b"\n\n"
+
+
+def anthropic_reply(thinking: str, text: str) -> Reply:
+    """A Messages API stream: a thinking block with its signature, then a text block."""
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "content": []}
+    message.update(model="claude-test", usage={"input_tokens": 30, "output_tokens": 1})
+    body = [_event("message_start", {"type": "message_start", "message": message})]
+    for i, (kind, value) in enumerate((("thinking", thinking), ("text", text))):
+        start = {"type": kind, kind: ""}
+        body.append(
+            _event(
+                "content_block_start",
+                {"type": "content_block_start", "index": i, "content_block": start},
+            )
+        )
+        delta = {"type": f"{kind}_delta", kind: value}
+        body.append(
+            _event(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": i, "delta": delta},
+            )
+        )
+        if kind == "thinking":
+            signature = {"type": "signature_delta", "signature": "sig-1"}
+            body.append(
+                _event(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": i, "delta": signature},
+                )
+            )
+        body.append(
+            _event("content_block_stop", {"type": "content_block_stop", "index": i})
+        )
+    end = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}
+    end["usage"] = {"output_tokens": 9}
+    body.append(_event("message_delta", end))
+    body.append(_event("message_stop", {"type": "message_stop"}))
+    return Reply(body=body)
+
+
+def test_the_chat_speaks_anthropic(loopback: LoopbackServer, tmp_path: Path) -> None:
+    loopback.add(anthropic_reply("The user greets me.", "Hello from Claude."))
+    db = tmp_path / "a.db"
+    result = piped(
+        "hi\n",
+        "--anthropic",
+        "--model",
+        "claude-test",
+        "--base-url",
+        loopback.url,
+        "--api-key-env",
+        "CHAT_ANTHROPIC_KEY",
+        "--db",
+        str(db),
+        cwd=tmp_path,
+        CHAT_ANTHROPIC_KEY="sk-ant-test-key",
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.index("The user greets me.") < out.index("Hello from Claude.")
+    assert "30 in / 9 out tokens" in out
+    (request,) = loopback.requests
+    assert request.path == "/v1/messages"
+    assert request.headers["x-api-key"] == "sk-ant-test-key"
+    (sent,) = request.json["messages"]
+    assert sent["content"] == [{"type": "text", "text": "hi"}]
+
+
+def test_an_unknown_session_is_one_error_line(tmp_path: Path) -> None:
+    result = piped("", "--demo", "--session", "feedbeef", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == "error: SessionNotFound: no session matches 'feedbeef'\n"
