@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import orjson
@@ -284,14 +285,15 @@ def test_an_interrupted_turn_is_continued_after_a_restart(tmp_path: Path) -> Non
         store.close()
 
 
-def _event(name: str, obj: dict[str, object]) -> bytes:
+def _event(name: str, obj: Mapping[str, object]) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(obj) + b"\n\n"
 
 
 def anthropic_reply(thinking: str, text: str) -> Reply:
     """A Messages API stream: a thinking block with its signature, then a text block."""
-    message = {"id": "msg_1", "type": "message", "role": "assistant", "content": []}
-    message.update(model="claude-test", usage={"input_tokens": 30, "output_tokens": 1})
+    message: dict[str, object] = {"id": "msg_1", "type": "message", "role": "assistant"}
+    message.update(content=[], model="claude-test")
+    message["usage"] = {"input_tokens": 30, "output_tokens": 1}
     body = [_event("message_start", {"type": "message_start", "message": message})]
     for i, (kind, value) in enumerate((("thinking", thinking), ("text", text))):
         start = {"type": kind, kind: ""}
@@ -319,7 +321,8 @@ def anthropic_reply(thinking: str, text: str) -> Reply:
         body.append(
             _event("content_block_stop", {"type": "content_block_stop", "index": i})
         )
-    end = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}
+    end: dict[str, object] = {"type": "message_delta"}
+    end["delta"] = {"stop_reason": "end_turn"}
     end["usage"] = {"output_tokens": 9}
     body.append(_event("message_delta", end))
     body.append(_event("message_stop", {"type": "message_stop"}))
