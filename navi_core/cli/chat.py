@@ -228,8 +228,7 @@ def _chat(
     except (UsageError, NaviError) as exc:
         print(error_line(exc), file=sys.stderr)
         return 2 if isinstance(exc, UsageError) else 1
-    rows = lambda: max(3, shutil.get_terminal_size().lines // 2)  # noqa: E731
-    view = TurnView(painter, stdout_writer, price=settings.price, live_rows=rows)
+    view = TurnView(painter, stdout_writer, price=settings.price, live_rows=_live_rows)
     try:
         chat = ChatController(
             _factory(store, list(tools), config, demo),
@@ -257,8 +256,24 @@ def _chat(
             return run_terminal(chat, history)
         return run_plain(chat, sys.stdin.readline)
     finally:
-        chat.close()
-        store.close()
+        try:
+            chat.close()
+        finally:
+            store.close()
+            _close_sources(list(tools))
+
+
+def _live_rows() -> int:
+    """The live area may take half the terminal's height."""
+    return max(3, shutil.get_terminal_size().lines // 2)
+
+
+def _close_sources(tools: list[Tool | ToolSource]) -> None:
+    """Close the tool sources a profile opened (an MCP server's process, say)."""
+    for t in tools:
+        close = getattr(t, "close", None)
+        if not isinstance(t, Tool) and callable(close):
+            close()
 
 
 def _banner(chat: ChatController, s: ChatSettings, *, resumed: bool) -> None:

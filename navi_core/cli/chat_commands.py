@@ -49,6 +49,7 @@ def _help(chat: ChatController, arg: str) -> None:
         "  Typing while an answer streams steers it: the running turn reads your",
         "  message before its next response. /queue TEXT waits for the turn's end.",
         "  Ctrl-C cancels the running turn; Ctrl-C twice at an empty prompt exits.",
+        "  //text sends a message that starts with a slash.",
     ]
     _say(chat, "\n".join(lines))
 

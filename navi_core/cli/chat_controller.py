@@ -70,6 +70,7 @@ class ChatController:
         self._steers_sent = 0
         self._steers_applied = 0
         self._jobs: queue.Queue[Job | None] = queue.Queue()
+        self._closing = threading.Event()
         self.agent: Agent = factory(settings, session)
         self._worker = threading.Thread(
             target=self._work, name="navi-chat-turns", daemon=True
@@ -119,6 +120,7 @@ class ChatController:
 
     def close(self) -> None:
         """Cancel the running turn, stop the worker, close the agent and its provider."""
+        self._closing.set()  # jobs still queued are dropped
         self.cancel()
         self._jobs.put(None)
         self._worker.join(timeout=10)
@@ -214,7 +216,8 @@ class ChatController:
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
             try:
-                job()
+                if not self._closing.is_set():
+                    job()
             except Exception as exc:
                 self.out(self.painter.style("31", error_line(exc)) + "\n")
             finally:
