@@ -1,0 +1,118 @@
+"""What a chat turn looks like (``navi_core.cli.chat_render``): the live area, what is
+committed to the scrollback, and the rule that a retried answer is not shown twice."""
+
+from __future__ import annotations
+
+from navi_core.cli.chat_profiles import Price
+from navi_core.cli.chat_render import Painter, TurnView
+from navi_core.conversation import Message, Text, Usage
+from navi_core.events import (
+    MessageComplete,
+    ProviderRetry,
+    ResponseDiscarded,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolFinished,
+    ToolProgress,
+    ToolStarted,
+    TurnComplete,
+)
+
+
+def make_view(price: Price | None = None) -> tuple[TurnView, list[str]]:
+    committed: list[str] = []
+    view = TurnView(
+        Painter(color=False, width=lambda: 80), committed.append, price=price
+    )
+    view.begin()
+    return view, committed
+
+
+def answer(text: str) -> MessageComplete:
+    return MessageComplete(Message("assistant", (Text(text),)), Usage())
+
+
+def test_a_spinner_shows_until_the_first_token() -> None:
+    view, committed = make_view()
+    assert any(ch in view.live() for ch in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+    view.handle(TextDelta("Hel"))
+    view.handle(TextDelta("lo"))
+    assert view.live() == "Hello\n"
+    assert committed == []
+
+
+def test_a_discarded_attempt_vanishes_and_the_retry_is_committed_once() -> None:
+    view, committed = make_view()
+    view.handle(TextDelta("The answer is 4"))
+    view.handle(ThinkingDelta("hmm"))
+    view.handle(ResponseDiscarded(1, 15, 3, 0))
+    view.handle(ProviderRetry(1, 4, 500, "TransportError", None, None, "reset"))
+    assert "The answer is 4" not in view.live()
+    view.handle(TextDelta("The answer is 42."))
+    view.handle(answer("The answer is 42."))
+    out = "".join(committed)
+    assert out.count("The answer is") == 1
+    assert "The answer is 42." in out
+    assert "attempt 1 broke off after 15 chars" in out
+    assert "retry 1/4 after TransportError" in out
+
+
+def test_thinking_is_committed_before_the_answer_and_tool_calls_get_a_line() -> None:
+    view, committed = make_view()
+    view.handle(ThinkingDelta("first look at the file"))
+    view.handle(TextDelta("Reading."))
+    view.handle(ToolCallStart(0, "c1", "read_file"))
+    view.handle(ToolCallDelta(0, '{"path": "a.txt"}'))
+    assert '⚙ read_file {"path": "a.txt"}' in view.live()
+    view.handle(answer("Reading."))
+    view.handle(ToolStarted("c1", "read_file"))
+    view.handle(ToolProgress("c1", "half done"))
+    assert "⋯ read_file" in view.live() and "half done" in view.live()
+    view.handle(ToolFinished("c1", "read_file", False, 0.25))
+    view.handle(ToolStarted("c2", "scan"))
+    view.handle(ToolFinished("c2", "scan", True, 1.5, "PermissionError: outside"))
+    lines = "".join(committed).splitlines()
+    assert lines == [
+        "  first look at the file",
+        "Reading.",
+        '  ⚙ read_file {"path": "a.txt"}',
+        "  ✓ read_file 250 ms",
+        "  ✗ scan 1.5 s PermissionError: outside",
+    ]
+
+
+def test_the_status_line_counts_tokens_and_prices_them() -> None:
+    view, committed = make_view(Price(input=3.0, output=15.0, cache_read=0.3))
+    usage = Usage(input=1000, output=200, cache_read=10_000)
+    view.handle(TurnComplete(StopReason.END_TURN, "ok", 2, 1, usage))
+    (line,) = committed
+    assert line.endswith("\n\n")
+    # 1000 * 3 + 10000 * 0.3 + 200 * 15 = 9000 USD per million tokens
+    assert line.startswith(
+        "[end_turn] · 2 responses · 1 tool call · 11,000 in / 200 out tokens · "
+        "cache 10,000 read / 0 written · $0.0090 · "
+    )
+
+
+def test_the_live_area_is_empty_once_the_turn_ended() -> None:
+    view, _ = make_view()
+    view.handle(TextDelta("partial"))
+    view.note("  ↳ steer: also this")
+    assert "also this" in view.live()
+    view.end()
+    assert view.live() == ""
+
+
+def test_the_live_area_shows_only_the_tail_of_a_long_answer() -> None:
+    committed: list[str] = []
+    view = TurnView(
+        Painter(color=False, width=lambda: 40), committed.append, live_rows=lambda: 3
+    )
+    view.begin()
+    view.handle(TextDelta("".join(f"line {i}\n" for i in range(100))))
+    assert view.live() == "line 97\nline 98\nline 99\n"
+    view.handle(TextDelta("x" * 10_000))
+    assert len(view.live()) <= 3 * 40 + 3
