@@ -103,6 +103,7 @@ if TYPE_CHECKING:  # imported on first use at run time (see __getattr__)
     from .media import Media
     from .providers.anthropic import Anthropic
     from .providers.openai_chat import OpenAIChat
+    from .providers.openai_responses import OpenAIResponses
     from .store.postgres import PostgresStore
     from .store.sqlite import SQLiteStore
 
@@ -111,6 +112,7 @@ __version__ = "0.1.0"
 #: names whose modules import httpx, sqlite3, psycopg or Pillow: loaded on first use
 _LAZY = {
     "OpenAIChat": "navi_core.providers.openai_chat",
+    "OpenAIResponses": "navi_core.providers.openai_responses",
     "Anthropic": "navi_core.providers.anthropic",
     "SQLiteStore": "navi_core.store.sqlite",
     "PostgresStore": "navi_core.store.postgres",
@@ -152,6 +154,7 @@ __all__ = [
     "NothingToCompact",
     "NullStore",
     "OpenAIChat",
+    "OpenAIResponses",
     "OutputValidationError",
     "Overloaded",
     "PENDING",

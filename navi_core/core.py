@@ -15,6 +15,7 @@ __all__ = [
     "IMPLEMENTATION",
     "AnthropicParser",
     "OpenAIChatParser",
+    "OpenAIResponsesParser",
     "SSEDecoder",
     "SSEEvent",
     "b64encode",
@@ -31,6 +32,7 @@ if TYPE_CHECKING or FORCE_PURE:
     from ._core_py import (
         AnthropicParser,
         OpenAIChatParser,
+        OpenAIResponsesParser,
         SSEDecoder,
         SSEEvent,
         b64encode,
@@ -43,6 +45,7 @@ else:
         from ._core import (
             AnthropicParser,
             OpenAIChatParser,
+            OpenAIResponsesParser,
             SSEDecoder,
             SSEEvent,
             b64encode,
@@ -54,6 +57,7 @@ else:
         from ._core_py import (
             AnthropicParser,
             OpenAIChatParser,
+            OpenAIResponsesParser,
             SSEDecoder,
             SSEEvent,
             b64encode,
