@@ -22,6 +22,7 @@ from .store.base import SessionStore
 from .store.memory import MemoryStore
 from .stream import Stream
 from .tools import Tool, ToolRegistry, ToolSource, ToolSpec
+from .user_input import user_message
 
 __all__ = ["Agent"]
 
@@ -139,19 +140,20 @@ class Agent:
 
     # -- turns -------------------------------------------------------------------------
 
-    def run(self, prompt: str | Message) -> Stream:
+    def run(self, prompt: str | Message | Iterable[Any]) -> Stream:
         """Append and persist the user message, and return the turn's ``Stream``.
 
-        No provider I/O happens here: the request opens on the first ``next()``.
+        ``prompt`` is text, a user ``Message``, or a list mixing text and images
+        (``Media``, image bytes, Pillow images; see ``navi_core.user_input``). No
+        provider I/O happens here: the request opens on the first ``next()``.
 
         Raises:
+            ValueError: the message cannot be sent or stored; nothing was appended.
             RuntimeError: another turn of this agent has not ended or been closed.
         """
-        message = UserMessage(prompt) if isinstance(prompt, str) else prompt
-        if message.role != "user":
-            raise ValueError(
-                f"run() takes a user message, not a {message.role} message"
-            )
+        if isinstance(prompt, Message) and prompt.role != "user":
+            raise ValueError(f"run() takes a user message, not a {prompt.role} message")
+        message = user_message(prompt, self._config.images)
         self._check_idle()
         self._session.answer_dangling_calls(self.provider.wire)
         self._session.commit(message, self.provider.wire)

@@ -180,6 +180,8 @@ def _user_blocks(message: Message) -> list[dict[str, Any]]:
                 others.append({"type": "text", "text": block.text})
         elif isinstance(block, CompactionSummary):
             others.append({"type": "text", "text": SUMMARY_PREFIX + block.text})
+        elif isinstance(block, MediaPart):
+            others.append(_image(block))
     return results + others
 
 
@@ -190,18 +192,18 @@ def _tool_result(result: ToolResult) -> dict[str, Any]:
             if part.text:
                 content.append({"type": "text", "text": part.text})
         elif isinstance(part, MediaPart):
-            source = {
-                "type": "base64",
-                "media_type": part.media_type,
-                "data": part.data,
-            }
-            content.append({"type": "image", "source": source})
+            content.append(_image(part))
     return {
         "type": "tool_result",
         "tool_use_id": result.tool_use_id,
         "is_error": result.is_error,
         "content": content,
     }
+
+
+def _image(part: MediaPart) -> dict[str, Any]:
+    source = {"type": "base64", "media_type": part.media_type, "data": part.data}
+    return {"type": "image", "source": source}
 
 
 def _tool(spec: ToolSpec) -> dict[str, Any]:

@@ -153,6 +153,7 @@ def _assistant(message: Message, names: dict[str, str]) -> dict[str, Any]:
 def _user(message: Message, names: Mapping[str, str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     texts: list[str] = []
+    content: list[dict[str, Any]] = []  # the user's own text and images, in order
     media: list[dict[str, Any]] = []
     for block in message.content:
         if isinstance(block, ToolResult):
@@ -172,10 +173,14 @@ def _user(message: Message, names: Mapping[str, str]) -> list[dict[str, Any]]:
                 media.extend(_image(p) for p in images)
         elif isinstance(block, Text):
             texts.append(block.text)
+            content.append({"type": "text", "text": block.text})
         elif isinstance(block, CompactionSummary):
             texts.append(SUMMARY_PREFIX + block.text)
-    if media:
-        media.extend({"type": "text", "text": t} for t in texts if t)
+            content.append({"type": "text", "text": SUMMARY_PREFIX + block.text})
+        elif isinstance(block, MediaPart):  # an image the user sent, in its place
+            content.append(_image(block))
+    if media or len(content) > len(texts):
+        media.extend(c for c in content if c["type"] != "text" or c["text"])
         out.append({"role": "user", "content": media})
     elif texts:
         out.append({"role": "user", "content": "\n\n".join(texts)})
