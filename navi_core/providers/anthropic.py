@@ -17,6 +17,7 @@ import httpx
 from .. import core
 from ..config import Timeout
 from ..conversation import (
+    Block,
     CompactionSummary,
     MediaPart,
     Message,
@@ -26,11 +27,13 @@ from ..conversation import (
     Thinking,
     ToolResult,
     ToolUse,
+    WireIdentity,
 )
 from ..tools import ToolSpec
 from ._http import HTTPProvider, Parser, json_object
 from .base import ProviderRequest
 from .openai_chat import SUMMARY_PREFIX
+from .wire import own_blocks
 
 __all__ = ["DEFAULT_BASE_URL", "Anthropic", "build_messages"]
 
@@ -97,7 +100,7 @@ class Anthropic(HTTPProvider):
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": config.max_output_tokens or self._max_tokens,
-            "messages": build_messages(request.messages),
+            "messages": build_messages(request.messages, self.wire),
             "stream": True,
         }
         if request.system:
@@ -112,12 +115,20 @@ class Anthropic(HTTPProvider):
         return body
 
 
-def build_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """The ``messages`` array: content blocks, same-role neighbours merged."""
+def build_messages(
+    messages: Iterable[Message], wire: WireIdentity | None = None
+) -> list[dict[str, Any]]:
+    """The ``messages`` array: content blocks, same-role neighbours merged.
+
+    With ``wire`` (the receiving API), thinking signatures and redacted thinking that
+    another API wrote are left out (``providers.wire``).
+    """
     out: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "assistant":
-            blocks = _assistant_blocks(message)
+            blocks = _assistant_blocks(
+                message.content if wire is None else own_blocks(message, wire)
+            )
         elif message.role == "user":
             blocks = _user_blocks(message)
         else:
@@ -138,9 +149,9 @@ def _not_tool_result(block: dict[str, Any]) -> bool:
     return bool(block["type"] != "tool_result")
 
 
-def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
+def _assistant_blocks(content: Iterable[Block]) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
-    for block in message.content:
+    for block in content:
         if isinstance(block, Text):
             if block.text:
                 blocks.append({"type": "text", "text": block.text})

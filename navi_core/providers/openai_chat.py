@@ -124,7 +124,8 @@ def build_messages(
 
 def _assistant(message: Message, names: dict[str, str]) -> dict[str, Any]:
     # Thinking has no field in chat completions, and servers that stream
-    # reasoning_content ask for it not to be sent back.
+    # reasoning_content ask for it not to be sent back; so no thinking, signature,
+    # redacted thinking or reasoning item of any API is sent here.
     text = "".join(b.text for b in message.content if isinstance(b, Text))
     calls = []
     for block in message.content:
