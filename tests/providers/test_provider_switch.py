@@ -4,6 +4,7 @@ API gets its own reasoning back unchanged, also after the session is reopened.""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def check_anthropic(body: dict[str, Any]) -> None:
     """Roles alternate, start with the user, each tool_use is answered next."""
     messages = body["messages"]
     assert messages[0]["role"] == "user"
-    for before, after in zip(messages, messages[1:], strict=False):
+    for before, after in pairwise(messages):
         assert before["role"] != after["role"]
         uses = [b["id"] for b in before["content"] if b["type"] == "tool_use"]
         if uses:
