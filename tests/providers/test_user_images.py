@@ -42,7 +42,10 @@ URL = f"data:image/png;base64,{B64}"
 Maker = Callable[[str], HTTPProvider]
 PROVIDERS: dict[str, tuple[Maker, Callable[[], bytes]]] = {
     "openai-chat": (lambda url: OpenAIChat("m", url + "/v1"), lambda: openai_body(["red"])),
-    "anthropic": (lambda url: Anthropic("m", url), lambda: anthropic_body([("text", ["red"])])),
+    "anthropic": (  # without cache marks, so the blocks compare as sent
+        lambda url: Anthropic("m", url, cache=False),
+        lambda: anthropic_body([("text", ["red"])]),
+    ),
     "openai-responses": (
         lambda url: OpenAIResponses("m", url + "/v1"),
         lambda: responses_body(["red"]),
