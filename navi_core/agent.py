@@ -15,7 +15,7 @@ from .compaction import CompactionResult, compact
 from .config import Config
 from .conversation import Conversation, Message, ToolUse, UserMessage
 from .dispatch import Dispatch, ToolRunner
-from .providers.base import Provider
+from .providers.base import Provider, check_provider
 from .session import Session
 from .steering import SteeringQueue
 from .store.base import SessionStore
@@ -55,7 +55,7 @@ class Agent:
         system: str | None = None,
         config: Config | None = None,
     ) -> None:
-        self.provider = provider
+        self.provider = check_provider(provider)
         self.store: SessionStore = store if store is not None else MemoryStore()
         self._config = config or Config()
         registry = ToolRegistry()

@@ -32,10 +32,11 @@ from ._http_errors import (
     parse_retry_after,
     read_capped,
     scrubbed,
+    status_error,
 )
 from .base import ProviderRequest
 from .delta_stream import DeltaStream
-from .errormap import error_fields, error_for_stream, error_from_body
+from .errormap import error_fields, error_for_stream
 
 __all__ = [
     "MAX_RETRY_AFTER_MS",
@@ -259,7 +260,7 @@ class HTTPProvider:
         """
         content = orjson.dumps(self.build_body(request))
         client = self._client
-        with map_transport_errors(self._secrets):
+        with map_transport_errors(self._secrets, self._url):
             req = client.build_request(
                 "POST",
                 self._url,
@@ -283,10 +284,13 @@ class HTTPProvider:
     def _check(self, response: httpx.Response) -> None:
         status = response.status_code
         if not 200 <= status < 300:
-            raise error_from_body(
+            raise status_error(
                 status,
                 response.reason_phrase,
                 read_capped(response),
+                url=self._url,
+                base_url=self._wire.base_url,
+                api_style=self.api_style,
                 retry_after_ms=parse_retry_after(response.headers),
                 secrets=self._secrets,
             )
