@@ -43,6 +43,8 @@ __all__ = [
     "HTTPProvider",
     "Parser",
     "ResponseStream",
+    "TAPPED_HEADERS",
+    "Tap",
     "json_object",
     "make_client",
     "map_transport_errors",
@@ -57,6 +59,18 @@ class Parser(Protocol):
     def feed(self, data: bytes) -> list[tuple[Any, ...]]: ...
 
     def close(self) -> list[tuple[Any, ...]]: ...
+
+
+class Tap(Protocol):
+    """Sees a response as it arrives: its status and headers, then its raw bytes."""
+
+    def status(self, code: int, headers: Mapping[str, str]) -> None: ...
+
+    def chunk(self, data: bytes) -> None: ...
+
+
+#: the response headers a ``Tap`` is shown: what the error mapping reads, no cookie
+TAPPED_HEADERS = ("content-type", "retry-after", "retry-after-ms")
 
 
 def json_object(raw: str) -> dict[str, Any] | None:
@@ -101,11 +115,16 @@ def make_client(timeout: Timeout, *, http2: bool = False) -> httpx.Client:
 
 
 def _batches(
-    response: httpx.Response, parser: Parser, secrets: Sequence[str]
+    response: httpx.Response,
+    parser: Parser,
+    secrets: Sequence[str],
+    tap: Tap | None = None,
 ) -> Iterator[list[tuple[Any, ...]]]:
     feed = parser.feed
     with map_transport_errors(secrets):
         for chunk in response.iter_raw():
+            if tap is not None:
+                tap.chunk(chunk)
             yield feed(chunk)
     yield parser.close()
 
@@ -252,8 +271,10 @@ class HTTPProvider:
     def _parser(self) -> Parser:
         raise NotImplementedError
 
-    def open(self, request: ProviderRequest) -> DeltaStream:
+    def open(self, request: ProviderRequest, *, tap: Tap | None = None) -> DeltaStream:
         """Send the request and return the open response as a ``DeltaStream``.
+
+        ``tap`` (``navi_core.testing.Recorder``) sees the response's raw bytes.
 
         Raises:
             ProviderError: the mapped error of a non-2xx status, or ``TransportError``.
@@ -269,25 +290,34 @@ class HTTPProvider:
                 timeout=self._timeout,
             )
             response = client.send(req, stream=True)
+        if tap is not None:
+            headers = response.headers
+            tap.status(
+                response.status_code,
+                {k: headers[k] for k in TAPPED_HEADERS if k in headers},
+            )
         try:
-            self._check(response)
+            self._check(response, tap)
         except BaseException:
             response.close()
             raise
         return ResponseStream(
-            _batches(response, self._parser(), self._secrets),
+            _batches(response, self._parser(), self._secrets, tap),
             self._wire,
             on_close=response.close,
             secrets=self._secrets,
         )
 
-    def _check(self, response: httpx.Response) -> None:
+    def _check(self, response: httpx.Response, tap: Tap | None = None) -> None:
         status = response.status_code
         if not 200 <= status < 300:
+            body = read_capped(response)
+            if tap is not None:
+                tap.chunk(body)
             raise status_error(
                 status,
                 response.reason_phrase,
-                read_capped(response),
+                body,
                 url=self._url,
                 base_url=self._wire.base_url,
                 api_style=self.api_style,
@@ -298,6 +328,8 @@ class HTTPProvider:
         if ctype.startswith("application/json"):
             # A server that ignored ``stream: true``, or an error sent with a 200.
             body = read_capped(response)
+            if tap is not None:
+                tap.chunk(body)
             message, kind = error_fields(body)
             if message is not None:
                 raise error_for_stream(kind or "", clip(redact(message, self._secrets)))
