@@ -13,6 +13,7 @@ sees the ``Agent``.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -280,6 +281,9 @@ def plan_compaction(
     if not plan.prefix or (not force and plan.prefix_tokens <= MIN_FOLD_TOKENS):
         return None
     started = CompactionStarted(reason, len(messages), estimated)
+    logging.getLogger("navi_core.compaction").info(
+        "compacting (%s): %d messages, ~%d tokens", reason, len(messages), estimated
+    )
     return PendingCompaction(started, plan, config)
 
 
@@ -302,6 +306,9 @@ def run_compaction(
     plan = pending.plan
     before = pending.started.messages_before
     after = _apply(session, provider, config, cc.prompt, cc.provider, plan, None)
+    logging.getLogger("navi_core.compaction").info(
+        "compacted: %d -> %d messages, %d summarised", before, after, len(plan.prefix)
+    )
     return Compacted(before, after, len(plan.prefix), plan.kept_turns)
 
 

@@ -8,6 +8,7 @@ as calls start and finish while the result message keeps the model's order.
 
 from __future__ import annotations
 
+import logging
 import queue
 import time
 from collections.abc import Mapping, Sequence
@@ -147,6 +148,7 @@ class Dispatch:
             return
         except BaseException as exc:  # every other failure becomes a readable result
             text = f"Tool {t.name!r} failed: {describe(exc)}"
+            logging.getLogger("navi_core.tools").warning(text, exc_info=exc)
             outcome = _Outcome((TextPart(text),), True, time.perf_counter() - t0)
         self._inbox.put(("finished", i, outcome))
 
@@ -168,6 +170,9 @@ class Dispatch:
             return
         except BaseException as exc:
             seconds = time.perf_counter() - t0
+            logging.getLogger("navi_core.tools").warning(
+                "%s.call_batch failed", type(source).__name__, exc_info=exc
+            )
             for i, call in calls:
                 text = f"Tool {call.name!r} failed: {describe(exc)}"
                 self._inbox.put(

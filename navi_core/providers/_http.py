@@ -12,6 +12,7 @@ and the base URL is shown and recorded only in its public form (both from
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
@@ -121,11 +122,15 @@ def _batches(
     tap: Tap | None = None,
 ) -> Iterator[list[tuple[Any, ...]]]:
     feed = parser.feed
+    size = count = 0
     with map_transport_errors(secrets):
         for chunk in response.iter_raw():
             if tap is not None:
                 tap.chunk(chunk)
+            size += len(chunk)
+            count += 1
             yield feed(chunk)
+    _log.debug("response body: %d bytes in %d chunks", size, count)
     yield parser.close()
 
 
@@ -186,6 +191,7 @@ class ResponseStream(DeltaStream):
 
 
 _DRAIN_BATCHES = 16
+_log = logging.getLogger("navi_core.http")
 _P = TypeVar("_P", bound="HTTPProvider")
 
 
@@ -281,6 +287,11 @@ class HTTPProvider:
         """
         content = orjson.dumps(self.build_body(request))
         client = self._client
+        shown = self._wire.base_url + self.path  # the public form: no credentials
+        _log.debug(
+            "POST %s: %d messages, %d tools, %d bytes of JSON",
+            shown, len(request.messages), len(request.tools), len(content),
+        )  # fmt: skip
         with map_transport_errors(self._secrets, self._url):
             req = client.build_request(
                 "POST",
@@ -290,6 +301,7 @@ class HTTPProvider:
                 timeout=self._timeout,
             )
             response = client.send(req, stream=True)
+        _log.info("POST %s (%s): HTTP %d", shown, self.model, response.status_code)
         if tap is not None:
             headers = response.headers
             tap.status(
