@@ -177,3 +177,26 @@ def test_switching_providers_keeps_every_request_valid(
     signed = [b.signature for b in blocks if isinstance(b, Thinking) and b.signature]
     assert signed[0] == SIGNATURE and ENCRYPTED in signed[1]
     reopened.close()
+
+
+def test_reasoning_stays_with_its_model(loopback: LoopbackServer) -> None:
+    """Another model behind the same API gets the text and calls, not the reasoning."""
+    loopback.add(
+        Reply.sse(responses_body(["first"], reasoning=[(["why"], ENCRYPTED)])),
+        Reply.sse(responses_body(["second"])),
+        Reply.sse(responses_body(["third"])),
+    )
+    url = loopback.url + "/v1"
+    with (
+        OpenAIResponses("o4-mini", url) as thinker,
+        OpenAIResponses("gpt-4o", url) as plain,
+    ):
+        agent = Agent(thinker)
+        turn(agent.run("one"))
+        agent.provider = plain
+        turn(agent.run("two"))
+        agent.provider = thinker
+        turn(agent.run("three"))
+    second, third = (orjson.dumps(r.json).decode() for r in loopback.requests[1:])
+    assert ENCRYPTED not in second and '"first"' in second
+    assert ENCRYPTED in third  # back on the model that wrote it
