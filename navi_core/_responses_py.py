@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import orjson
+from orjson import JSONDecodeError, loads
 
 from ._framing_py import DEFAULT_MAX_EVENT_BYTES
 from ._sse_py import Parser
@@ -42,6 +43,18 @@ _TEXT_EVENTS: Final = frozenset(
 _THINKING_EVENTS: Final = frozenset(
     {"response.reasoning_summary_text.delta", "response.reasoning_text.delta"}
 )
+_ECHOES: Final = frozenset(
+    {
+        "response.output_text.done",
+        "response.content_part.added",
+        "response.content_part.done",
+        "response.reasoning_summary_part.done",
+        "response.reasoning_summary_text.done",
+        "response.function_call_arguments.done",
+        "response.reasoning_text.done",
+        "response.refusal.done",
+    }
+)  # events that repeat what the deltas said: nothing to read in them
 _INCOMPLETE: Final = {"max_output_tokens": "max_tokens", "content_filter": "refusal"}
 
 
@@ -60,6 +73,8 @@ class ResponsesReader(Reader):
 
     def apply(self, obj: dict[str, Any], out: list[Any]) -> Slot | None:
         kind = obj.get("type")
+        if type(kind) is not str:  # not an event this reader knows
+            return None
         if kind in _TEXT_EVENTS:
             text = string(obj.get("delta"))
             if text:
@@ -158,11 +173,45 @@ class ResponsesReader(Reader):
 class OpenAIResponsesParser(Parser):
     """Responses API stream (typed ``response.*`` events) to deltas."""
 
-    __slots__ = ()
+    __slots__ = ("_calls", "_streamed")
 
     def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         super().__init__(max_event_bytes)
-        self._reader = ResponsesReader()
+        reader = ResponsesReader()
+        self._reader = reader
+        self._calls = reader.calls
+        self._streamed = reader.streamed
+
+    def _dispatch(self, data: bytes, out: list[Any]) -> None:
+        # The fast path, inline (the compiled twin's is _fast): every event carries a
+        # new sequence number, so no learned template fits; a delta event is read
+        # straight from its object, anything else goes the generic way.
+        try:
+            obj = loads(data)
+        except JSONDecodeError:
+            obj = None
+        if type(obj) is dict:
+            kind = obj.get("type")
+            delta = obj.get("delta")
+            if type(delta) is str and type(kind) is str:
+                if kind in _TEXT_EVENTS:
+                    if delta:
+                        out.append((TEXT, delta))
+                    return
+                if kind in _THINKING_EVENTS:
+                    if delta:
+                        out.append((THINKING, delta))
+                    return
+                if kind == "response.function_call_arguments.delta":
+                    ordinal = self._calls.get(obj.get("output_index"))
+                    if ordinal is not None and delta:
+                        self._streamed.add(ordinal)
+                        out.append((TOOL_ARGS, ordinal, delta))
+                    return
+            if type(kind) is str and kind in _ECHOES:
+                return
+        if not self._terminal(data, out):
+            self._generic(data, out)
 
     def _terminal(self, data: bytes, out: list[Any]) -> bool:
         if data != b"[DONE]":  # some compatible servers end with it
