@@ -35,7 +35,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     ) from exc
 
 from .agent import Agent
-from .conversation import Usage
+from .conversation import Usage, WireIdentity
 from .events import (
     Event,
     MessageComplete,
@@ -130,7 +130,7 @@ class TracedProvider:
         self._tracer = tracer
 
     @property
-    def wire(self) -> Any:
+    def wire(self) -> WireIdentity:
         """The wrapped provider's identity."""
         return self.provider.wire
 

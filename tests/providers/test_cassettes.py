@@ -171,3 +171,17 @@ def test_error_statuses_replay_as_the_same_errors(
         ("RateLimited", 429, 0)
     ]
     assert [type(e) for e in replayed] == [type(e) for e in live]
+
+
+def test_only_http_providers_are_recorded(tmp_path: Path) -> None:
+    from navi_core.providers import Scripted
+
+    with pytest.raises(TypeError, match=r"records an HTTP provider .* not Scripted"):
+        Recorder(Scripted(["x"]), tmp_path / "x.jsonl")  # type: ignore[arg-type]
+
+
+def test_a_file_that_is_not_a_cassette_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "notes.jsonl"
+    path.write_text('{"hello": 1}\n')
+    with pytest.raises(ValueError, match="not a version 1 cassette"):
+        Replay(path)

@@ -157,3 +157,18 @@ def test_a_prompt_item_of_another_type_is_a_type_error() -> None:
     agent = Agent(Scripted(["x"]))
     with pytest.raises(TypeError, match="prompt item 1 is int"):
         agent.run(["text", 42])
+
+
+def test_a_user_image_counts_and_reads_as_an_image() -> None:
+    from navi_core.tokens import IMAGE_TOKENS, estimate_message_tokens
+    from navi_core.transcript import render_transcript
+    from navi_core.user_input import user_message
+
+    message = user_message(["look:", Media(PNG)])
+    with_image = estimate_message_tokens(message)
+    without = estimate_message_tokens(user_message(["look:"]))
+    assert with_image - without == IMAGE_TOKENS
+    assert render_transcript([message]).splitlines()[1:] == [
+        "look:",
+        f"[image: image/png, {len(PNG)} bytes]",
+    ]
