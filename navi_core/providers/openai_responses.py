@@ -145,14 +145,18 @@ def _assistant(
 
 
 def _reasoning_item(raw: str) -> dict[str, Any] | None:
-    """The reasoning item a ``Thinking`` signature holds, or None if it holds none."""
+    """The reasoning item a ``Thinking`` signature holds, or None if it holds none.
+
+    An item without ``encrypted_content`` (a server that ignored ``include``) is not
+    sent: without server state its id alone names nothing and the request would fail.
+    """
     try:
         item = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
     if not isinstance(item, dict) or item.get("type") != "reasoning":
         return None
-    return item
+    return item if item.get("encrypted_content") else None
 
 
 def _user(message: Message, names: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -180,3 +180,20 @@ def test_a_body_cut_before_completed_is_retried(loopback: LoopbackServer) -> Non
         got = events(agent.run("hi"))
     assert [e.error for e in got if isinstance(e, ProviderRetry)] == ["MalformedStream"]
     assert isinstance(got[-1], TurnComplete) and got[-1].response == "abc"
+
+
+def test_a_reasoning_item_without_encrypted_content_stays_home(
+    loopback: LoopbackServer,
+) -> None:
+    """A server that ignored ``include`` sends bare reasoning items: with no server
+    state their ids name nothing, so they are not sent back."""
+    loopback.add(
+        Reply.sse(responses_body(["a"], reasoning=[(["why"], "")])),
+        Reply.sse(responses_body(["b"])),
+    )
+    with OpenAIResponses("o4-mini", loopback.url + "/v1") as provider:
+        agent = Agent(provider, config=FAST)
+        events(agent.run("one"))
+        events(agent.run("two"))
+    kinds = [i.get("type", i.get("role")) for i in loopback.requests[1].json["input"]]
+    assert kinds == ["user", "assistant", "user"]
