@@ -6,7 +6,8 @@ Text, refusal and reasoning-summary deltas become ``TEXT`` / ``THINKING``; a
 ``function_call`` output item starts a tool call whose ordinal is the number of calls
 before it, and its argument deltas are found by ``output_index``; a finished reasoning
 item (with ``encrypted_content``) becomes one ``REASONING_ITEM`` carrying the item as
-JSON, to be sent back unchanged; ``response.completed`` / ``response.incomplete`` give
+JSON, to be sent back unchanged; a message item after one that said something starts
+with a paragraph break (models that comment before answering send two); ``response.completed`` / ``response.incomplete`` give
 usage (cached and reasoning tokens) and end the stream, ``error`` and
 ``response.failed`` are ``ERROR`` deltas. The generic reader is shared by both twins; the
 compiled one scans the delta events in C.
@@ -62,7 +63,7 @@ class ResponsesReader(Reader):
     """What a Responses stream event means, by its ``type``. ``calls`` and
     ``streamed`` are never rebound: the compiled parser's fast path shares them."""
 
-    __slots__ = ("_tools", "calls", "finished", "model", "streamed")
+    __slots__ = ("_spoke", "_tools", "calls", "finished", "model", "streamed")
 
     def __init__(self) -> None:
         self.calls: dict[Any, int] = {}  # output_index -> tool ordinal
@@ -70,6 +71,7 @@ class ResponsesReader(Reader):
         self.model = ""
         self.finished = False  # a terminal event was read: ignore the rest
         self._tools = 0
+        self._spoke = False  # a message item with text has finished
 
     def apply(self, obj: dict[str, Any], out: list[Any]) -> Slot | None:
         kind = obj.get("type")
@@ -94,8 +96,11 @@ class ResponsesReader(Reader):
                 return obj, "delta"
         elif kind == "response.output_item.added":
             item = obj["item"]
-            if item.get("type") == "function_call":
+            kind = item.get("type")
+            if kind == "function_call":
                 self._start_call(obj.get("output_index"), item, out)
+            elif kind == "message" and self._spoke:  # a new paragraph, not run-on text
+                out.append((TEXT, "\n\n"))
         elif kind == "response.output_item.done":
             self._item_done(obj.get("output_index"), obj["item"], out)
         elif kind == "response.reasoning_summary_part.added":
@@ -138,6 +143,10 @@ class ResponsesReader(Reader):
         kind = item.get("type")
         if kind == "reasoning":
             out.append((REASONING_ITEM, orjson.dumps(item).decode()))
+        elif kind == "message":
+            for part in item.get("content") or ():
+                if part.get("text"):
+                    self._spoke = True
         elif kind == "function_call":
             ordinal = self._start_call(index, item, out)
             args = item.get("arguments")
@@ -202,8 +211,11 @@ class OpenAIResponsesParser(Parser):
                     if delta:
                         out.append((THINKING, delta))
                     return
-                if kind == "response.function_call_arguments.delta":
-                    ordinal = self._calls.get(obj.get("output_index"))
+                index = obj.get("output_index")
+                if kind == "response.function_call_arguments.delta" and (
+                    type(index) is int
+                ):
+                    ordinal = self._calls.get(index)
                     if ordinal is not None and delta:
                         self._streamed.add(ordinal)
                         out.append((TOOL_ARGS, ordinal, delta))
