@@ -8,6 +8,7 @@ text, thinking and tool arguments as a user would:
 * ``httpx-sse`` + ``orjson``: ``EventSource(response).iter_sse()`` then ``orjson.loads``;
 * the official ``openai`` SDK: ``chat.completions.create(stream=True)`` (OpenAI corpora);
 * the official ``anthropic`` SDK: ``messages.create(stream=True)`` raw events;
+* the official ``openai`` SDK: ``responses.create(stream=True)`` (the Responses corpus);
 * msgspec typed structs over the payloads already framed (no SSE, no transport): a
   stretch reference for decoding alone, set against the Cython parser fed the same
   chunks directly (no transport either).
@@ -181,6 +182,60 @@ def httpx_sse_anthropic(chunks: list[bytes]) -> Contender:
     return run
 
 
+def httpx_sse_responses(chunks: list[bytes]) -> Contender:
+    def run() -> Result:
+        acc = Accumulator()
+        calls: dict[int, int] = {}
+        with response(chunks) as resp:
+            for sse in EventSource(resp).iter_sse():
+                obj = orjson.loads(sse.data)
+                kind = obj["type"]
+                if kind == "response.output_text.delta":
+                    acc.text.append(obj["delta"])
+                elif kind == "response.reasoning_summary_text.delta":
+                    acc.thinking.append(obj["delta"])
+                elif kind == "response.function_call_arguments.delta":
+                    acc.args[calls[obj["output_index"]]].append(obj["delta"])
+                elif kind == "response.output_item.added":
+                    if obj["item"]["type"] == "function_call":
+                        calls[obj["output_index"]] = len(calls)
+                elif kind == "response.completed":
+                    break
+        return acc.result()
+
+    return run
+
+
+def openai_responses_sdk(chunks: list[bytes]) -> Contender:
+    client = openai.OpenAI(
+        api_key="sk-bench",
+        base_url="http://bench.invalid/v1",
+        http_client=httpx.Client(transport=transport(chunks)),
+        max_retries=0,
+    )
+
+    def run() -> Result:
+        acc = Accumulator()
+        calls: dict[int, int] = {}
+        stream = client.responses.create(model="gpt-5", input="Go.", stream=True)
+        for event in stream:
+            kind = event.type
+            if kind == "response.output_text.delta":
+                acc.text.append(event.delta)
+            elif kind == "response.reasoning_summary_text.delta":
+                acc.thinking.append(event.delta)
+            elif kind == "response.function_call_arguments.delta":
+                acc.args[calls[event.output_index]].append(event.delta)
+            elif (
+                kind == "response.output_item.added"
+                and event.item.type == "function_call"
+            ):
+                calls[event.output_index] = len(calls)
+        return acc.result()
+
+    return run
+
+
 def openai_sdk(chunks: list[bytes]) -> Contender:
     client = openai.OpenAI(
         api_key="sk-bench",
@@ -274,6 +329,43 @@ class AEvent(msgspec.Struct):
     delta: ADelta | None = None
 
 
+class RItem(msgspec.Struct):
+    type: str = ""
+
+
+class REvent(msgspec.Struct):
+    type: str
+    delta: str | None = None
+    output_index: int = 0
+    item: RItem | None = None
+
+
+def msgspec_responses(payloads: list[bytes]) -> Contender:
+    decode = msgspec.json.Decoder(REvent).decode
+
+    def run() -> Result:
+        acc = Accumulator()
+        calls: dict[int, int] = {}
+        for payload in payloads:
+            event = decode(payload)
+            kind = event.type
+            if kind == "response.output_text.delta" and event.delta:
+                acc.text.append(event.delta)
+            elif kind == "response.reasoning_summary_text.delta" and event.delta:
+                acc.thinking.append(event.delta)
+            elif kind == "response.function_call_arguments.delta" and event.delta:
+                acc.args[calls[event.output_index]].append(event.delta)
+            elif (
+                kind == "response.output_item.added"
+                and event.item is not None
+                and event.item.type == "function_call"
+            ):
+                calls[event.output_index] = len(calls)
+        return acc.result()
+
+    return run
+
+
 def msgspec_openai(payloads: list[bytes]) -> Contender:
     decode = msgspec.json.Decoder(OChunk).decode
 
@@ -334,12 +426,21 @@ GOALS = {
         (CYTHON, "anthropic SDK", 20.0),
         (PURE, BASELINE, 1.5),
     ],
+    "Responses reasoning + text + function calls": [
+        (CYTHON, BASELINE, 3.0),
+        (CYTHON, "openai SDK (responses)", 20.0),
+    ],
+}
+PARSERS = {
+    "openai": "OpenAIChatParser",
+    "anthropic": "AnthropicParser",
+    "responses": "OpenAIResponsesParser",
 }
 STRETCH = [(CYTHON_RAW, MSGSPEC, 1.0)]  # both without transport
 
 
 def contenders(kind: str, body: bytes, chunks: list[bytes]) -> dict[str, Contender]:
-    parser = "OpenAIChatParser" if kind == "openai" else "AnthropicParser"
+    parser = PARSERS[kind]
     framed = corpus.payloads(body)
     out = {
         CYTHON: navi(cy, parser, chunks),
@@ -348,11 +449,16 @@ def contenders(kind: str, body: bytes, chunks: list[bytes]) -> dict[str, Contend
     if kind == "openai":
         out[BASELINE] = httpx_sse_openai(chunks)
         out["openai SDK"] = openai_sdk(chunks)
+    elif kind == "responses":
+        out[BASELINE] = httpx_sse_responses(chunks)
+        out["openai SDK (responses)"] = openai_responses_sdk(chunks)
     else:
         out[BASELINE] = httpx_sse_anthropic(chunks)
         out["anthropic SDK"] = anthropic_sdk(chunks)
     out[CYTHON_RAW] = navi_raw(cy, parser, chunks)
-    out[MSGSPEC] = (msgspec_openai if kind == "openai" else msgspec_anthropic)(framed)
+    decoders = {"openai": msgspec_openai, "anthropic": msgspec_anthropic,
+                "responses": msgspec_responses}  # fmt: skip
+    out[MSGSPEC] = decoders[kind](framed)
     return out
 
 
@@ -407,6 +513,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 rounds instead of 7")
     parser.add_argument("--chunks", type=int, default=20_000, help="deltas per corpus")
+    parser.add_argument("--only", help="run the corpora whose name contains this")
     args = parser.parse_args()
     rounds = 3 if args.quick else 7
     print(f"navi_core core parsers, median of {rounds} interleaved rounds")
@@ -417,10 +524,16 @@ def main() -> None:
             "anthropic",
             corpus.anthropic_mixed(args.chunks),
         ),
+        "Responses reasoning + text + function calls": (
+            "responses",
+            corpus.responses_mixed(args.chunks),
+        ),
     }
     missed: list[str] = []
     stretch: list[str] = []
     for name, (kind, body) in corpora.items():
+        if args.only and args.only.lower() not in name.lower():
+            continue
         goals, stretches = report(name, kind, body, corpus.network_chunks(body), rounds)
         missed += goals
         stretch += stretches

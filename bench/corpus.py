@@ -18,6 +18,7 @@ __all__ = [
     "openai_text",
     "openai_tool_calls",
     "payloads",
+    "responses_mixed",
 ]
 
 _WORDS = [
@@ -269,6 +270,75 @@ def anthropic_mixed(n: int = 20_000, seed: int = 3) -> bytes:
         )
     )
     out.append(_anthropic_event({"type": "message_stop"}))
+    return "".join(out).encode()
+
+
+def responses_mixed(n: int = 20_000, seed: int = 4) -> bytes:
+    """A Responses stream shaped after tests/data/sse/openai-responses: a reasoning
+    item (summary deltas, encrypted content), a message of text deltas, then two
+    function calls whose arguments arrive in fragments; ``n`` deltas in all (15%
+    reasoning, 70% text, 15% arguments), each event named and numbered."""
+    rng = random.Random(seed)
+    seq = iter(range(10**9))
+    out: list[str] = []
+
+    def ev(kind: str, **fields: Any) -> None:
+        obj = {"type": kind, "sequence_number": next(seq), **fields}
+        out.append(f"event: {kind}\ndata: {_dumps(obj)}\n\n")
+
+    def ident(prefix: str) -> str:
+        return prefix + "".join(rng.choices("0123456789abcdef", k=50))
+
+    def obfuscation() -> str:
+        return "".join(
+            rng.choices("ABCDEFGHIJKLMNabcdefghijklmn0123456789", k=rng.randint(3, 15))
+        )
+
+    response = {"id": ident("resp_"), "object": "response", "created_at": 1765552659,
+                "status": "in_progress", "model": "gpt-5.1-codex-max", "output": [],
+                "store": False, "usage": None}  # fmt: skip
+    ev("response.created", response=response)
+    ev("response.in_progress", response=response)
+    rs = ident("rs_")
+    ev("response.output_item.added", output_index=0,
+       item={"id": rs, "type": "reasoning", "encrypted_content": "gAAAA" + "x" * 900, "summary": []})  # fmt: skip
+    for piece in _tokens(rng, n * 15 // 100):
+        ev("response.reasoning_summary_text.delta", item_id=rs, output_index=0,
+           summary_index=0, delta=piece, obfuscation=obfuscation())  # fmt: skip
+    ev("response.output_item.done", output_index=0,
+       item={"id": rs, "type": "reasoning", "encrypted_content": "gAAAA" + "y" * 1200, "summary": []})  # fmt: skip
+    msg = ident("msg_")
+    ev("response.output_item.added", output_index=1,
+       item={"id": msg, "type": "message", "status": "in_progress", "content": [], "role": "assistant"})  # fmt: skip
+    for piece in _tokens(rng, n * 70 // 100):
+        ev("response.output_text.delta", item_id=msg, output_index=1, content_index=0,
+           delta=piece, logprobs=[], obfuscation=obfuscation())  # fmt: skip
+    ev(
+        "response.output_text.done",
+        item_id=msg,
+        output_index=1,
+        content_index=0,
+        text="...",
+    )
+    for index in (2, 3):
+        fc = ident("fc_")
+        ev("response.output_item.added", output_index=index,
+           item={"id": fc, "type": "function_call", "status": "in_progress",
+                 "arguments": "", "call_id": ident("call_")[:29], "name": "write_file"})  # fmt: skip
+        ev("response.function_call_arguments.delta", item_id=fc, output_index=index,
+           delta='{"path":"notes.md","text":"', obfuscation=obfuscation())  # fmt: skip
+        for piece in _tokens(rng, n * 15 // 200):
+            ev("response.function_call_arguments.delta", item_id=fc, output_index=index,
+               delta=_dumps(piece)[1:-1], obfuscation=obfuscation())  # fmt: skip
+        ev("response.function_call_arguments.delta", item_id=fc, output_index=index,
+           delta='"}', obfuscation=obfuscation())  # fmt: skip
+    usage = {"input_tokens": 1200, "input_tokens_details": {"cached_tokens": 1024},
+             "output_tokens": n, "output_tokens_details": {"reasoning_tokens": n // 7},
+             "total_tokens": 1200 + n}  # fmt: skip
+    ev(
+        "response.completed",
+        response={**response, "status": "completed", "usage": usage},
+    )
     return "".join(out).encode()
 
 

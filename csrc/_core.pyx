@@ -3,13 +3,15 @@
 
 The pure twin ``navi_core/_core_py.py`` gives identical results and is the reference.
 Each twin include mirrors one of its modules file for file and name for name:
-``_framing.pxi`` ↔ ``_framing_py.py``, ``_sse.pxi`` ↔ ``_sse_py.py``, ``_text.pxi`` ↔
-``_text_py.py``. The ``_fast_*.pxi`` includes are C-only fast paths with no twin.
+``_framing.pxi`` ↔ ``_framing_py.py``, ``_sse.pxi`` ↔ ``_sse_py.py``,
+``_responses.pxi`` ↔ ``_responses_py.py``, ``_text.pxi`` ↔ ``_text_py.py``. The
+``_fast_*.pxi`` includes are C-only fast paths with no twin.
 """
 
 __all__ = [
     "AnthropicParser",
     "OpenAIChatParser",
+    "OpenAIResponsesParser",
     "SSEDecoder",
     "SSEEvent",
     "b64encode",
@@ -21,4 +23,5 @@ include "_fast_shapes.pxi"
 include "_fast_b64.pxi"
 include "_framing.pxi"
 include "_sse.pxi"
+include "_responses.pxi"
 include "_text.pxi"

@@ -50,7 +50,10 @@ cdef class Parser(Framer):
 
     cdef int _generic(self, bytes data, list out) except -1:
         """The reader's deltas for ``data``."""
-        self._reader.read(data, self._data_offset, out)
+        reader = self._reader
+        reader.read(data, self._data_offset, out)
+        if reader.finished:  # the payload that ends the stream
+            self._stopped = True
         return 0
 
 

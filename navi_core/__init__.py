@@ -118,6 +118,7 @@ if TYPE_CHECKING:  # imported on first use at run time (see __getattr__)
     from .media import Media
     from .providers.anthropic import Anthropic
     from .providers.openai_chat import OpenAIChat
+    from .providers.openai_responses import OpenAIResponses
     from .store.postgres import PostgresStore
     from .store.sqlite import SQLiteStore
 
@@ -127,6 +128,7 @@ __version__ = "0.1.0"
 #: loaded on first use
 _LAZY = {
     "OpenAIChat": "navi_core.providers.openai_chat",
+    "OpenAIResponses": "navi_core.providers.openai_responses",
     "Anthropic": "navi_core.providers.anthropic",
     "SQLiteStore": "navi_core.store.sqlite",
     "PostgresStore": "navi_core.store.postgres",
@@ -186,6 +188,7 @@ __all__ = [
     "NothingToCompact",
     "NullStore",
     "OpenAIChat",
+    "OpenAIResponses",
     "OutputValidationError",
     "Overloaded",
     "PENDING",

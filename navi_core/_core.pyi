@@ -9,6 +9,7 @@ from typing import Any, TypeAlias
 __all__ = [
     "AnthropicParser",
     "OpenAIChatParser",
+    "OpenAIResponsesParser",
     "SSEDecoder",
     "SSEEvent",
     "b64encode",
@@ -40,6 +41,13 @@ class SSEDecoder:
 
 class OpenAIChatParser:
     """Chat-completions stream (``data: {chunk}`` ... ``data: [DONE]``) to deltas."""
+
+    def __init__(self, max_event_bytes: int = 16777216) -> None: ...
+    def feed(self, data: _Buffer) -> list[_Delta]: ...
+    def close(self) -> list[_Delta]: ...
+
+class OpenAIResponsesParser:
+    """Responses API stream (typed ``response.*`` events) to deltas."""
 
     def __init__(self, max_event_bytes: int = 16777216) -> None: ...
     def feed(self, data: _Buffer) -> list[_Delta]: ...

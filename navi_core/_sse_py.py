@@ -3,9 +3,10 @@
 A parser's ``_dispatch`` turns one event payload into ``navi_core.deltas`` tuples in
 three steps: a fast path (the compiled twin's ``_fast``; inline here, a call per event
 would cost), ``_terminal`` (OpenAI's ``[DONE]``), ``_generic``. The generic path is a
-reader (orjson, then what each member means): it exists once, here, and the compiled
-parsers call it for every chunk their byte scanner does not take. This twin's fast path
-learns: consecutive chunks are usually byte-identical around one string
+reader (``navi_core.payloads``: orjson, then what each member means): it exists once,
+in Python, and the compiled parsers call it for every chunk their byte scanner does not
+take; a reader that read the stream's last payload sets ``finished`` and the parser stops
+there. This twin's fast path learns: consecutive chunks are usually byte-identical around one string
 (``..."delta":{"content":"`` + text + ``"},...``), so ``_learn`` records the bytes
 around the string a chunk emitted, proves with a probe that any string put there parses
 alike, and later chunks with that head and tail only decode their string.
@@ -32,72 +33,17 @@ from .deltas import (
     USAGE,
     token_count,
 )
-from .errors import MalformedStream
+from .payloads import Reader, Slot, count, string
 
 __all__ = ["AnthropicParser", "AnthropicReader", "OpenAIChatParser", "OpenAIChatReader"]
 
-_EXCERPT: Final = 80  # bytes of a payload quoted in an error message
 _ANTHROPIC_USAGE: Final = ("input_tokens", "output_tokens", "cache_read_input_tokens",
                            "cache_creation_input_tokens")  # fmt: skip
 _PROBE: Final = "\u2603 probe"
 _PROBE_JSON: Final = orjson.dumps(_PROBE)[1:-1]
 
-Slot = tuple[dict[str, Any], str]  # the container and key of the emitted string
 
-
-def _malformed(what: str, data: bytes, offset: int) -> MalformedStream:
-    excerpt = repr(bytes(data[:_EXCERPT]).decode("utf-8", "replace"))
-    return MalformedStream(f"{what.format(offset=offset)}: {excerpt}", offset=offset)
-
-
-def _int(value: Any) -> int:
-    """An integer member such as a tool call's index: absent or null is 0."""
-    if value is None:
-        return 0
-    if type(value) is not int:
-        raise TypeError("expected an integer")
-    return value
-
-
-def _str(value: Any) -> str:
-    if type(value) is not str:
-        raise TypeError("expected a string")
-    return value
-
-
-class _Reader:
-    """The generic path: one event payload through orjson, then read as an object."""
-
-    __slots__ = ()
-
-    def read(
-        self, data: bytes, offset: int, out: list[Any]
-    ) -> tuple[dict[str, Any], Slot | None]:
-        """Append the deltas of the payload ``data`` (at stream ``offset``) to ``out``;
-        return the object and the slot of the one string it emitted, if it did one."""
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            try:  # invalid UTF-8 decodes as U+FFFD
-                obj = orjson.loads(bytes(data).decode("utf-8", "replace"))
-            except orjson.JSONDecodeError:
-                what = "invalid JSON in SSE event at byte {offset}"
-                raise _malformed(what, data, offset) from None
-        if type(obj) is not dict:
-            what = "SSE event at byte {offset} is not a JSON object"
-            raise _malformed(what, data, offset)
-        try:
-            return obj, self.apply(obj, out)
-        except (AttributeError, KeyError, TypeError) as exc:
-            what = "unexpected JSON structure in SSE event at byte {offset}"
-            raise _malformed(what, data, offset) from exc
-
-    def apply(self, obj: dict[str, Any], out: list[Any]) -> Slot | None:
-        """Append the deltas of one decoded payload; KeyError etc. on a bad shape."""
-        raise NotImplementedError
-
-
-class OpenAIChatReader(_Reader):
+class OpenAIChatReader(Reader):
     """What a chat-completions chunk means. ``tools`` is never rebound: the compiled
     parser's fast path shares that set, and reads and sets ``model``."""
 
@@ -119,7 +65,7 @@ class OpenAIChatReader(_Reader):
             return None
         model = obj.get("model")
         if model and model != self.model:
-            self.model = _str(model)
+            self.model = string(model)
             out.append((MODEL, model))
         choices = obj.get("choices")
         if choices:
@@ -131,7 +77,7 @@ class OpenAIChatReader(_Reader):
                         slot = self._delta(delta, out)
                     reason = choice.get("finish_reason")
                     if reason is not None:
-                        out.append((FINISH, _str(reason)))
+                        out.append((FINISH, string(reason)))
                     break
         usage = obj.get("usage")
         if type(usage) is dict:
@@ -148,14 +94,14 @@ class OpenAIChatReader(_Reader):
         slot = None
         text = delta.get("reasoning_content") or delta.get("reasoning")
         if text:
-            out.append((THINKING, _str(text)))
+            out.append((THINKING, string(text)))
         text = delta.get("content")
         if text:
-            out.append((TEXT, _str(text)))
+            out.append((TEXT, string(text)))
             slot = (delta, "content")
         text = delta.get("refusal")
         if text:
-            out.append((TEXT, _str(text)))
+            out.append((TEXT, string(text)))
         calls = delta.get("tool_calls")
         if calls:
             slot = self._tool_calls(calls, out)
@@ -166,23 +112,23 @@ class OpenAIChatReader(_Reader):
         tools = self.tools
         for position, call in enumerate(calls):
             index = call.get("index")
-            index = position if index is None else _int(index)
+            index = position if index is None else count(index)
             function = call.get("function") or {}
             if index not in tools:
                 tools.add(index)
-                call_id = _str(call.get("id") or "")
-                name = _str(function.get("name") or "")
+                call_id = string(call.get("id") or "")
+                name = string(function.get("name") or "")
                 out.append((TOOL_START, index, call_id, name))
             args = function.get("arguments")
             if args:
                 if type(args) is dict:  # some servers send the object itself
                     args = orjson.dumps(args).decode()
-                out.append((TOOL_ARGS, index, _str(args)))
+                out.append((TOOL_ARGS, index, string(args)))
                 slot = (function, "arguments")
         return slot
 
 
-class AnthropicReader(_Reader):
+class AnthropicReader(Reader):
     """What a Messages stream payload means, by its ``type``. ``blocks`` is never
     rebound: the compiled parser's fast path shares that dict."""
 
@@ -199,35 +145,35 @@ class AnthropicReader(_Reader):
             delta = obj["delta"]
             kind = delta.get("type")
             if kind == "text_delta":
-                text = _str(delta.get("text"))
+                text = string(delta.get("text"))
                 if text:
                     out.append((TEXT, text))
                     return delta, "text"
             elif kind == "input_json_delta":
                 ordinal = self.blocks.get(obj.get("index"))
-                text = _str(delta.get("partial_json"))
+                text = string(delta.get("partial_json"))
                 if ordinal is not None and text:
                     out.append((TOOL_ARGS, ordinal, text))
                     return delta, "partial_json"
             elif kind == "thinking_delta":
-                text = _str(delta.get("thinking"))
+                text = string(delta.get("thinking"))
                 if text:
                     out.append((THINKING, text))
                     return delta, "thinking"
             elif kind == "signature_delta":
-                out.append((SIGNATURE, _str(delta.get("signature"))))
+                out.append((SIGNATURE, string(delta.get("signature"))))
         elif kind == "content_block_start":
             self._block_start(obj.get("index"), obj["content_block"], out)
         elif kind == "message_start":
             message = obj["message"]
             model = message.get("model")
             if model:
-                out.append((MODEL, _str(model)))
+                out.append((MODEL, string(model)))
             self._add_usage(message.get("usage"), out)
         elif kind == "message_delta":
             reason = (obj.get("delta") or {}).get("stop_reason")
             if reason is not None:
-                out.append((FINISH, _str(reason)))
+                out.append((FINISH, string(reason)))
             usage = obj.get("usage")
             if usage is not None:
                 self._add_usage(usage, out)
@@ -242,28 +188,30 @@ class AnthropicReader(_Reader):
     def _block_start(self, index: Any, block: dict[str, Any], out: list[Any]) -> None:
         kind = block.get("type")
         if kind == "text":
-            text = _str(block.get("text") or "")
+            text = string(block.get("text") or "")
             if text:
                 out.append((TEXT, text))
         elif kind == "tool_use":
             ordinal = self._tools
             self._tools += 1
             self.blocks[index] = ordinal
-            out.append((TOOL_START, ordinal, _str(block["id"]), _str(block["name"])))
+            out.append(
+                (TOOL_START, ordinal, string(block["id"]), string(block["name"]))
+            )
             args = block.get("input")
             if args:
                 if type(args) is not dict:
                     raise TypeError("tool_use input is not an object")
                 out.append((TOOL_ARGS, ordinal, orjson.dumps(args).decode()))
         elif kind == "thinking":
-            text = _str(block.get("thinking") or "")
+            text = string(block.get("thinking") or "")
             if text:
                 out.append((THINKING, text))
-            signature = _str(block.get("signature") or "")
+            signature = string(block.get("signature") or "")
             if signature:
                 out.append((SIGNATURE, signature))
         elif kind == "redacted_thinking":
-            out.append((REDACTED_THINKING, _str(block.get("data"))))
+            out.append((REDACTED_THINKING, string(block.get("data"))))
 
     def _add_usage(self, usage: Any, out: list[Any]) -> None:
         totals = self._usage
@@ -316,7 +264,7 @@ class Parser(Framer):
 
     __slots__ = ("_hits", "_learned", "_reader", "_template")
     _names_events = False
-    _reader: _Reader
+    _reader: Reader
 
     def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         super().__init__(max_event_bytes)
@@ -361,7 +309,10 @@ class Parser(Framer):
     def _generic(self, data: bytes, out: list[Any]) -> None:
         """The reader's deltas for ``data``; then learn a template from them."""
         start = len(out)
-        obj, slot = self._reader.read(data, self._data_offset, out)
+        reader = self._reader
+        obj, slot = reader.read(data, self._data_offset, out)
+        if reader.finished:
+            self._stopped = True
         self._template = None
         if slot is None or self._learned > self._hits + 4:
             return

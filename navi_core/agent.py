@@ -20,7 +20,7 @@ from .hooks import Hook, TurnInfo, check_hooks
 from .output import OutputSpec
 from .oversight import Oversight
 from .planning import plan_step
-from .providers.base import Provider, ProviderRequest
+from .providers.base import Provider, ProviderRequest, check_provider
 from .runner import ToolRunner
 from .session import Session
 from .steering import SteerDisposition, SteeringQueue
@@ -30,6 +30,7 @@ from .stream import Stream
 from .subscribe import Observers
 from .tools import Tool, ToolRegistry, ToolSource, ToolSpec
 from .turn_extras import TurnExtras
+from .user_input import user_message
 
 __all__ = ["Agent"]
 
@@ -64,7 +65,7 @@ class Agent(Oversight):
         config: Config | None = None,
         hooks: Iterable[Hook] = (),
     ) -> None:
-        self.provider = provider
+        self.provider = check_provider(provider)
         self._hooks = check_hooks(hooks)
         self._observers = Observers()
         self.store: SessionStore = store if store is not None else MemoryStore()
@@ -189,14 +190,19 @@ class Agent(Oversight):
 
     # -- turns -------------------------------------------------------------------------
 
-    def run(self, prompt: str | Message, *, output: type | None = None) -> Stream:
+    def run(
+        self, prompt: str | Message | Iterable[Any], *, output: type | None = None
+    ) -> Stream:
         """Persist the user message, append it, and return the turn's ``Stream``.
 
-        No provider I/O happens here: the request opens on the first ``next()``.
+        ``prompt`` is text, a user ``Message``, or a list mixing text and images
+        (``Media``, image bytes, Pillow images; see ``navi_core.user_input``). No
+        provider I/O happens here: the request opens on the first ``next()``.
         With ``output`` (a dataclass, TypedDict or pydantic model) the answer must be
         that type: ``TurnComplete.output`` holds it, validated.
 
         Raises:
+            ValueError: the message cannot be sent or stored; nothing was appended.
             RuntimeError: another turn of this agent has not ended or been closed.
             SessionError: the store refused the prompt; the conversation is
                 unchanged and ``run`` can be called again.
@@ -205,11 +211,9 @@ class Agent(Oversight):
                 one corrective retry.
         """
         spec = OutputSpec.of(output) if output is not None else None
-        message = UserMessage(prompt) if isinstance(prompt, str) else prompt
-        if message.role != "user":
-            raise ValueError(
-                f"run() takes a user message, not a {message.role} message"
-            )
+        if isinstance(prompt, Message) and prompt.role != "user":
+            raise ValueError(f"run() takes a user message, not a {prompt.role} message")
+        message = user_message(prompt, self._config.images)
         self._check_idle()
         self._answer_dangling()
         steered = self._apply_steering()

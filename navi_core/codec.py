@@ -132,6 +132,7 @@ _BLOCK_ENCODERS: Final[dict[type, Callable[[Any], dict[str, Any]]]] = {
     ToolResult: _tool_result_obj,
     System: lambda b: {"type": "system", "text": b.text, "mode": b.mode},
     CompactionSummary: lambda b: {"type": "compaction_summary", "text": b.text},
+    MediaPart: _part_obj,  # an image the user sent: the tool-result part's form
 }
 
 
@@ -277,7 +278,14 @@ def _compaction_summary(o: dict[str, Any]) -> CompactionSummary:
     raise _invalid(o, "compaction_summary", ("text", str))
 
 
+def _media(o: dict[str, Any]) -> MediaPart:
+    part = _part(o)
+    assert isinstance(part, MediaPart)  # "media" is the type _part read
+    return part
+
+
 _BLOCK_DECODERS: Final[dict[str, Callable[[dict[str, Any]], Block]]] = {
+    "media": _media,
     "text": _text,
     "thinking": _thinking,
     "redacted_thinking": _redacted_thinking,

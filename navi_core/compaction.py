@@ -15,6 +15,7 @@ sees the ``Agent``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -288,6 +289,9 @@ def plan_compaction(
     if not plan.prefix or (not force and plan.prefix_tokens <= MIN_FOLD_TOKENS):
         return None
     started = CompactionStarted(reason, len(messages), estimated)
+    logging.getLogger("navi_core.compaction").info(
+        "compacting (%s): %d messages, ~%d tokens", reason, len(messages), estimated
+    )
     return PendingCompaction(started, plan, config)
 
 
@@ -326,11 +330,12 @@ def apply_pending(
     summary: tuple[str, int],
 ) -> Compacted:
     """Store the window that starts at ``summary``; it becomes the conversation."""
-    plan = pending.plan
+    plan, before = pending.plan, pending.started.messages_before
     after = _install(session, provider, plan, *summary)
-    return Compacted(
-        pending.started.messages_before, after, len(plan.prefix), plan.kept_turns
+    logging.getLogger("navi_core.compaction").info(
+        "compacted: %d -> %d messages, %d summarised", before, after, len(plan.prefix)
     )
+    return Compacted(before, after, len(plan.prefix), plan.kept_turns)
 
 
 def _install(

@@ -89,7 +89,8 @@ class TextPart:
 
 @dataclass(frozen=True, slots=True)
 class MediaPart:
-    """An image inside a tool result; ``data`` is base64 text, ``media_type`` e.g. image/png."""
+    """An image in a tool result or a user message; ``data`` is base64 text and
+    ``media_type`` e.g. image/png."""
 
     media_type: str
     data: str
@@ -138,6 +139,7 @@ Block: TypeAlias = (
     | ToolResult
     | System
     | CompactionSummary
+    | MediaPart
 )
 
 

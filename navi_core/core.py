@@ -25,6 +25,7 @@ __all__ = [
     "ExtensionFallbackWarning",
     "AnthropicParser",
     "OpenAIChatParser",
+    "OpenAIResponsesParser",
     "SSEDecoder",
     "SSEEvent",
     "b64encode",
@@ -52,6 +53,7 @@ if TYPE_CHECKING or FORCE_PURE:
     from ._core_py import (
         AnthropicParser,
         OpenAIChatParser,
+        OpenAIResponsesParser,
         SSEDecoder,
         SSEEvent,
         b64encode,
@@ -64,6 +66,7 @@ else:
         from ._core import (
             AnthropicParser,
             OpenAIChatParser,
+            OpenAIResponsesParser,
             SSEDecoder,
             SSEEvent,
             b64encode,
@@ -91,6 +94,7 @@ else:
         from ._core_py import (
             AnthropicParser,
             OpenAIChatParser,
+            OpenAIResponsesParser,
             SSEDecoder,
             SSEEvent,
             b64encode,

@@ -20,7 +20,11 @@ USAGE               (USAGE, input, output, cache_read, cache_write, reasoning)
                     normalised totals known so far; the latest one wins
 MODEL               (MODEL, name)           when first seen and whenever it changes
 ERROR               (ERROR, type, message)  an error object sent inside the stream
-DONE                (DONE,)                 ``data: [DONE]`` or ``message_stop``
+DONE                (DONE,)                 ``data: [DONE]``, ``message_stop`` or
+                    ``response.completed``
+REASONING_ITEM      (REASONING_ITEM, item)  a finished Responses reasoning item as JSON
+                    text (``encrypted_content`` included): seals the current thinking
+                    block, to be sent back to that API unchanged
 ==================  ===================================================================
 """
 
@@ -34,6 +38,7 @@ __all__ = [
     "ERROR",
     "FINISH",
     "MODEL",
+    "REASONING_ITEM",
     "REDACTED_THINKING",
     "SIGNATURE",
     "TEXT",
@@ -55,6 +60,7 @@ USAGE: Final = 7
 MODEL: Final = 8
 ERROR: Final = 9
 DONE: Final = 10
+REASONING_ITEM: Final = 11
 
 
 def token_count(obj: Any, key: str, member: str | None = None) -> int:

@@ -8,6 +8,7 @@ as calls start and finish while the result message keeps the model's order.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -183,7 +184,9 @@ class Dispatch:
             self._inbox.put(("abort", exc))
             return
         except BaseException as exc:  # every other failure becomes a readable result
-            parts, error = (TextPart(failure_text(t.name, exc)),), True
+            text = failure_text(t.name, exc)
+            logging.getLogger("navi_core.tools").warning(text, exc_info=exc)
+            parts, error = (TextPart(text),), True
         self._finished(i, parts, error, time.perf_counter() - t0)
 
     def _run_source(
@@ -208,6 +211,9 @@ class Dispatch:
             return
         except BaseException as exc:
             seconds = time.perf_counter() - t0
+            logging.getLogger("navi_core.tools").warning(
+                "%s.call_batch failed", type(source).__name__, exc_info=exc
+            )
             for i, call in calls:
                 text = f"Tool {call.name!r} failed: {describe(exc)}"
                 self._finished(i, (TextPart(text),), True, seconds)

@@ -23,6 +23,7 @@ this from ``TRANSITIONS``)::
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -158,7 +159,13 @@ def retry_notice(
     *,
     compaction: bool = False,
 ) -> ProviderRetry:
-    """The ``ProviderRetry`` event for ``exc`` ending attempt ``attempt``."""
+    """The ``ProviderRetry`` event for ``exc`` ending attempt ``attempt`` (logged)."""
+    logging.getLogger("navi_core.retry").warning(
+        "attempt %d/%d failed (%s%s): retrying in %d ms%s",
+        attempt, policy.max_attempts, type(exc).__name__,
+        f", HTTP {exc.status_code}" if exc.status_code else "", delay_ms,
+        " after compacting" if compaction else "",
+    )  # fmt: skip
     return ProviderRetry(
         attempt,
         policy.max_attempts,

@@ -77,6 +77,8 @@ def estimate_block_tokens(block: Block) -> int:
         return size
     if isinstance(block, RedactedThinking):
         return estimate_tokens(block.data)
+    if isinstance(block, MediaPart):
+        return IMAGE_TOKENS
     raise TypeError(f"not a conversation block: {type(block).__name__}")
 
 

@@ -86,6 +86,8 @@ def render_block(block: Block, names: MutableMapping[str, str]) -> str:
             for p in block.parts
         )
         return "\n".join(lines)
+    if isinstance(block, MediaPart):
+        return media_placeholder(block)
     if isinstance(block, System):
         if block.mode == "replace":
             return f"(replaces the system prompt before it) {block.text}"

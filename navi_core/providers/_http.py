@@ -12,6 +12,7 @@ and the base URL is shown and recorded only in its public form (both from
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
@@ -33,17 +34,20 @@ from ._http_errors import (
     parse_retry_after,
     read_capped,
     scrubbed,
+    status_error,
 )
 from ._sockets import make_transport
 from .base import ProviderRequest
 from .delta_stream import DeltaStream
-from .errormap import error_fields, error_for_stream, error_from_body
+from .errormap import error_fields, error_for_stream
 
 __all__ = [
     "MAX_RETRY_AFTER_MS",
     "HTTPProvider",
     "Parser",
     "ResponseStream",
+    "TAPPED_HEADERS",
+    "Tap",
     "json_object",
     "make_client",
     "map_transport_errors",
@@ -58,6 +62,18 @@ class Parser(Protocol):
     def feed(self, data: bytes) -> list[tuple[Any, ...]]: ...
 
     def close(self) -> list[tuple[Any, ...]]: ...
+
+
+class Tap(Protocol):
+    """Sees a response as it arrives: its status and headers, then its raw bytes."""
+
+    def status(self, code: int, headers: Mapping[str, str]) -> None: ...
+
+    def chunk(self, data: bytes) -> None: ...
+
+
+#: the response headers a ``Tap`` is shown: what the error mapping reads, no cookie
+TAPPED_HEADERS = ("content-type", "retry-after", "retry-after-ms")
 
 
 def json_object(raw: str) -> dict[str, Any] | None:
@@ -115,12 +131,21 @@ def make_client(
 
 
 def _batches(
-    response: httpx.Response, parser: Parser, secrets: Sequence[str]
+    response: httpx.Response,
+    parser: Parser,
+    secrets: Sequence[str],
+    tap: Tap | None = None,
 ) -> Iterator[list[tuple[Any, ...]]]:
     feed = parser.feed
+    size = count = 0
     with map_transport_errors(secrets):
         for chunk in response.iter_raw():
+            if tap is not None:
+                tap.chunk(chunk)
+            size += len(chunk)
+            count += 1
             yield feed(chunk)
+    _log.debug("response body: %d bytes in %d chunks", size, count)
     yield parser.close()
 
 
@@ -181,6 +206,7 @@ class ResponseStream(DeltaStream):
 
 
 _DRAIN_BATCHES = 16
+_log = logging.getLogger("navi_core.http")
 _P = TypeVar("_P", bound="HTTPProvider")
 
 
@@ -270,15 +296,22 @@ class HTTPProvider:
     def _parser(self) -> Parser:
         raise NotImplementedError
 
-    def open(self, request: ProviderRequest) -> DeltaStream:
+    def open(self, request: ProviderRequest, *, tap: Tap | None = None) -> DeltaStream:
         """Send the request and return the open response as a ``DeltaStream``.
+
+        ``tap`` (``navi_core.testing.Recorder``) sees the response's raw bytes.
 
         Raises:
             ProviderError: the mapped error of a non-2xx status, or ``TransportError``.
         """
         content = orjson.dumps(self.build_body(request))
         client = self._client
-        with map_transport_errors(self._secrets):
+        shown = self._wire.base_url + self.path  # the public form: no credentials
+        _log.debug(
+            "POST %s: %d messages, %d tools, %d bytes of JSON",
+            shown, len(request.messages), len(request.tools), len(content),
+        )  # fmt: skip
+        with map_transport_errors(self._secrets, self._url):
             req = client.build_request(
                 "POST",
                 self._url,
@@ -287,25 +320,38 @@ class HTTPProvider:
                 timeout=self._timeout,
             )
             response = client.send(req, stream=True)
+        _log.info("POST %s (%s): HTTP %d", shown, self.model, response.status_code)
+        if tap is not None:
+            headers = response.headers
+            tap.status(
+                response.status_code,
+                {k: headers[k] for k in TAPPED_HEADERS if k in headers},
+            )
         try:
-            self._check(response)
+            self._check(response, tap)
         except BaseException:
             response.close()
             raise
         return ResponseStream(
-            _batches(response, self._parser(), self._secrets),
+            _batches(response, self._parser(), self._secrets, tap),
             self._wire,
             on_close=response.close,
             secrets=self._secrets,
         )
 
-    def _check(self, response: httpx.Response) -> None:
+    def _check(self, response: httpx.Response, tap: Tap | None = None) -> None:
         status = response.status_code
         if not 200 <= status < 300:
-            raise error_from_body(
+            body = read_capped(response)
+            if tap is not None:
+                tap.chunk(body)
+            raise status_error(
                 status,
                 response.reason_phrase,
-                read_capped(response),
+                body,
+                url=self._url,
+                base_url=self._wire.base_url,
+                api_style=self.api_style,
                 retry_after_ms=parse_retry_after(response.headers),
                 secrets=self._secrets,
             )
@@ -313,6 +359,8 @@ class HTTPProvider:
         if ctype.startswith("application/json"):
             # A server that ignored ``stream: true``, or an error sent with a 200.
             body = read_capped(response)
+            if tap is not None:
+                tap.chunk(body)
             message, kind = error_fields(body)
             if message is not None:
                 kind = clip(redact(kind or "", self._secrets))  # a key can be a "code"

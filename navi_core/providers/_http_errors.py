@@ -5,6 +5,13 @@
 ``read_capped`` reads at most 64 KiB of an error body; ``scrubbed`` redacts secrets
 from a ``ProviderError`` raised inside a stream. Messages name the failure only and
 are clipped (``navi_core._secrets``).
+
+Errors that teach: a failed DNS lookup names the host; ``status_error`` turns an error
+response into the mapped error and, where the cause is a common set-up mistake, says
+so: a 404 from a base URL without ``/v1`` (or, for Anthropic, with one) shows the URL
+tried and the base URL to use instead, and a server that does not have the model
+(OpenAI ``model_not_found``, vLLM "does not exist", Ollama "not found, try pulling it
+first") names the model and the server, with ``ollama pull`` for Ollama.
 """
 
 from __future__ import annotations
@@ -13,15 +20,18 @@ import copy
 import email.utils
 import math
 import re
+import socket
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timezone
+from urllib.parse import urlsplit
 
 import httpx
 
-from .._secrets import clip, redact
+from .._secrets import clip, public_url, redact
 from ..errors import ProviderError, TransportError
+from .errormap import error_for_status, provider_message
 
 __all__ = [
     "MAX_RETRY_AFTER_MS",
@@ -29,7 +39,21 @@ __all__ = [
     "parse_retry_after",
     "read_capped",
     "scrubbed",
+    "status_error",
 ]
+
+_DNS_WORDS = re.compile(
+    r"name or service not known|nodename nor servname|getaddrinfo failed"
+    r"|temporary failure in name resolution|no address associated with hostname"
+    r"|name does not resolve|no such host",
+    re.IGNORECASE,
+)
+_MODEL_MISSING = re.compile(
+    r"model_not_found|model .{0,80}(?:not found|does not exist|not exist)"
+    r"|no such model|unknown model|model not found",
+    re.IGNORECASE,
+)
+_MODEL_NAME = re.compile(r"""model[\s:]+[`'"\\]*([^`'"\\\s,]+)""", re.IGNORECASE)
 
 _MAX_ERROR_BODY = 64 * 1024
 _NUMBER = re.compile(r"\s*(\d+(?:\.\d*)?)\s*")
@@ -43,16 +67,27 @@ MAX_RETRY_AFTER_MS = 24 * 60 * 60 * 1000
 
 
 @contextmanager
-def map_transport_errors(secrets: Sequence[str] = ()) -> Iterator[None]:
+def map_transport_errors(
+    secrets: Sequence[str] = (), url: str | None = None
+) -> Iterator[None]:
     """Re-raise httpx request failures as ``TransportError`` from the original.
 
-    The message names the failure only: no URL query, header or key is copied.
+    The message names the failure only: no URL query, header or key is copied. With
+    the request ``url``, a failed DNS lookup names the host it could not resolve.
     """
     try:
         yield
     except httpx.TimeoutException as exc:
         _scrub_chain(exc, secrets)
         raise TransportError(_describe("timed out", exc, secrets)) from exc
+    except httpx.ConnectError as exc:
+        host = urlsplit(url).hostname if url else None
+        if host and _is_dns_failure(exc):
+            detail = redact(str(exc), secrets)
+            raise TransportError(
+                clip(f"cannot resolve host {host!r} (DNS lookup failed: {detail})")
+            ) from exc
+        raise TransportError(_describe("request failed", exc, secrets)) from exc
     except httpx.RequestError as exc:
         _scrub_chain(exc, secrets)
         raise TransportError(_describe("request failed", exc, secrets)) from exc
@@ -69,6 +104,75 @@ def _scrub_chain(exc: BaseException, secrets: Sequence[str]) -> None:
             redact(a, secrets) if isinstance(a, str) else a for a in current.args
         )
         current = current.__cause__ or current.__context__
+
+
+def _is_dns_failure(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(8):  # the chain: httpx -> httpcore -> socket
+        if seen is None:
+            break
+        if isinstance(seen, socket.gaierror):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return _DNS_WORDS.search(str(exc)) is not None
+
+
+def status_error(
+    status: int,
+    reason: str,
+    body: bytes,
+    *,
+    url: str,
+    base_url: str,
+    api_style: str,
+    retry_after_ms: int | None = None,
+    secrets: Sequence[str] = (),
+) -> ProviderError:
+    """The mapped error for a non-2xx response to a request sent to ``url``
+    (``base_url``: the public API root the provider was given).
+
+    The provider's own message is kept (redacted, clipped); a missing model or a base
+    URL that misses (or doubles) ``/v1`` is said in words first.
+    """
+    message, kind = provider_message(body, secrets)
+    if not message:  # the reason phrase is the server's text too: it may echo a key
+        message = redact(f"HTTP {status} {reason}".rstrip(), secrets)
+    shown = public_url(url)
+    missing = _MODEL_MISSING.search(message) or (kind == "model_not_found")
+    if status in (400, 404) and missing:
+        message = _model_missing(message, base_url)
+    elif status == 404:
+        message = f"{message} (POST {shown}){_url_hint(base_url, api_style)}"
+    return error_for_status(
+        status, clip(message), retry_after_ms=retry_after_ms, kind=kind
+    )
+
+
+def _model_missing(message: str, root: str) -> str:
+    match = _MODEL_NAME.search(message)
+    model = match.group(1) if match else None
+    named = f"model {model!r}" if model else "the model"
+    text = f"{named} is not available at {root}: {message}"
+    if "pull" in message.lower() and model:  # Ollama: the model is not downloaded
+        text += f" (run: ollama pull {model})"
+    return text
+
+
+def _url_hint(base_url: str, api_style: str) -> str:
+    """How the base URL should read, when a 404 is likely its fault."""
+    path = urlsplit(base_url).path.rstrip("/")
+    if api_style.startswith("openai") and "/v1" not in path:
+        return (
+            ": the base URL has no /v1, where OpenAI-compatible servers serve the API;"
+            f" try base_url={base_url.rstrip('/') + '/v1'!r}"
+        )
+    if api_style.startswith("anthropic") and path.endswith("/v1"):
+        fixed = base_url.rstrip("/")[: -len("/v1")]
+        return (
+            ": the base URL ends in /v1, but Anthropic's base has none (the client adds"
+            f" /v1/messages); try base_url={fixed!r}"
+        )
+    return ""
 
 
 def _describe(what: str, exc: Exception, secrets: Sequence[str]) -> str:

@@ -166,6 +166,13 @@ class ResponseAssembler:
                     cur = self._open(_THINKING)
                 cur[0] = _SEALED_THINKING
                 cur[2] = (cur[2] or "") + d[1]
+            elif kind == D.REASONING_ITEM:
+                cur = self._cur
+                if cur is None or cur[0] != _THINKING:
+                    cur = self._open(_THINKING)
+                cur[0] = _SEALED_THINKING
+                cur[2] = d[1]
+                self._cur = None  # the next item's summary is a block of its own
             elif kind == D.TOOL_START:
                 index, call_id, name = d[1], d[2], d[3]
                 if index in self._tools:

@@ -18,7 +18,13 @@ from ..events import Event
 from ..output import OutputSpec
 from ..tools import ToolSpec
 
-__all__ = ["Provider", "ProviderRequest", "ProviderStream", "RequestConfig"]
+__all__ = [
+    "Provider",
+    "ProviderRequest",
+    "ProviderStream",
+    "RequestConfig",
+    "check_provider",
+]
 
 
 class RequestConfig(Protocol):
@@ -87,3 +93,27 @@ class Provider(Protocol):
     def close(self) -> None:
         """Release connections (idempotent)."""
         ...
+
+
+_EXPECTED = (
+    "a provider: OpenAIChat(model, base_url), OpenAIResponses(model, base_url), "
+    "Anthropic(model, base_url), Scripted(items), or an object with wire, open() and "
+    "close()"
+)
+
+
+def check_provider(value: object) -> Provider:
+    """``value`` if it is a provider; else a ``TypeError`` that says what is expected.
+
+    A model name, a provider class not yet created, or a vendor SDK client are the
+    usual mistakes; each is named in the message.
+    """
+    if isinstance(value, Provider) and not isinstance(value, type):
+        return value
+    if isinstance(value, type):
+        got = f"the class {value.__name__} itself; create one: {value.__name__}(...)"
+    elif isinstance(value, str):
+        got = f"the string {value!r}; a model name goes inside the provider"
+    else:
+        got = f"{type(value).__module__}.{type(value).__qualname__}"
+    raise TypeError(f"provider must be {_EXPECTED}, not {got}")

@@ -192,6 +192,7 @@ _STREAM_ERRORS: dict[str, type[ProviderError]] = {
     "authentication_error": AuthFailed,
     "permission_error": AuthFailed,
     "invalid_request_error": BadRequest,
+    "insufficient_quota": BadRequest,  # retrying cannot help: the account is out
     "context_length_exceeded": ContextOverflow,
 }
 

@@ -126,7 +126,8 @@ def build_messages(
 
 def _assistant(message: Message, names: dict[str, str]) -> dict[str, Any]:
     # Thinking has no field in chat completions, and servers that stream
-    # reasoning_content ask for it not to be sent back.
+    # reasoning_content ask for it not to be sent back; so no thinking, signature,
+    # redacted thinking or reasoning item of any API is sent here.
     text = "".join(b.text for b in message.content if isinstance(b, Text))
     calls = []
     for block in message.content:
@@ -155,6 +156,7 @@ def _assistant(message: Message, names: dict[str, str]) -> dict[str, Any]:
 def _user(message: Message, names: Mapping[str, str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     texts: list[str] = []
+    content: list[dict[str, Any]] = []  # the user's own text and images, in order
     media: list[dict[str, Any]] = []
     for block in message.content:
         if isinstance(block, ToolResult):
@@ -174,10 +176,14 @@ def _user(message: Message, names: Mapping[str, str]) -> list[dict[str, Any]]:
                 media.extend(_image(p) for p in images)
         elif isinstance(block, Text):
             texts.append(block.text)
+            content.append({"type": "text", "text": block.text})
         elif isinstance(block, CompactionSummary):
             texts.append(SUMMARY_PREFIX + block.text)
-    if media:
-        media.extend({"type": "text", "text": t} for t in texts if t)
+            content.append({"type": "text", "text": SUMMARY_PREFIX + block.text})
+        elif isinstance(block, MediaPart):  # an image the user sent, in its place
+            content.append(_image(block))
+    if media or len(content) > len(texts):
+        media.extend(c for c in content if c["type"] != "text" or c["text"])
         out.append({"role": "user", "content": media})
     elif texts:
         out.append({"role": "user", "content": "\n\n".join(texts)})

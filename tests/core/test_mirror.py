@@ -20,7 +20,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CSRC = ROOT / "csrc"
 PACKAGE = ROOT / "navi_core"
-PAIRS = {"_framing_py": "_framing.pxi", "_sse_py": "_sse.pxi", "_text_py": "_text.pxi"}
+PAIRS = {
+    "_framing_py": "_framing.pxi",
+    "_sse_py": "_sse.pxi",
+    "_responses_py": "_responses.pxi",
+    "_text_py": "_text.pxi",
+}
 C_ONLY_HEADER = "# C-only fast path, no Python twin"
 
 PY_ONLY = {
@@ -28,13 +33,10 @@ PY_ONLY = {
         "Framer._lf_lines",  # the twin's LF line loop; C walks lines with memchr
     },
     "_sse_py": {
-        "_Reader",  # the readers are the generic path: Python only, C calls them
-        "_malformed",  # the readers' helpers
-        "_int",
-        "_str",
         "_Template",  # the twin's fast path: templates learned from the reader
         "_learn",
     },
+    "_responses_py": set(),
     "_text_py": {
         "_ascii_class",  # build the class tables; C copies the finished ones
         "_bmp_table",
@@ -46,6 +48,10 @@ C_ONLY = {
     },
     "_sse.pxi": {
         "Parser._fast",  # the byte scanner; the twin's template check is inline
+    },
+    "_responses.pxi": {
+        "_responses_event",  # the byte scanner of the delta events
+        "_echo",  # the events the scanner steps over
     },
     "_text.pxi": {
         "_copy_table",  # the twin's tables into C arrays, at import

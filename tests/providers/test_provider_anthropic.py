@@ -41,7 +41,8 @@ KEY = "sk-ant-api03-test-0123456789abcdef"
 
 @pytest.fixture
 def provider(loopback: LoopbackServer) -> Iterator[Anthropic]:
-    with Anthropic("claude-test", loopback.url, KEY) as p:
+    # The request shapes without cache marks; test_anthropic_cache.py checks those.
+    with Anthropic("claude-test", loopback.url, KEY, cache=False) as p:
         yield p
 
 

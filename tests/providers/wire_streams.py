@@ -28,6 +28,7 @@ __all__ = [
     "openai_body",
     "openai_chunk",
     "request",
+    "responses_body",
 ]
 
 FIXTURES = Path("/work/shared/fixtures")
@@ -228,4 +229,70 @@ def anthropic_body(
         )
     )
     out.append(_sse({"type": "message_stop"}, "message_stop"))
+    return b"".join(out)
+
+
+def responses_body(
+    texts: Iterable[str] = (),
+    *,
+    reasoning: Sequence[tuple[Sequence[str], str]] = (),
+    tool_calls: Sequence[tuple[str, str, Sequence[str]]] = (),
+    usage: dict[str, Any] | None = None,
+    model: str = "gpt-test",
+) -> bytes:
+    """A Responses stream as the API writes it: reasoning items (summary pieces,
+    encrypted content), one message of text pieces, then function calls (call_id,
+    name, argument fragments), ``response.completed`` with usage."""
+    seq = iter(range(10**6))
+
+    def ev(kind: str, **fields: Any) -> bytes:
+        return _sse({"type": kind, "sequence_number": next(seq), **fields}, kind)
+
+    response: dict[str, Any] = {"id": "resp_test", "object": "response", "model": model,
+                "status": "in_progress", "output": [], "usage": None}  # fmt: skip
+    out = [ev("response.created", response=response)]
+    index = 0
+    for pieces, encrypted in reasoning:
+        item_id = f"rs_{index}"
+        item: dict[str, Any] = {"id": item_id, "type": "reasoning", "summary": []}
+        out.append(ev("response.output_item.added", output_index=index, item=item))
+        for piece in pieces:
+            out.append(
+                ev("response.reasoning_summary_text.delta", item_id=item_id,
+                   output_index=index, summary_index=0, delta=piece)
+            )  # fmt: skip
+        done = {**item, "encrypted_content": encrypted,
+                "summary": [{"type": "summary_text", "text": "".join(pieces)}]}  # fmt: skip
+        out.append(ev("response.output_item.done", output_index=index, item=done))
+        index += 1
+    texts = list(texts)
+    if texts:
+        message = {"id": "msg_1", "type": "message", "role": "assistant",
+                   "status": "in_progress", "content": []}  # fmt: skip
+        out.append(ev("response.output_item.added", output_index=index, item=message))
+        for piece in texts:
+            out.append(
+                ev("response.output_text.delta", item_id="msg_1", output_index=index,
+                   content_index=0, delta=piece, logprobs=[])
+            )  # fmt: skip
+        out.append(ev("response.output_text.done", item_id="msg_1",
+                      output_index=index, content_index=0, text="".join(texts)))  # fmt: skip
+        index += 1
+    for call_id, name, fragments in tool_calls:
+        call = {"id": f"fc_{index}", "type": "function_call", "status": "in_progress",
+                "arguments": "", "call_id": call_id, "name": name}  # fmt: skip
+        out.append(ev("response.output_item.added", output_index=index, item=call))
+        for fragment in fragments:
+            out.append(
+                ev("response.function_call_arguments.delta", item_id=f"fc_{index}",
+                   output_index=index, delta=fragment)
+            )  # fmt: skip
+        done = {**call, "status": "completed", "arguments": "".join(fragments)}
+        out.append(ev("response.output_item.done", output_index=index, item=done))
+        index += 1
+    final = {**response, "status": "completed",
+             "usage": usage or {"input_tokens": 10, "output_tokens": 5,
+                                "input_tokens_details": {"cached_tokens": 0},
+                                "output_tokens_details": {"reasoning_tokens": 0}}}  # fmt: skip
+    out.append(ev("response.completed", response=final))
     return b"".join(out)

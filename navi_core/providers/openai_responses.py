@@ -1,0 +1,207 @@
+"""The OpenAI Responses API: ``POST {base_url}/responses``, streamed and stateless.
+
+Every request carries the whole conversation (``store: false``; nothing is kept on the
+server between requests) and asks for ``reasoning.encrypted_content``, so reasoning
+items come back in the stream and are sent back, unchanged, with the next request;
+the body is parsed by the core's ``OpenAIResponsesParser``. Input items keep the
+conversation's order: an assistant message becomes its reasoning items, ``message``
+text and ``function_call`` items; each tool result a ``function_call_output`` paired by
+``call_id``, with images returned by tools following in one user message.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import httpx
+import orjson
+
+from .. import core
+from ..config import Timeout
+from ..conversation import (
+    CompactionSummary,
+    MediaPart,
+    Message,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+    WireIdentity,
+)
+from ..tools import ToolSpec
+from ._http import HTTPProvider, Parser, json_object
+from .base import ProviderRequest
+from .openai_chat import DEFAULT_BASE_URL, SUMMARY_PREFIX
+from .wire import own_blocks
+
+__all__ = ["OpenAIResponses", "build_input"]
+
+
+class OpenAIResponses(HTTPProvider):
+    """The OpenAI Responses API (or a server that speaks it), without server state.
+
+    ``base_url`` defaults to ``OPENAI_BASE_URL`` or the OpenAI API (ending in ``/v1``);
+    ``api_key`` to ``OPENAI_API_KEY``. ``options`` are copied into every request body
+    and win over the fields built here, e.g. ``reasoning={"effort": "low",
+    "summary": "auto"}``.
+    """
+
+    api_style = "openai-responses"
+    path = "/responses"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: Timeout = Timeout(),  # noqa: B008 - frozen value
+        http2: bool = False,
+        headers: Mapping[str, str] | None = None,
+        client: httpx.Client | None = None,
+        **options: Any,
+    ) -> None:
+        if base_url is None:
+            base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        if api_key is None:
+            api_key = os.environ.get("OPENAI_API_KEY") or None
+        auth = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        super().__init__(
+            model,
+            base_url,
+            auth=auth,
+            timeout=timeout,
+            http2=http2,
+            headers=headers,
+            client=client,
+        )
+        self._options = options
+
+    def _parser(self) -> Parser:
+        return core.OpenAIResponsesParser()
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        """The Responses JSON body for ``request`` (``options`` applied last)."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "input": build_input(request.messages, self.wire),
+            "stream": True,
+            "store": False,
+            "include": ["reasoning.encrypted_content"],
+        }
+        if request.system:
+            body["instructions"] = request.system
+        if request.tools:
+            body["tools"] = [_tool(spec) for spec in request.tools]
+        config = request.config
+        if config.max_output_tokens is not None:
+            body["max_output_tokens"] = config.max_output_tokens
+        if config.temperature is not None:
+            body["temperature"] = config.temperature
+        body.update(self._options)
+        return body
+
+
+def build_input(
+    messages: Iterable[Message], wire: WireIdentity
+) -> list[dict[str, Any]]:
+    """The ``input`` items for ``messages``; reasoning only goes back where it came from."""
+    out: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    for message in messages:
+        if message.role == "assistant":
+            out.extend(_assistant(message, wire, names))
+        elif message.role == "user":
+            out.extend(_user(message, names))
+    return out
+
+
+def _assistant(
+    message: Message, wire: WireIdentity, names: dict[str, str]
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for block in own_blocks(message, wire):
+        if isinstance(block, Text):
+            if block.text:
+                out.append({"role": "assistant", "content": block.text})
+        elif isinstance(block, ToolUse):
+            names[block.id] = block.name
+            arguments = block.input if json_object(block.input) is not None else "{}"
+            out.append(
+                {
+                    "type": "function_call",
+                    "call_id": block.id,
+                    "name": block.name,
+                    "arguments": arguments,
+                }
+            )
+        elif isinstance(block, Thinking) and block.signature:
+            item = _reasoning_item(block.signature)
+            if item is not None:
+                out.append(item)
+    return out
+
+
+def _reasoning_item(raw: str) -> dict[str, Any] | None:
+    """The reasoning item a ``Thinking`` signature holds, or None if it holds none.
+
+    An item without ``encrypted_content`` (a server that ignored ``include``) is not
+    sent: without server state its id alone names nothing and the request would fail.
+    """
+    try:
+        item = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(item, dict) or item.get("type") != "reasoning":
+        return None
+    return item if item.get("encrypted_content") else None
+
+
+def _user(message: Message, names: Mapping[str, str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    content: list[dict[str, Any]] = []
+    media: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, ToolResult):
+            images = [p for p in block.parts if isinstance(p, MediaPart)]
+            text = block.text
+            if not text and images:
+                text = f"[{len(images)} image(s) attached in the next user message]"
+            out.append(
+                {"type": "function_call_output", "call_id": block.tool_use_id,
+                 "output": text}
+            )  # fmt: skip
+            if images:
+                name = names.get(block.tool_use_id)
+                label = f"{name} ({block.tool_use_id})" if name else block.tool_use_id
+                media.append(
+                    {"type": "input_text", "text": f"Image(s) from tool call {label}:"}
+                )
+                media.extend(_image(p) for p in images)
+        elif isinstance(block, Text):
+            if block.text:
+                content.append({"type": "input_text", "text": block.text})
+        elif isinstance(block, CompactionSummary):
+            content.append({"type": "input_text", "text": SUMMARY_PREFIX + block.text})
+        elif isinstance(block, MediaPart):
+            content.append(_image(block))
+    content = media + content
+    if content:
+        out.append({"role": "user", "content": content})
+    return out
+
+
+def _image(part: MediaPart) -> dict[str, Any]:
+    url = f"data:{part.media_type};base64,{part.data}"
+    return {"type": "input_image", "image_url": url}
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": spec.parameters,
+    }

@@ -1,0 +1,299 @@
+"""Cassettes: record a provider's real responses once, replay them offline.
+
+``Recorder(provider, path)`` is a provider that sends every request through an HTTP
+provider (``OpenAIChat``, ``OpenAIResponses``, ``Anthropic``) and writes, per response,
+what the agent asked (the conversation, system prompt, tools and limits), the JSON body
+sent, and the raw response bytes with the status, to a JSON-lines cassette. Headers
+and keys are never written; the base URL is kept in its public form.
+
+``Replay(path)`` is a provider that answers the same requests from the cassette,
+offline and deterministically, through the same code as a live response: the recorded
+bytes go over an in-memory transport into a provider of the recorded API, so the status
+mapping, the core parser and the assembler are the ones a live turn uses. A request
+that differs from the recorded one (the prompt, the tools, an earlier answer...) fails
+at once with ``CassetteMismatch`` naming the first difference; so does a request past
+the end of the cassette.
+
+    with Recorder(OpenAIResponses("gpt-5"), "turn.jsonl") as provider:   # once, live
+        Agent(provider, tools=[add]).run("2 + 40?") ...
+    agent = Agent(Replay("turn.jsonl"), tools=[add])                   # in tests
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+import orjson
+
+from . import codec
+from .conversation import WireIdentity
+from .errors import ProviderError
+from .events import Event
+from .providers._http import HTTPProvider
+from .providers.anthropic import Anthropic
+from .providers.base import ProviderRequest, ProviderStream
+from .providers.openai_chat import OpenAIChat
+from .providers.openai_responses import OpenAIResponses
+
+__all__ = ["CASSETTE_VERSION", "CassetteMismatch", "Recorder", "Replay"]
+
+CASSETTE_VERSION: Final = 1
+_APIS: Final[dict[str, Callable[..., HTTPProvider]]] = {
+    OpenAIChat.api_style: OpenAIChat,
+    OpenAIResponses.api_style: OpenAIResponses,
+    Anthropic.api_style: Anthropic,
+}
+
+
+class CassetteMismatch(AssertionError):
+    """A replayed request differs from the recorded one, or the cassette ran out."""
+
+
+def asked(request: ProviderRequest) -> dict[str, Any]:
+    """What the agent asked for, independent of the provider's own options."""
+    config = request.config
+    return {
+        "system": request.system,
+        "messages": [codec.to_obj(m) for m in request.messages],
+        "tools": [
+            {"name": t.name, "description": t.description, "parameters": t.parameters}
+            for t in request.tools
+        ],
+        "max_output_tokens": config.max_output_tokens,
+        "temperature": config.temperature,
+    }
+
+
+class _Take:
+    """The ``Tap`` of one response: its status, headers and raw chunks."""
+
+    __slots__ = ("chunks", "code", "headers")
+
+    def __init__(self) -> None:
+        self.code = 0
+        self.headers: dict[str, str] = {}
+        self.chunks: list[bytes] = []
+
+    def status(self, code: int, headers: Mapping[str, str]) -> None:
+        self.code = code
+        self.headers = dict(headers)
+
+    def chunk(self, data: bytes) -> None:
+        self.chunks.append(bytes(data))
+
+    def entry(self, request: dict[str, Any], body: Any, complete: bool) -> bytes:
+        raw = b"".join(self.chunks)
+        try:
+            payload: dict[str, Any] = {"body_text": raw.decode("utf-8")}
+        except UnicodeDecodeError:
+            payload = {"body_b64": base64.b64encode(raw).decode()}
+        line = {
+            "request": request,
+            "sent": body,
+            "status": self.code,
+            "headers": self.headers,
+            **payload,
+            "chunk_sizes": [len(c) for c in self.chunks],
+            "complete": complete,
+        }
+        return orjson.dumps(line) + b"\n"
+
+
+class _Recording:
+    """The provider's stream; the response is written to the cassette when closed."""
+
+    __slots__ = ("_done", "_stream", "_write")
+
+    def __init__(self, stream: ProviderStream, write: Any) -> None:
+        self._stream = stream
+        self._write = write
+        self._done = False
+
+    def produce(self, queue: deque[Event]) -> bool:
+        self._done = self._stream.produce(queue)
+        return self._done
+
+    def close(self) -> None:
+        self._stream.close()
+        write, self._write = self._write, None
+        if write is not None:
+            write(self._done)
+
+
+class Recorder:
+    """A provider that passes every request to ``provider`` and records it to ``path``.
+
+    The cassette is started afresh; each response is appended when its stream closes
+    (or when the request fails with an error status), so a crash keeps what finished.
+    """
+
+    def __init__(self, provider: HTTPProvider, path: str | os.PathLike[str]) -> None:
+        if not isinstance(provider, HTTPProvider) or provider.api_style not in _APIS:
+            raise TypeError(
+                "Recorder records an HTTP provider (OpenAIChat, OpenAIResponses, "
+                f"Anthropic), not {type(provider).__name__}"
+            )
+        self.provider = provider
+        self.path = Path(path)
+        wire = provider.wire
+        head = {"navi_cassette": CASSETTE_VERSION, "api_style": wire.api_style,
+                "base_url": wire.base_url, "model": wire.model}  # fmt: skip
+        self.path.write_bytes(orjson.dumps(head) + b"\n")
+
+    @property
+    def wire(self) -> WireIdentity:
+        """The recorded provider's identity."""
+        return self.provider.wire
+
+    def open(self, request: ProviderRequest) -> ProviderStream:
+        """Open the response on the real provider, recording it.
+
+        Raises:
+            ProviderError: what the provider raised (recorded first when the server
+                answered).
+        """
+        take = _Take()
+        what, body = asked(request), self.provider.build_body(request)
+
+        def write(complete: bool) -> None:
+            with self.path.open("ab") as f:
+                f.write(take.entry(what, body, complete))
+
+        try:
+            stream = self.provider.open(request, tap=take)
+        except ProviderError:
+            if take.code:
+                write(False)
+            raise
+        return _Recording(stream, write)
+
+    def close(self) -> None:
+        """Close the recorded provider."""
+        self.provider.close()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class Replay:
+    """A provider answering from the cassette at ``path``, in order, offline.
+
+    Raises (from ``open``):
+        CassetteMismatch: the request differs from the recorded one, or there is none.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        lines = self.path.read_bytes().splitlines()
+        if not lines:
+            raise ValueError(f"{self.path}: empty, not a cassette")
+        head = orjson.loads(lines[0])
+        if not isinstance(head, dict) or head.get("navi_cassette") != CASSETTE_VERSION:
+            raise ValueError(f"{self.path}: not a version {CASSETTE_VERSION} cassette")
+        self._entries = [orjson.loads(line) for line in lines[1:] if line.strip()]
+        self._next = 0
+        self._current: dict[str, Any] | None = None
+        api = _APIS.get(head["api_style"])
+        if api is None:
+            raise ValueError(f"{self.path}: unknown API style {head['api_style']!r}")
+        client = httpx.Client(transport=httpx.MockTransport(self._respond))
+        self._provider = api(head["model"], head["base_url"], client=client)
+        self._client = client
+
+    @property
+    def wire(self) -> WireIdentity:
+        """The recorded provider's identity (API style, public base URL, model)."""
+        return self._provider.wire
+
+    @property
+    def remaining(self) -> int:
+        """Recorded responses not replayed yet."""
+        return len(self._entries) - self._next
+
+    def open(self, request: ProviderRequest) -> ProviderStream:
+        """The next recorded response, if ``request`` is the one recorded for it."""
+        number = self._next + 1
+        if self._next >= len(self._entries):
+            raise CassetteMismatch(
+                f"{self.path.name}: request {number} was not recorded "
+                f"(the cassette holds {len(self._entries)})"
+            )
+        entry = self._entries[self._next]
+        where = _first_difference(entry["request"], asked(request))
+        if where is not None:
+            path, recorded, sent = where
+            raise CassetteMismatch(
+                f"{self.path.name}: request {number} differs from the recording at "
+                f"{path or 'the top'}: recorded {_short(recorded)}, sent {_short(sent)}"
+            )
+        self._next += 1
+        self._current = entry
+        return self._provider.open(request)
+
+    def _respond(self, request: httpx.Request) -> httpx.Response:
+        entry = self._current
+        assert entry is not None, "a request outside Replay.open"
+        self._current = None
+        if "body_b64" in entry:
+            raw = base64.b64decode(entry["body_b64"])
+        else:
+            raw = entry["body_text"].encode("utf-8")
+        return httpx.Response(
+            entry["status"], headers=entry["headers"], content=_chunks(raw, entry)
+        )
+
+    def close(self) -> None:
+        """Release the in-memory client (idempotent)."""
+        self._client.close()
+
+    def __enter__(self) -> Replay:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _chunks(raw: bytes, entry: dict[str, Any]) -> Iterator[bytes]:
+    """The body cut where the network cut it when it was recorded."""
+    at = 0
+    for size in entry.get("chunk_sizes") or [len(raw)]:
+        yield raw[at : at + size]
+        at += size
+
+
+def _first_difference(
+    recorded: Any, sent: Any, path: str = ""
+) -> tuple[str, Any, Any] | None:
+    if type(recorded) is not type(sent):
+        return path, recorded, sent
+    if isinstance(recorded, dict):
+        for key in [*recorded, *(k for k in sent if k not in recorded)]:
+            if key not in recorded or key not in sent:
+                return f"{path}.{key}".lstrip("."), recorded.get(key), sent.get(key)
+            found = _first_difference(recorded[key], sent[key], f"{path}.{key}")
+            if found is not None:
+                return found[0].lstrip("."), found[1], found[2]
+        return None
+    if isinstance(recorded, list):
+        for i, (a, b) in enumerate(zip(recorded, sent, strict=False)):
+            found = _first_difference(a, b, f"{path}[{i}]")
+            if found is not None:
+                return found
+        if len(recorded) != len(sent):
+            return f"{path} (length)", len(recorded), len(sent)
+        return None
+    return None if recorded == sent else (path, recorded, sent)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."

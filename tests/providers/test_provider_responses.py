@@ -1,0 +1,199 @@
+"""OpenAIResponses over a loopback server: request bodies, recorded streams, whole
+turns with reasoning items carried back and calls paired with their outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from loopback import LoopbackServer, Reply
+from wire_streams import drain, request, responses_body
+
+from navi_core import (
+    Agent,
+    Config,
+    MessageComplete,
+    OpenAIResponses,
+    RetryPolicy,
+    TurnComplete,
+    tool,
+)
+from navi_core.conversation import Text, Thinking, ToolUse, Usage
+from navi_core.errors import BadRequest, RateLimited, StreamPoisoned
+from navi_core.events import Event, ProviderRetry
+from navi_core.stream import Stream
+
+DATA = Path(__file__).parent.parent / "data" / "sse"
+FAST = Config(retry=RetryPolicy(initial_delay_ms=1, max_delay_ms=20, jitter=False))
+
+
+@tool
+def calculator(a: float, b: float, op: str) -> str:
+    """A minimal calculator.
+
+    Args:
+        a: first operand.
+        b: second operand.
+        op: add, subtract, multiply or divide.
+    """
+    result = {"add": a + b, "subtract": a - b, "multiply": a * b}.get(op, a / b)
+    return f"{result:g}"
+
+
+def recorded(name: str) -> bytes:
+    return (DATA / "openai-responses" / name).read_bytes()
+
+
+def events(stream: Stream) -> list[Event]:
+    with stream:
+        return list(stream)
+
+
+def test_request_body_is_stateless_and_streamed(loopback: LoopbackServer) -> None:
+    loopback.add(Reply.sse(responses_body(["hi"])))
+    with OpenAIResponses("gpt-5", loopback.url + "/v1", "sk-test-123456") as provider:
+        _, message = drain(
+            provider, request("hello", system="be brief", tools=[calculator.spec])
+        )
+    sent = loopback.requests[0]
+    assert sent.path == "/v1/responses"
+    assert sent.headers["authorization"] == "Bearer sk-test-123456"
+    body = sent.json
+    assert body["stream"] is True and body["store"] is False
+    assert body["include"] == ["reasoning.encrypted_content"]
+    assert body["instructions"] == "be brief"
+    assert body["input"] == [
+        {"role": "user", "content": [{"type": "input_text", "text": "hello"}]}
+    ]
+    assert body["tools"][0]["type"] == "function"
+    assert body["tools"][0]["name"] == "calculator"
+    assert set(body["tools"][0]["parameters"]["properties"]) == {"a", "b", "op"}
+    assert message.content == (Text("hi"),)
+    assert message.wire is not None and message.wire.api_style == "openai-responses"
+
+
+def test_recorded_session_reasoning_and_calls_go_back(loopback: LoopbackServer) -> None:
+    """The four responses of a recorded session against the real API, replayed as a
+    whole turn: each request carries the reasoning item unchanged and each
+    function_call paired with its function_call_output."""
+    names = ["reasoning_tool_call", "tool_call_1", "tool_call_2", "text_after_tools"]
+    for name in names:
+        loopback.add(Reply.sse(recorded(f"{name}.sse"), chunk=333))
+    with OpenAIResponses("gpt-5.1-codex-max", loopback.url + "/v1") as provider:
+        agent = Agent(provider, tools=[calculator], config=FAST)
+        got = events(agent.run("Compute (12 + 7) * 3 * 10 with the calculator."))
+    done = got[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.response == "The final result is **570**."
+    assert (done.iterations, done.tool_calls) == (4, 3)
+    first = agent.conversation.messages[1]
+    thinking = first.content[0]
+    assert isinstance(thinking, Thinking)
+    assert thinking.text.startswith("**Calculating step-by-step")
+    assert isinstance(first.content[1], ToolUse)
+    assert first.usage == Usage(134, 28, 0, 0, 0)
+    raw_item = next(
+        orjson.loads(line[6:])["item"]
+        for line in recorded("reasoning_tool_call.sse").splitlines()
+        if b'"response.output_item.done"' in line and b'"reasoning"' in line
+    )
+    second = loopback.requests[1].json["input"]
+    assert second[1] == raw_item  # encrypted_content and all, unchanged
+    assert second[2] == {
+        "type": "function_call",
+        "call_id": "call_AB6AaRZ1FYZB2RwS6A5vbdqn",
+        "name": "calculator",
+        "arguments": '{"a":12,"b":7,"op":"add"}',
+    }
+    assert second[3] == {
+        "type": "function_call_output",
+        "call_id": "call_AB6AaRZ1FYZB2RwS6A5vbdqn",
+        "output": "19",
+    }
+    last = loopback.requests[3].json["input"]
+    outputs = [i["output"] for i in last if i.get("type") == "function_call_output"]
+    assert outputs == ["19", "57", "570"]
+    calls = [i["call_id"] for i in last if i.get("type") == "function_call"]
+    paired = [i["call_id"] for i in last if i.get("type") == "function_call_output"]
+    assert calls == paired
+    assert loopback.connections == 1
+
+
+def test_reasoning_built_stream_round_trip(loopback: LoopbackServer) -> None:
+    loopback.add(
+        Reply.sse(
+            responses_body(
+                reasoning=[(["thinking ", "hard"], "ENC1")],
+                tool_calls=[("call_9", "calculator", ['{"a":1,', '"b":2,"op":"add"}'])],
+                usage={"input_tokens": 100, "output_tokens": 40,
+                       "input_tokens_details": {"cached_tokens": 64},
+                       "output_tokens_details": {"reasoning_tokens": 30}},
+            ),
+            chunk=7,
+        ),
+        Reply.sse(responses_body(["3"])),
+    )  # fmt: skip
+    with OpenAIResponses("o4-mini", loopback.url + "/v1") as provider:
+        agent = Agent(provider, tools=[calculator], config=FAST)
+        got = events(agent.run("1+2"))
+    complete = [e for e in got if isinstance(e, MessageComplete)]
+    assert complete[0].usage == Usage(36, 40, 64, 0, 30)
+    item = loopback.requests[1].json["input"][1]
+    assert item["type"] == "reasoning" and item["encrypted_content"] == "ENC1"
+    assert item["summary"] == [{"type": "summary_text", "text": "thinking hard"}]
+
+
+def test_error_event_fails_the_turn_without_retry(loopback: LoopbackServer) -> None:
+    loopback.add(Reply.sse(recorded("error_quota.sse")))
+    with OpenAIResponses("gpt-5-nano", loopback.url + "/v1") as provider:
+        agent = Agent(provider, config=FAST)
+        stream = agent.run("hi")
+        with pytest.raises(BadRequest, match="exceeded your current quota"):
+            events(stream)
+        with pytest.raises(StreamPoisoned):
+            stream.next()
+    assert len(loopback.requests) == 1
+    assert [m.role for m in agent.conversation.messages] == ["user"]
+
+
+def test_rate_limit_in_stream_is_retried(loopback: LoopbackServer) -> None:
+    limited = (
+        b'event: response.failed\ndata: {"type":"response.failed","response":'
+        b'{"error":{"code":"rate_limit_exceeded","message":"slow down"}}}\n\n'
+    )
+    loopback.add(Reply.sse(limited), Reply.sse(responses_body(["ok"])))
+    with OpenAIResponses("gpt-5", loopback.url + "/v1") as provider:
+        agent = Agent(provider, config=FAST)
+        got = events(agent.run("hi"))
+    retries = [e for e in got if isinstance(e, ProviderRetry)]
+    assert [r.error for r in retries] == [RateLimited.__name__]
+    assert isinstance(got[-1], TurnComplete) and got[-1].response == "ok"
+
+
+def test_a_body_cut_before_completed_is_retried(loopback: LoopbackServer) -> None:
+    whole = responses_body(["abc"])
+    cut = whole[: whole.index(b"event: response.completed")]
+    loopback.add(Reply.sse(cut), Reply.sse(whole))
+    with OpenAIResponses("gpt-5", loopback.url + "/v1") as provider:
+        agent = Agent(provider, config=FAST)
+        got = events(agent.run("hi"))
+    assert [e.error for e in got if isinstance(e, ProviderRetry)] == ["MalformedStream"]
+    assert isinstance(got[-1], TurnComplete) and got[-1].response == "abc"
+
+
+def test_a_reasoning_item_without_encrypted_content_stays_home(
+    loopback: LoopbackServer,
+) -> None:
+    """A server that ignored ``include`` sends bare reasoning items: with no server
+    state their ids name nothing, so they are not sent back."""
+    loopback.add(
+        Reply.sse(responses_body(["a"], reasoning=[(["why"], "")])),
+        Reply.sse(responses_body(["b"])),
+    )
+    with OpenAIResponses("o4-mini", loopback.url + "/v1") as provider:
+        agent = Agent(provider, config=FAST)
+        events(agent.run("one"))
+        events(agent.run("two"))
+    kinds = [i.get("type", i.get("role")) for i in loopback.requests[1].json["input"]]
+    assert kinds == ["user", "assistant", "user"]
