@@ -75,8 +75,9 @@ class CompactionConfig:
 class Timeout:
     """HTTP timeouts in seconds (None waits forever).
 
-    ``read`` bounds one socket read; ``idle`` bounds the silence between two events of
-    an open response (None: only ``read`` applies).
+    ``read`` bounds one socket read; ``idle``, when set, bounds instead how long a sent
+    request may stay silent — waiting for the headers, or between two chunks of the
+    response — separately from ``connect``.
     """
 
     connect: float | None = 10.0

@@ -474,3 +474,30 @@ def test_tool_context_reports_progress_and_sees_the_cancel(
             pass
     assert progress == ["step 0", "step 1", "step 2"]
     assert saw_cancel.wait(2)
+
+
+def test_the_readme_frame_loop_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("### Embedding in a frame loop") :]
+    start = section.index("```python") + len("```python")
+    code = section[start : section.index("```", start)]
+    exec(compile(code, "README frame loop", "exec"), {})
+    assert capsys.readouterr().out == "Once upon a time, a fox learned to stream."
+
+
+def test_the_idle_timeout_bounds_a_silent_server_apart_from_connect(
+    loopback: LoopbackServer,
+) -> None:
+    from navi_core import TransportError
+
+    loopback.add(Reply.sse(openai_body(["late"]), delay=5))
+    timeout = Timeout(connect=10, read=120, idle=0.3)
+    with Agent(
+        provider(loopback.url, timeout=timeout), config=Config(retry=NO_RETRY)
+    ) as agent:
+        stream = agent.run("hi")
+        t0 = time.monotonic()
+        with pytest.raises(TransportError):
+            while stream.next() is not None:
+                pass
+        assert time.monotonic() - t0 < 0.3 + BOUND

@@ -92,7 +92,8 @@ def to_httpx_timeout(timeout: Timeout) -> httpx.Timeout:
     """The httpx form of a navi_core ``Timeout`` (None still means no limit)."""
     return httpx.Timeout(
         connect=timeout.connect,
-        read=timeout.read,
+        # idle: the longest an open response may stay silent, headers included
+        read=timeout.idle if timeout.idle is not None else timeout.read,
         write=timeout.write,
         pool=timeout.pool,
     )
