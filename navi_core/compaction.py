@@ -15,7 +15,6 @@ sees the ``Agent``.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -25,6 +24,7 @@ from .conversation import CompactionSummary, Message, ToolResult, Usage, UserMes
 from .core import estimate_tokens
 from .errors import ContextOverflow, EmptyAssistantResponse, NoCompactionPrompt
 from .events import Compacted, CompactionStarted
+from .logs import get_logger
 from .providers.base import Provider, ProviderRequest
 from .session import Session
 from .sizing import SizeCache, estimate_request_tokens, message_sizes, request_tokens
@@ -289,7 +289,7 @@ def plan_compaction(
     if not plan.prefix or (not force and plan.prefix_tokens <= MIN_FOLD_TOKENS):
         return None
     started = CompactionStarted(reason, len(messages), estimated)
-    logging.getLogger("navi_core.compaction").info(
+    get_logger("navi_core.compaction").info(
         "compacting (%s): %d messages, ~%d tokens", reason, len(messages), estimated
     )
     return PendingCompaction(started, plan, config)
@@ -332,7 +332,7 @@ def apply_pending(
     """Store the window that starts at ``summary``; it becomes the conversation."""
     plan, before = pending.plan, pending.started.messages_before
     after = _install(session, provider, plan, *summary)
-    logging.getLogger("navi_core.compaction").info(
+    get_logger("navi_core.compaction").info(
         "compacted: %d -> %d messages, %d summarised", before, after, len(plan.prefix)
     )
     return Compacted(before, after, len(plan.prefix), plan.kept_turns)

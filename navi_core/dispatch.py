@@ -8,7 +8,6 @@ as calls start and finish while the result message keeps the model's order.
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 import time
@@ -29,6 +28,7 @@ from .conversation import (
 )
 from .errors import Cancelled
 from .events import Event, SubagentEvent, ToolFinished, ToolProgress, ToolStarted
+from .logs import get_logger
 from .tool_results import (
     cancelled_before_start,
     describe,
@@ -185,7 +185,7 @@ class Dispatch:
             return
         except BaseException as exc:  # every other failure becomes a readable result
             text = failure_text(t.name, exc)
-            logging.getLogger("navi_core.tools").warning(text, exc_info=exc)
+            get_logger("navi_core.tools").warning(text, exc_info=exc)
             parts, error = (TextPart(text),), True
         self._finished(i, parts, error, time.perf_counter() - t0)
 
@@ -211,7 +211,7 @@ class Dispatch:
             return
         except BaseException as exc:
             seconds = time.perf_counter() - t0
-            logging.getLogger("navi_core.tools").warning(
+            get_logger("navi_core.tools").warning(
                 "%s.call_batch failed", type(source).__name__, exc_info=exc
             )
             for i, call in calls:

@@ -23,7 +23,6 @@ this from ``TRANSITIONS``)::
 from __future__ import annotations
 
 import enum
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -33,6 +32,7 @@ from .compaction import PendingCompaction
 from .config import RetryPolicy
 from .errors import ProviderError
 from .events import ProviderRetry
+from .logs import get_logger
 
 __all__ = [
     "TRANSITIONS",
@@ -160,7 +160,7 @@ def retry_notice(
     compaction: bool = False,
 ) -> ProviderRetry:
     """The ``ProviderRetry`` event for ``exc`` ending attempt ``attempt`` (logged)."""
-    logging.getLogger("navi_core.retry").warning(
+    get_logger("navi_core.retry").warning(
         "attempt %d/%d failed (%s%s): retrying in %d ms%s",
         attempt, policy.max_attempts, type(exc).__name__,
         f", HTTP {exc.status_code}" if exc.status_code else "", delay_ms,

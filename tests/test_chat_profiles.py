@@ -354,7 +354,10 @@ def test_the_chat_speaks_anthropic(loopback: LoopbackServer, tmp_path: Path) -> 
     assert request.path == "/v1/messages"
     assert request.headers["x-api-key"] == "sk-ant-test-key"
     (sent,) = request.json["messages"]
-    assert sent["content"] == [{"type": "text", "text": "hi"}]
+    # the newest user message carries a prompt-cache breakpoint (Anthropic(cache=True))
+    assert sent["content"] == [
+        {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}
+    ]
 
 
 def test_an_unknown_session_is_one_error_line(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ and the base URL is shown and recorded only in its public form (both from
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
@@ -27,7 +26,7 @@ from ..config import Timeout
 from ..conversation import WireIdentity, decode_arguments
 from ..errors import MalformedStream, ProviderError
 from ..events import Event
-from ..logs import protect
+from ..logs import get_logger, protect
 from ._http_errors import (
     MAX_RETRY_AFTER_MS,
     map_transport_errors,
@@ -207,7 +206,7 @@ class ResponseStream(DeltaStream):
 
 
 _DRAIN_BATCHES = 16
-_log = logging.getLogger("navi_core.http")
+_log = get_logger("navi_core.http")
 _P = TypeVar("_P", bound="HTTPProvider")
 
 

@@ -9,7 +9,6 @@ their JSON are in ``openapi.py``; errors are JSON (``http.HTTPError``).
 from __future__ import annotations
 
 import dataclasses
-import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -26,6 +25,7 @@ from ..errors import (
     SessionNotFound,
     SteeringQueueFull,
 )
+from ..logs import get_logger
 from ..providers.base import Provider
 from ..store.base import SessionInfo, SessionStore
 from ..tools import Tool, ToolSource
@@ -39,7 +39,7 @@ from .turns import RunningTurn, TurnRegistry
 
 __all__ = ["ServeApp", "make_app"]
 
-log = logging.getLogger("navi_core.serve")
+log = get_logger("navi_core.serve")
 
 StartResponse = Callable[..., Any]
 ToolLike = Tool | ToolSource | Callable[..., Any]
