@@ -174,19 +174,21 @@ class Agent(Oversight):
 
         Raises:
             SteeringQueueFull: ``Config.max_steering`` messages wait already.
+            RuntimeError: the agent is closed.
             ValueError: ``text`` is a message whose role is not "user".
         """
         message = UserMessage(text) if isinstance(text, str) else text
         if message.role != "user":
             raise ValueError(f"steer() takes a user message, not a {message.role} one")
+        if self._closed:
+            raise RuntimeError("this agent is closed: a steered message would be lost")
         limit = self._config.max_steering
-        if not self._steering.put(message, limit):
+        disposition = self._steering.put(message, limit)
+        if disposition is None:
             raise SteeringQueueFull(
                 f"{limit} steering messages wait already (Config.max_steering)"
             )
-        stream = self._stream
-        running = stream is not None and stream.running
-        return SteerDisposition.QUEUED if running else SteerDisposition.NEXT_TURN
+        return disposition
 
     # -- turns -------------------------------------------------------------------------
 
@@ -295,6 +297,7 @@ class Agent(Oversight):
         self._turn = x
         if x.hooks:
             x.hooks.turn_start(TurnInfo(x.turn_id, session.id, prompt))
+        self._steering.begin_turn()
         stream = Stream(self, resume=resume, steered=steered, extras=x, output=output)
         self._stream = stream
         return stream

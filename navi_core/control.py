@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .events import StopReason
-from .interrupt import Interrupter, set_active
+from .interrupt import Interrupter
 from .offload import Op, Worker
 
 __all__ = ["NotYet", "TurnControl"]
@@ -37,7 +37,6 @@ class TurnControl:
     """Deadlines, stop requests and off-thread calls for one turn."""
 
     __slots__ = (
-        "_op",
         "_release",
         "_then",
         "_timer",
@@ -46,36 +45,26 @@ class TurnControl:
         "deadline",
         "driving",
         "interrupter",
+        "op",
         "stop",
     )
 
     def __init__(self) -> None:
         self.interrupter = Interrupter()
         self.cv = threading.Condition()
-        self.driving = threading.Lock()
+        self.driving = threading.RLock()  # a hook may close the stream from inside
         self.deadline: float | None = None
         self.stop: StopReason | None = None
         self._timer: threading.Timer | None = None
         self._worker: Worker | None = None
-        self._op: Op[Any] | None = None
+        #: an off-thread call whose result was not picked up yet (see ``resume``)
+        self.op: Op[Any] | None = None
         self._then: Callable[[Op[Any]], None] | None = None
         self._release: Callable[[Any], None] | None = None
 
-    @property
-    def waiting(self) -> bool:
-        """True while an off-thread call's result has not been picked up."""
-        return self._op is not None
-
-    def begin(
-        self,
-        timeout: float | None,
-        turn_timeout: float | None,
-        on_timeout: Callable[[], None],
-    ) -> None:
-        """Start a ``next()`` on this thread (the driving lock is held)."""
-        self.deadline = None if timeout is None else time.monotonic() + timeout
-        set_active(self.interrupter)
-        if self._timer is None and turn_timeout is not None:
+    def start_timer(self, turn_timeout: float, on_timeout: Callable[[], None]) -> None:
+        """Call ``on_timeout`` (on a timer thread) ``turn_timeout`` seconds from now."""
+        if self._timer is None:
             timer = threading.Timer(turn_timeout, on_timeout)
             timer.daemon = True
             self._timer = timer
@@ -116,13 +105,13 @@ class TurnControl:
             return
         if self._worker is None:
             self._worker = Worker(self.interrupter)
-        self._op, self._then, self._release = self._worker.submit(op), then, release
+        self.op, self._then, self._release = self._worker.submit(op), then, release
         self.resume()
 
     def resume(self) -> None:
         """Wait for the pending op (until the deadline or a stop) and run its
         continuation; after a stop, return and leave the op to ``settle``."""
-        op, then = self._op, self._then
+        op, then = self.op, self._then
         assert op is not None and then is not None
         if not op.done:
             with self.cv:
@@ -133,7 +122,7 @@ class TurnControl:
                 if self.stop is not None:
                     return
                 raise NotYet
-        self._op = self._then = self._release = None
+        self.op = self._then = self._release = None
         then(op)
 
     def pause(self, until: float) -> None:
@@ -154,14 +143,17 @@ class TurnControl:
     def settle(self, response: Any = None) -> None:
         """Give an interrupted op 50 ms to return, then abandon it: its value and
         ``response`` (which it may still be reading) are closed when it returns."""
-        op, release = self._op, self._release
-        self._op = self._then = self._release = None
+        op, release = self.op, self._release
+        self.op = self._then = self._release = None
         if op is None:
             _close(response)
             return
-        if not op.done:
+        if not op.done:  # at most 50 ms, and never past the next(timeout) deadline
+            grace = (
+                0.05 if self.deadline is None else min(0.05, self.remaining() or 0.0)
+            )
             with self.cv:
-                self.cv.wait_for(lambda: op.done, 0.05)
+                self.cv.wait_for(lambda: op.done, grace)
 
         def cleanup(done: Op[Any]) -> None:
             if release is not None and done.error is None:

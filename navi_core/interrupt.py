@@ -1,13 +1,14 @@
 """Interrupting blocked network I/O from another thread.
 
-A ``Stream`` owns one ``Interrupter``. Before a step of the turn runs, the stream makes
-it the *active* one of that thread (``set_active``, or ``active`` for a block); the HTTP
-layer registers every socket it connects, reads or writes on that thread with it
-(``watch_socket``). ``fire()``, called by ``cancel()`` or ``close()`` from any thread,
-shuts those sockets down: a read blocked in the kernel returns at once and the provider
-raises ``TransportError``, which the stream then reports as the cancel it was. The
-stream forgets the sockets before each new request, so only the connection of the
-cancelled turn is shut down.
+A ``Stream`` owns one ``Interrupter``. While a step of the turn runs on a thread, it
+is the *active* one of that thread (``set_active``, or ``active`` for a block); the
+stream resets it when the step ends. The HTTP layer holds each socket with the active
+interrupter for the length of one blocking call on it (connect, read, write:
+``hold``/``release``). ``fire()``, called by ``cancel()`` or ``close()`` from any
+thread, shuts the held sockets down: a read blocked in the kernel returns at once and
+the provider raises ``TransportError``, which the stream then reports as the cancel it
+was. A socket is held only while this turn blocks on it, so a pooled connection that
+serves another turn next is never touched.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import socket
 import threading
 from collections.abc import Iterator
 
-__all__ = ["Interrupter", "active", "current", "set_active", "watch_socket"]
+__all__ = ["Interrupter", "active", "current", "set_active"]
 
 _local = threading.local()
 
 
 class Interrupter:
-    """The sockets one turn is blocked on; ``fire()`` shuts them down (any thread)."""
+    """The sockets one turn is blocked on right now; ``fire()`` shuts them down (any
+    thread) and every socket the turn blocks on after it."""
 
     __slots__ = ("_fired", "_lock", "_socks")
 
@@ -34,27 +36,32 @@ class Interrupter:
 
     @property
     def fired(self) -> bool:
-        """True once ``fire()`` was called; new sockets are shut down as they come."""
+        """True once ``fire()`` was called."""
         return self._fired
 
-    def watch(self, sock: socket.socket) -> None:
-        """Shut ``sock`` down on ``fire()`` (at once when it fired already)."""
+    def hold(self, sock: socket.socket) -> None:
+        """A blocking call on ``sock`` starts: shut it down on ``fire()`` (at once when
+        fired already, so the call fails fast)."""
         with self._lock:
-            if self._fired:
-                _shutdown(sock)
-            elif not any(s is sock for s in self._socks):
-                self._socks.append(sock)
+            self._socks.append(sock)
+            fired = self._fired
+        if fired:
+            _shutdown(sock)
 
-    def forget(self) -> None:
-        """Drop the watched sockets: the step using them ended."""
+    def release(self, sock: socket.socket) -> None:
+        """The blocking call on ``sock`` ended: the socket is not this turn's to shut
+        down any more (a pooled connection may serve another turn next)."""
         with self._lock:
-            self._socks.clear()
+            for i, s in enumerate(self._socks):
+                if s is sock:
+                    del self._socks[i]
+                    break
 
     def fire(self) -> None:
-        """Shut down every watched socket, now and from now on (idempotent)."""
+        """Shut down every socket held now, and each one held from now on."""
         with self._lock:
             self._fired = True
-            socks, self._socks = self._socks, []
+            socks = list(self._socks)
         for sock in socks:
             _shutdown(sock)
 
@@ -76,21 +83,12 @@ def set_active(interrupter: Interrupter | None) -> None:
     _local.interrupter = interrupter
 
 
-def watch_socket(sock: socket.socket) -> None:
-    """Register ``sock`` with this thread's active interrupter, if there is one."""
-    interrupter: Interrupter | None = getattr(_local, "interrupter", None)
-    if interrupter is not None:
-        interrupter.watch(sock)
-
-
 @contextlib.contextmanager
 def active(interrupter: Interrupter) -> Iterator[Interrupter]:
-    """Make ``interrupter`` this thread's active one for the block, then forget its
-    sockets."""
+    """Make ``interrupter`` this thread's active one for the block."""
     previous = getattr(_local, "interrupter", None)
     _local.interrupter = interrupter
     try:
         yield interrupter
     finally:
         _local.interrupter = previous
-        interrupter.forget()

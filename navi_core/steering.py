@@ -23,22 +23,52 @@ class SteerDisposition(str, enum.Enum):
 
 
 class SteeringQueue:
-    """Messages queued by ``Agent.steer`` (any thread), taken by the turn that runs."""
+    """Messages queued by ``Agent.steer`` (any thread), taken by the turn that runs.
 
-    __slots__ = ("_messages", "_mutex")
+    The queue knows whether a turn accepts steering (``begin_turn``, ``end_turn``): the
+    disposition ``put`` returns and a finishing turn's last look (``finish_unless_waiting``)
+    are decided under one lock, so a message is never promised to a turn that ends
+    without it.
+    """
+
+    __slots__ = ("_accepting", "_messages", "_mutex")
 
     def __init__(self) -> None:
         self._mutex = threading.Lock()
         self._messages: list[Message] = []
+        self._accepting = False
 
-    def put(self, message: Message, limit: int | None = None) -> bool:
-        """Queue ``message`` behind the others; False (not queued) when ``limit``
-        messages wait already."""
+    def put(
+        self, message: Message, limit: int | None = None
+    ) -> SteerDisposition | None:
+        """Queue ``message`` behind the others and say who applies it; None (not
+        queued) when ``limit`` messages wait already."""
         with self._mutex:
             if limit is not None and len(self._messages) >= limit:
-                return False
+                return None
             self._messages.append(message)
-            return True
+            if self._accepting:
+                return SteerDisposition.QUEUED
+            return SteerDisposition.NEXT_TURN
+
+    def begin_turn(self) -> None:
+        """A turn starts: messages put from now on are QUEUED for it."""
+        with self._mutex:
+            self._accepting = True
+
+    def end_turn(self) -> None:
+        """The turn ended: later messages wait for the NEXT_TURN."""
+        with self._mutex:
+            self._accepting = False
+
+    def finish_unless_waiting(self) -> bool:
+        """A turn is about to end: True when messages wait (it answers them instead);
+        else it stops accepting, atomically, and False."""
+        with self._mutex:
+            if self._messages:
+                return True
+            self._accepting = False
+            return False
 
     def take(self) -> list[Message]:
         """Remove and return every queued message, oldest first."""

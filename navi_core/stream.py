@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -99,6 +100,7 @@ from .events import (
     ToolDispatchStart,
     TurnComplete,
 )
+from .interrupt import set_active
 from .offload import Op
 from .output import OutputCheck, OutputSpec
 from .phases import (
@@ -200,6 +202,9 @@ class Stream:
         self._closed = False
         self._turn_id = self._x.turn_id
         self._ctl = TurnControl()
+        self._timed = False
+        self._driver: int | None = None  # the thread inside next(), if any
+        self._close_pending = False
         if resume:
             last = host.session.last_dialogue_message()
             if self._x.resume_plan is not None:  # a held batch: run what was decided
@@ -282,16 +287,20 @@ class Stream:
         """
         if self._closed:
             return
+        if self._driver == threading.get_ident():  # from a hook inside next()
+            self._close_pending = True  # closed when the step returns
+            return
         self._request_stop(StopReason.CANCELLED)
         with self._ctl.driving:
             if self._closed:
                 return
             self._closed = True
             if self._step is not None:
+                # a thread that calls next() later learns why: Cancelled, then poisoned
                 self._error = Cancelled("the stream was closed before the turn ended")
-                self._error_raised = True
                 self._move(Trigger.FAILED)
             self._settle()
+            self._commit_abandoned_batch()
             self._keep_finished_results()
             self._ctl.end()
             self._host.session.flush()
@@ -337,23 +346,36 @@ class Stream:
         with ctl.driving:
             if self._closed:
                 return True
-            ctl.begin(timeout, self._config.turn_timeout, self._time_out)
+            ctl.deadline = None if timeout is None else time.monotonic() + timeout
+            if not self._timed:
+                self._timed = True  # the turn's clock starts at its first next()
+                if self._config.turn_timeout is not None:
+                    ctl.start_timer(self._config.turn_timeout, self._time_out)
+            set_active(ctl.interrupter)
+            self._driver = threading.get_ident()
             queue = self._queue
-            while not queue and self._step is not None:
-                try:
-                    if ctl.stop is not None:
-                        self._stop_turn(ctl.stop)
-                    elif ctl.waiting:
-                        ctl.resume()
-                    else:
-                        self._step()
-                except NotYet:
-                    return False
-                except ProviderError as exc:
-                    if ctl.stop is None:  # else: the interrupted read of a stop
+            try:
+                while not queue and self._step is not None:
+                    try:
+                        if ctl.stop is not None:
+                            self._stop_turn(ctl.stop)
+                        elif ctl.op is not None:
+                            ctl.resume()
+                        else:
+                            self._step()
+                    except NotYet:
+                        return False
+                    except ProviderError as exc:
+                        if ctl.stop is None:  # else: the interrupted read of a stop
+                            self._fail(exc)
+                    except BaseException as exc:
                         self._fail(exc)
-                except BaseException as exc:
-                    self._fail(exc)
+            finally:
+                set_active(None)  # HTTP on this thread outside the turn is not its
+                self._driver = None
+                if self._close_pending:
+                    self._close_pending = False
+                    self.close()
             return True
 
     def _request_stop(self, reason: StopReason) -> None:
@@ -380,7 +402,8 @@ class Stream:
             raise RuntimeError(f"no move from {self._phase.name} on {trigger.value!r}")
         self._phase = to
         self._step = self._handlers.get(to)
-        if self._step is None:
+        if self._step is None:  # the turn ended: later steering waits for the next
+            self._host.steering.end_turn()
             self._ctl.end()
 
     def _fail(self, exc: BaseException) -> None:
@@ -391,6 +414,18 @@ class Stream:
         # persist what was committed; a store failure here must not hide ``exc``
         with contextlib.suppress(Exception):
             self._host.session.flush()
+
+    def _commit_abandoned_batch(self) -> None:
+        """Store a running batch as a cancel would (finished calls keep their results);
+        when the store refuses, the session keeps the results for the next turn."""
+        dispatch = self._dispatch
+        if dispatch is None:
+            return
+        dispatch.cancel()
+        results = dispatch.message() if dispatch.done else dispatch.cancelled_message()
+        with contextlib.suppress(Exception):
+            self._commit(results)
+            self._dispatch = None
 
     def _keep_finished_results(self) -> None:
         """Hand the results of calls that finished to the session when a batch is
@@ -500,7 +535,6 @@ class Stream:
             config,
             self._output.spec,
         )
-        self._ctl.interrupter.forget()
         provider = host.provider
         self._ctl.offload(lambda: provider.open(request), self._opened, _close)
 
@@ -536,18 +570,18 @@ class Stream:
             return
         self._completed()
 
-    def _streamed(self, op: Op[tuple[deque[AnyEvent], bool]]) -> None:
+    def _streamed(
+        self, op: Op[tuple[deque[AnyEvent], bool, ProviderError | None]]
+    ) -> None:
         """The continuation of a chunk read on the worker."""
         response = self._response
         assert response is not None
-        try:
-            events, done = op.result()
-        except ProviderError as exc:
-            if self._ctl.stop is None:
-                self._stream_failed(response, exc)
-            return
+        events, done, error = op.result()
         self._queue.extend(events)
-        if done:
+        if error is not None:
+            if self._ctl.stop is None:
+                self._stream_failed(response, error)
+        elif done:
             self._completed()
 
     def _stream_failed(self, response: ProviderStream, exc: ProviderError) -> None:
@@ -593,7 +627,7 @@ class Stream:
         if dispatch is None:
             uses = message.tool_uses
             if not uses:
-                if self._host.steering:
+                if self._host.steering.finish_unless_waiting():
                     self._move(Trigger.STEERED)  # answer what arrived meanwhile
                     return
                 max_tokens = message.stop_reason == "max_tokens"
@@ -705,13 +739,19 @@ class Stream:
         return time.monotonic() + delay / 1000.0
 
 
-def _read_some(response: ProviderStream) -> tuple[deque[AnyEvent], bool]:
-    """Read until the response yields an event or completes (runs on the worker)."""
+def _read_some(
+    response: ProviderStream,
+) -> tuple[deque[AnyEvent], bool, ProviderError | None]:
+    """Read until the response yields an event or completes (runs on the worker); a
+    failure comes back with the events pushed before it, which were shown."""
     events: deque[AnyEvent] = deque()
     done = False
-    while not events and not done:
-        done = response.produce(events)  # type: ignore[arg-type]
-    return events, done
+    try:
+        while not events and not done:
+            done = response.produce(events)  # type: ignore[arg-type]
+    except ProviderError as exc:
+        return events, False, exc
+    return events, done, None
 
 
 def _close(response: ProviderStream) -> None:

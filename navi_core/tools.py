@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import re
 import threading
+import typing
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, overload, runtime_checkable
@@ -112,8 +113,20 @@ class ToolContext:
 
 
 def context_parameters(hints: Mapping[str, Any]) -> tuple[str, ...]:
-    """The names of the parameters annotated ``ToolContext`` (injected, not in the schema)."""
-    return tuple(k for k, v in hints.items() if v is ToolContext)
+    """The names of the parameters annotated ``ToolContext`` or ``ToolContext | None``
+    (injected, not in the schema)."""
+    return tuple(k for k, v in hints.items() if _is_context(v))
+
+
+def _is_context(hint: Any) -> bool:
+    if hint is ToolContext:
+        return True
+    args = typing.get_args(hint)  # Optional[ToolContext], ToolContext | None
+    return (
+        bool(args)
+        and ToolContext in args
+        and all(a is ToolContext or a is type(None) for a in args)
+    )
 
 
 class _FunctionSignature:
@@ -179,7 +192,7 @@ class Tool(Generic[P, R]):
             kwargs = {
                 k: convert(hints.get(k, Any), v)
                 for k, v in arguments.items()
-                if hints.get(k) is not ToolContext
+                if not _is_context(hints.get(k))
             }
         except (TypeError, ValueError) as exc:
             lines = pydantic_types.error_lines(exc) or [str(exc)]

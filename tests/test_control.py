@@ -501,3 +501,20 @@ def test_the_idle_timeout_bounds_a_silent_server_apart_from_connect(
             while stream.next() is not None:
                 pass
         assert time.monotonic() - t0 < 0.3 + BOUND
+
+
+def test_an_optional_tool_context_is_injected_too() -> None:
+    from navi_core import Scripted, ToolUse
+
+    @tool
+    def where(ctx: ToolContext | None = None) -> str:
+        """Say which call this is."""
+        assert ctx is not None
+        return ctx.call_id
+
+    assert where.parameters["properties"] == {}
+    agent = Agent(Scripted([[ToolUse("c7", "where", "{}")], "done"]), tools=[where])
+    with agent.run("go") as stream:
+        for _ in stream:
+            pass
+    assert agent.conversation.messages[2].tool_results[0].text == "c7"

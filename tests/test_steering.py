@@ -19,14 +19,15 @@ from navi_core import (
     TurnComplete,
 )
 from navi_core.events import Event
+from navi_core.stream import Stream
 
 
 def texts(agent: Agent) -> list[tuple[str, str]]:
     return [(m.role, m.text) for m in agent.conversation.messages]
 
 
-def drain(stream: object) -> list[Event]:
-    return list(stream)  # type: ignore[call-overload]
+def drain(stream: Stream) -> list[Event]:
+    return list(stream)
 
 
 def test_steering_a_running_turn_is_queued_and_joins_before_the_next_response(

@@ -10,6 +10,7 @@ from navi_core import (
     Agent,
     AnyEvent,
     AuthFailed,
+    Cancelled,
     Config,
     EmptyAssistantResponse,
     Message,
@@ -344,6 +345,8 @@ def test_close_mid_turn_poisons_and_keeps_committed_messages() -> None:
     while not isinstance(stream.next(), ToolDispatchComplete):
         pass
     stream.close()
+    with pytest.raises(Cancelled, match="closed"):  # the reason, once
+        stream.next()
     with pytest.raises(StreamPoisoned):
         stream.next()
     stored = agent.store.load(agent.session_id).messages

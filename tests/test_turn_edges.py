@@ -122,14 +122,17 @@ def test_close_during_dispatch_keeps_finished_results() -> None:
     )
     agent = Agent(p, tools=[quick, slow])
     stream = agent.run("go")
-    while not (isinstance(ev := stream.next(), ToolFinished) and ev.call_id == "q"):
-        pass
+    seen: set[tuple[type, str]] = set()
+    while not {(ToolFinished, "q"), (ToolStarted, "s")} <= seen:
+        ev = stream.next()
+        if isinstance(ev, (ToolFinished, ToolStarted)):
+            seen.add((type(ev), ev.call_id))
     stream.close()
     release.set()
     drain(agent.run("next"))
     q, s = agent.conversation.messages[2].tool_results
     assert q.text == "quick done"
-    assert s.is_error and "not run again" in s.text
+    assert s.is_error and "may or may not have taken effect" in s.text
 
 
 # -- system prompt on resume ---------------------------------------------------------

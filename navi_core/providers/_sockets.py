@@ -25,7 +25,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from ..interrupt import current, watch_socket
+from ..interrupt import current
 
 __all__ = ["InterruptibleBackend", "make_transport", "shared_ssl_context"]
 
@@ -52,7 +52,9 @@ class _SocketStream(httpcore.NetworkStream):
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         sock = self._sock
-        watch_socket(sock)
+        interrupter = current()
+        if interrupter is not None:
+            interrupter.hold(sock)
         try:
             sock.settimeout(timeout)
             return sock.recv(max_bytes)
@@ -60,10 +62,15 @@ class _SocketStream(httpcore.NetworkStream):
             raise httpcore.ReadTimeout(str(exc)) from exc
         except OSError as exc:
             raise httpcore.ReadError(str(exc)) from exc
+        finally:
+            if interrupter is not None:
+                interrupter.release(sock)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         sock = self._sock
-        watch_socket(sock)
+        interrupter = current()
+        if interrupter is not None:
+            interrupter.hold(sock)
         try:
             sock.settimeout(timeout)
             sock.sendall(buffer)
@@ -71,6 +78,9 @@ class _SocketStream(httpcore.NetworkStream):
             raise httpcore.WriteTimeout(str(exc)) from exc
         except OSError as exc:
             raise httpcore.WriteError(str(exc)) from exc
+        finally:
+            if interrupter is not None:
+                interrupter.release(sock)
 
     def close(self) -> None:
         self._sock.close()
@@ -81,7 +91,9 @@ class _SocketStream(httpcore.NetworkStream):
         server_hostname: str | None = None,
         timeout: float | None = None,
     ) -> httpcore.NetworkStream:
-        watch_socket(self._sock)
+        interrupter = current()
+        if interrupter is not None:
+            interrupter.hold(self._sock)
         try:
             self._sock.settimeout(timeout)
             tls = ssl_context.wrap_socket(self._sock, server_hostname=server_hostname)
@@ -91,6 +103,9 @@ class _SocketStream(httpcore.NetworkStream):
         except OSError as exc:
             self.close()
             raise httpcore.ConnectError(str(exc)) from exc
+        finally:
+            if interrupter is not None:
+                interrupter.release(self._sock)
         return _SocketStream(tls)
 
     def get_extra_info(self, info: str) -> Any:
@@ -137,7 +152,6 @@ class InterruptibleBackend(httpcore.SyncBackend):
                 for option in socket_options or ():
                     sock.setsockopt(*option)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                watch_socket(sock)
                 _connect(sock, address, deadline)
             except httpcore.ConnectTimeout:
                 sock.close()
@@ -160,6 +174,8 @@ def _connect(sock: socket.socket, address: Any, deadline: float | None) -> None:
     if err not in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
         raise OSError(err, os.strerror(err))
     interrupter = current()
+    if interrupter is not None and interrupter.fired:
+        raise OSError(errno.ECANCELED, "connect interrupted")
     while True:
         wait = _SLICE if deadline is None else min(_SLICE, deadline - time.monotonic())
         if wait <= 0:
