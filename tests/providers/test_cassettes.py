@@ -96,7 +96,7 @@ def test_a_recorded_turn_replays_offline_event_for_event(
         assert replay.remaining == 0
     assert len(loopback.requests) == served  # nothing went over the network
     # the same events; each turn has its own id
-    assert live[-1].turn_id != replayed[-1].turn_id  # type: ignore[union-attr]
+    assert live[-1].turn_id != replayed[-1].turn_id  # type: ignore[attr-defined]
     assert [_same_turn(e) for e in replayed] == [_same_turn(e) for e in live]
     assert [to_obj(m) for m in agent.conversation.messages][1:] == [
         to_obj(e.message)
