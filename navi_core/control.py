@@ -4,8 +4,7 @@ It holds what the phase machine needs to honour ``next(timeout)``, ``cancel()``,
 ``close()`` from another thread and ``Config.turn_timeout``, and nothing of the turn
 itself:
 
-* the *driving* lock, held while a thread runs the turn's steps (``close()`` from
-  another thread waits for it, after asking for the stop);
+* the condition ``cv`` that wakes every wait at once (an op done, a stop, a close);
 * the deadline of the current ``next(timeout)``; calls that may block run on the
   stream's worker thread (``offload``) and are waited for only until then — past it,
   ``NotYet`` is raised and the next ``next()`` picks the call up (``resume``);
@@ -20,13 +19,15 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from .events import StopReason
-from .interrupt import Interrupter
+from .interrupt import THREAD, Interrupter
 from .offload import Op, Worker
 
 __all__ = ["NotYet", "TurnControl"]
+
+T = TypeVar("T")
 
 
 class NotYet(Exception):
@@ -43,7 +44,6 @@ class TurnControl:
         "_worker",
         "cv",
         "deadline",
-        "driving",
         "interrupter",
         "op",
         "stop",
@@ -52,7 +52,6 @@ class TurnControl:
     def __init__(self) -> None:
         self.interrupter = Interrupter()
         self.cv = threading.Condition()
-        self.driving = threading.RLock()  # a hook may close the stream from inside
         self.deadline: float | None = None
         self.stop: StopReason | None = None
         self._timer: threading.Timer | None = None
@@ -69,6 +68,26 @@ class TurnControl:
             timer.daemon = True
             self._timer = timer
             timer.start()
+
+    def wake(self) -> None:
+        """Wake every thread waiting on ``cv``."""
+        with self.cv:
+            self.cv.notify_all()
+
+    def guarded(self, fn: Callable[[], T]) -> Callable[[], T]:
+        """``fn`` run with this turn's interrupter active on the calling thread, so a
+        stop interrupts a connect or a read it blocks in."""
+        interrupter = self.interrupter
+
+        def call() -> T:
+            previous = THREAD.__dict__.get("interrupter")
+            THREAD.interrupter = interrupter
+            try:
+                return fn()
+            finally:
+                THREAD.interrupter = previous
+
+        return call
 
     def request_stop(self, reason: StopReason) -> bool:
         """Record the stop, interrupt blocked reads, wake every wait; False when a

@@ -18,9 +18,11 @@ import socket
 import threading
 from collections.abc import Iterator
 
-__all__ = ["Interrupter", "active", "current", "set_active"]
+__all__ = ["THREAD", "Interrupter", "active", "current", "set_active"]
 
-_local = threading.local()
+#: per thread: ``.interrupter``, the active one (the stream's hot path sets it directly)
+THREAD = threading.local()
+_local = THREAD
 
 
 class Interrupter:

@@ -67,8 +67,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from threading import get_ident
 from types import TracebackType
-from typing import Protocol
+from typing import Final, Protocol
 
 from .compaction import (
     PendingCompaction,
@@ -100,7 +101,6 @@ from .events import (
     ToolDispatchStart,
     TurnComplete,
 )
-from .interrupt import set_active
 from .offload import Op
 from .output import OutputCheck, OutputSpec
 from .phases import (
@@ -118,6 +118,9 @@ from .tools import ToolSpec
 from .turn_extras import TurnExtras
 
 __all__ = ["TRANSITIONS", "Phase", "Stream", "Trigger", "TurnHost"]
+
+
+_READING: Final = -1  # ``Stream._driver`` in next()'s hot path (not a thread id)
 
 
 class TurnHost(Protocol):
@@ -186,6 +189,7 @@ class Stream:
         }
         # the live phase's handler, None once terminal (saves a lookup per event)
         self._step: Callable[[], None] | None = self._turn_start
+        self._reading = self._handlers[Phase.STREAMING]  # next()'s hot path
         self._config: Config = host.config
         self._rng = rng or random.Random()
         self._request = RequestState()
@@ -205,6 +209,8 @@ class Stream:
         self._timed = False
         self._driver: int | None = None  # the thread inside next(), if any
         self._close_pending = False
+        self._closing = False
+        self._close_lock = threading.Lock()
         if resume:
             last = host.session.last_dialogue_message()
             if self._x.resume_plan is not None:  # a held batch: run what was decided
@@ -263,12 +269,65 @@ class Stream:
                 if self._observers.subscriptions:
                     self._observers.publish(self._turn_id, ev)
                 return ev
-            if self._step is None:
+            step = self._step
+            if step is None:
                 if self._phase is Phase.FAILED:
                     self._raise_failure()
                 return None
-            if not self._advance(timeout):
-                return PENDING
+            ctl = self._ctl
+            if (  # the hot path: a blocking read of the open response, nothing else due
+                step is self._reading
+                and timeout is None
+                and ctl.stop is None
+                and ctl.op is None
+                and ctl.deadline is None
+                and not self._closing
+            ):
+                self._driver = _READING  # close() on another thread waits for it
+                try:
+                    step()
+                except ProviderError as exc:
+                    if ctl.stop is None:
+                        self._fail(exc)
+                except BaseException as exc:  # nothing escapes: no finally needed
+                    self._fail(exc)
+                self._driver = None
+                if self._closing:
+                    ctl.wake()
+                continue
+            # run steps until one queues an event (or the turn ends); _driver tells a
+            # close() on another thread to wait, _closing tells this one to stand back
+            self._driver = get_ident()
+            if self._closing:
+                self._driver = None
+                self._wait_closed()
+                continue
+            try:
+                ctl.deadline = None if timeout is None else time.monotonic() + timeout
+                if not self._timed:
+                    self._start_clock()
+                while not queue and (step := self._step) is not None:
+                    try:
+                        if ctl.stop is not None:
+                            self._stop_turn(ctl.stop)
+                        elif ctl.op is not None:
+                            ctl.resume()
+                        else:
+                            step()
+                    except NotYet:
+                        return PENDING
+                    except ProviderError as exc:
+                        if ctl.stop is None:  # else: the read a stop interrupted
+                            self._fail(exc)
+                    except BaseException as exc:
+                        self._fail(exc)
+            finally:
+                self._driver = None
+                if self._closing:
+                    ctl.wake()
+                if self._close_pending:
+                    self._close_pending = False
+                    self.close()
 
     def cancel(self) -> None:
         """End the turn with ``StopReason.CANCELLED`` as soon as possible (any thread).
@@ -287,23 +346,39 @@ class Stream:
         """
         if self._closed:
             return
-        if self._driver == threading.get_ident():  # from a hook inside next()
+        if self._driver == get_ident():  # from a hook inside next()
             self._close_pending = True  # closed when the step returns
             return
+        self._closing = True
         self._request_stop(StopReason.CANCELLED)
-        with self._ctl.driving:
+        ctl = self._ctl
+        with ctl.cv:  # another thread inside next(): it returns within milliseconds
+            while self._driver is not None:
+                ctl.cv.wait(0.05)
+        with self._close_lock:
             if self._closed:
                 return
-            self._closed = True
-            if self._step is not None:
-                # a thread that calls next() later learns why: Cancelled, then poisoned
-                self._error = Cancelled("the stream was closed before the turn ended")
-                self._move(Trigger.FAILED)
-            self._settle()
-            self._commit_abandoned_batch()
-            self._keep_finished_results()
-            self._ctl.end()
-            self._host.session.flush()
+            try:
+                if self._step is not None:
+                    # a thread calling next() later learns why: Cancelled, then poisoned
+                    self._error = Cancelled(
+                        "the stream was closed before the turn ended"
+                    )
+                    self._move(Trigger.FAILED)
+                self._settle()
+                self._commit_abandoned_batch()
+                self._keep_finished_results()
+                ctl.end()
+                self._host.session.flush()
+            finally:
+                self._closed = True
+                ctl.wake()
+
+    def _wait_closed(self) -> None:
+        """Wait for a close() another thread is running to finish."""
+        with self._ctl.cv:
+            while not self._closed:
+                self._ctl.cv.wait(0.05)
 
     def __iter__(self) -> Iterator[AnyEvent]:
         return self
@@ -339,44 +414,11 @@ class Stream:
 
     # -- driving ----------------------------------------------------------------------
 
-    def _advance(self, timeout: float | None) -> bool:
-        """Run steps until an event is queued or the turn ended; False: the deadline
-        of ``timeout`` passed first."""
-        ctl = self._ctl
-        with ctl.driving:
-            if self._closed:
-                return True
-            ctl.deadline = None if timeout is None else time.monotonic() + timeout
-            if not self._timed:
-                self._timed = True  # the turn's clock starts at its first next()
-                if self._config.turn_timeout is not None:
-                    ctl.start_timer(self._config.turn_timeout, self._time_out)
-            set_active(ctl.interrupter)
-            self._driver = threading.get_ident()
-            queue = self._queue
-            try:
-                while not queue and self._step is not None:
-                    try:
-                        if ctl.stop is not None:
-                            self._stop_turn(ctl.stop)
-                        elif ctl.op is not None:
-                            ctl.resume()
-                        else:
-                            self._step()
-                    except NotYet:
-                        return False
-                    except ProviderError as exc:
-                        if ctl.stop is None:  # else: the interrupted read of a stop
-                            self._fail(exc)
-                    except BaseException as exc:
-                        self._fail(exc)
-            finally:
-                set_active(None)  # HTTP on this thread outside the turn is not its
-                self._driver = None
-                if self._close_pending:
-                    self._close_pending = False
-                    self.close()
-            return True
+    def _start_clock(self) -> None:
+        """The turn's clock starts at its first ``next()`` (``Config.turn_timeout``)."""
+        self._timed = True
+        if self._config.turn_timeout is not None:
+            self._ctl.start_timer(self._config.turn_timeout, self._time_out)
 
     def _request_stop(self, reason: StopReason) -> None:
         """Ask the driving thread to end the turn; wake it wherever it waits."""
@@ -500,7 +542,7 @@ class Stream:
         if retry_at > time.monotonic():
             self._ctl.pause(retry_at)
             if self._ctl.stop is not None:
-                return  # _advance ends the turn
+                return  # next() ends the turn
         if self._compaction is not None:
             self._compact(config, self._compaction)
             return
@@ -524,7 +566,8 @@ class Stream:
         if (plan := self._x.take_plan()) is not None:  # Config.planning, once
             planned = self._x.planned
             self._ctl.offload(
-                plan.run, lambda op: self._queue.extend(planned(plan, op))
+                self._ctl.guarded(plan.run),
+                lambda op: self._queue.extend(planned(plan, op)),
             )
             return
         session = host.session
@@ -536,7 +579,8 @@ class Stream:
             self._output.spec,
         )
         provider = host.provider
-        self._ctl.offload(lambda: provider.open(request), self._opened, _close)
+        opening = self._ctl.guarded(lambda: provider.open(request))
+        self._ctl.offload(opening, self._opened, _close)
 
     def _opened(self, op: Op[ProviderStream]) -> None:
         try:
@@ -549,6 +593,9 @@ class Stream:
             with contextlib.suppress(Exception):
                 response.close()
             return
+        hold = getattr(response, "hold_with", None)  # an HTTP response: a stop shuts
+        if callable(hold):  # its socket down while the response is open
+            hold(self._ctl.interrupter)
         self._response = self._x.watch(response, self._config)
         self._move(Trigger.OPENED)
 
@@ -670,7 +717,7 @@ class Stream:
         """
         provider = self._host.provider
         self._ctl.offload(
-            lambda: summarise_pending(provider, config, job.pending),
+            self._ctl.guarded(lambda: summarise_pending(provider, config, job.pending)),
             lambda op: self._summarised(config, job, op),
         )
 

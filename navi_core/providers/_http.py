@@ -12,6 +12,7 @@ and the base URL is shown and recorded only in its public form (both from
 
 from __future__ import annotations
 
+import socket
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
@@ -26,6 +27,7 @@ from ..config import Timeout
 from ..conversation import WireIdentity, decode_arguments
 from ..errors import MalformedStream, ProviderError
 from ..events import Event
+from ..interrupt import Interrupter
 from ..logs import get_logger, protect
 from ._http_errors import (
     MAX_RETRY_AFTER_MS,
@@ -160,7 +162,7 @@ class ResponseStream(DeltaStream):
     sent inside the stream is the server's text, and a server may echo the key.
     """
 
-    __slots__ = ("_body", "_secrets")
+    __slots__ = ("_body", "_held", "_secrets", "_socket")
 
     def __init__(
         self,
@@ -169,10 +171,21 @@ class ResponseStream(DeltaStream):
         *,
         on_close: Callable[[], None] | None = None,
         secrets: Sequence[str] = (),
+        network_stream: Any = None,
     ) -> None:
         super().__init__(batches, wire, on_close=on_close)
         self._body = batches
         self._secrets = tuple(secrets)
+        get = getattr(network_stream, "get_extra_info", None)
+        self._socket: socket.socket | None = get("socket") if callable(get) else None
+        self._held: Interrupter | None = None
+
+    def hold_with(self, interrupter: Interrupter) -> None:
+        """Let ``interrupter`` shut this response's socket down until it is closed:
+        a stop then ends a read blocked on it, on whatever thread reads."""
+        if self._socket is not None and self._held is None:
+            self._held = interrupter
+            interrupter.hold(self._socket)
 
     def produce(self, queue: deque[Event]) -> bool:
         """``DeltaStream.produce``, with secrets redacted from any ``ProviderError``.
@@ -193,6 +206,9 @@ class ResponseStream(DeltaStream):
 
     def close(self) -> None:
         """Drain the end of a complete body (keeping the connection), then release it."""
+        held, self._held = self._held, None
+        if held is not None and self._socket is not None:
+            held.release(self._socket)  # before the connection goes back to the pool
         if self.complete:
             try:
                 for _ in islice(self._body, _DRAIN_BATCHES):
@@ -337,6 +353,7 @@ class HTTPProvider:
             self._wire,
             on_close=response.close,
             secrets=self._secrets,
+            network_stream=response.extensions.get("network_stream"),
         )
 
     def _check(self, response: httpx.Response, tap: Tap | None = None) -> None:
