@@ -1,0 +1,242 @@
+"""Request bodies assembled from JSON kept per message, so a request costs what is new.
+
+Messages are frozen, so each is encoded once per wire format and its bytes are kept
+(``MessageCache``: keyed by identity, holding the message alive, bounded). An agent
+loop's next request repeats the previous request's messages and adds a few, so an
+encoder also remembers the last conversation it encoded and, when the next one extends
+it, encodes only the new messages and appends their bytes. Everything else of the body
+(model, tools, options) is small and encoded by ``orjson`` around the messages array
+(``split_body``). The bytes are exactly those of ``orjson.dumps(build_body(request))``;
+tests/providers/test_body_cache.py compares both on random conversations.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from itertools import islice
+from typing import Any
+
+import orjson
+
+from ..conversation import MediaPart, Message, ToolResult, ToolUse, WireIdentity
+from .wire import is_own
+
+__all__ = [
+    "CACHE",
+    "AnthropicEncoder",
+    "FlatEncoder",
+    "MessageCache",
+    "split_body",
+]
+
+#: what ``mark_cache_breakpoints`` adds to a block, spliced before its closing brace
+_MARK = b',"cache_control":{"type":"ephemeral"}}'
+
+
+class MessageCache:
+    """Encoded forms of messages, keyed by identity and a format key.
+
+    An entry holds its message, so an id is never reused while the entry lives. Past
+    ``limit`` messages the oldest half is dropped (they are encoded again if seen).
+    """
+
+    def __init__(self, limit: int = 50_000) -> None:
+        self._entries: dict[int, tuple[Message, dict[Hashable, Any]]] = {}
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, message: Message, key: Hashable) -> Any:
+        """The value stored for ``message`` under ``key``, or None."""
+        entry = self._entries.get(id(message))
+        if entry is None or entry[0] is not message:
+            return None
+        return entry[1].get(key)
+
+    def put(self, message: Message, key: Hashable, value: Any) -> None:
+        """Store ``value`` for ``message`` under ``key``."""
+        with self._lock:
+            entry = self._entries.get(id(message))
+            if entry is None or entry[0] is not message:
+                if len(self._entries) >= self._limit:
+                    for old in list(islice(self._entries, len(self._entries) // 2)):
+                        del self._entries[old]
+                entry = (message, {})
+                self._entries[id(message)] = entry
+            entry[1][key] = value
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        with self._lock:
+            self._entries.clear()
+
+
+CACHE = MessageCache()
+"""The process-wide cache every provider shares (a provider per request still hits)."""
+
+
+def split_body(body: Mapping[str, Any], key: str) -> tuple[bytes, bytes]:
+    """The JSON of ``body`` before and after the array value of ``key``.
+
+    ``before`` ends with ``"key":[`` and ``after`` starts with ``]``, so
+    ``before + items + after`` is ``orjson.dumps(body)`` with ``body[key]`` the array
+    whose comma-joined items are ``items``.
+    """
+    items = list(body.items())
+    at = next(i for i, (name, _) in enumerate(items) if name == key)
+    head = orjson.dumps(dict(items[:at]))[:-1]
+    tail = orjson.dumps(dict(items[at + 1 :]))[1:]
+    before = head + (b"," if at else b"") + orjson.dumps(key) + b":["
+    after = (b"]," if at + 1 < len(items) else b"]") + tail
+    return before, after
+
+
+def _dumps_all(values: Sequence[dict[str, Any]]) -> bytes:
+    return b",".join(orjson.dumps(v) for v in values)
+
+
+#: (message, names) -> the wire items of one message; records its tool calls' names
+FlatEncode = Callable[[Message, dict[str, str]], list[dict[str, Any]]]
+
+
+class FlatEncoder:
+    """Items that map one message to zero or more array items (chat, Responses).
+
+    ``names`` (tool call id -> tool name, from earlier assistant messages) only reaches
+    the encoding of a tool result with images (its label); such a message's entry keeps
+    the names it was encoded with and is encoded again when they differ. ``wire``:
+    the encoding depends on whether a message is the receiver's own (``is_own``).
+    """
+
+    def __init__(
+        self, style: str, encode: FlatEncode, wire: WireIdentity | None = None
+    ) -> None:
+        self._style = style
+        self._encode = encode
+        self._wire = wire
+        self._lock = threading.Lock()
+        self._memo: tuple[tuple[Message, ...], bytearray, dict[str, str]] | None = None
+
+    def join(
+        self, messages: tuple[Message, ...], before: bytes, first: bytes, after: bytes
+    ) -> bytes:
+        """``before``, ``first`` (an item or b""), the messages' items, ``after``."""
+        with self._lock:
+            memo = self._memo
+            if memo is not None and _extends(messages, memo[0]):
+                done, buf, names = len(memo[0]), memo[1], memo[2]
+            else:
+                done, buf, names = 0, bytearray(), {}
+            for message in messages[done:]:
+                piece = self._piece(message, names)
+                if piece:
+                    if buf:
+                        buf += b","
+                    buf += piece
+            self._memo = (messages, buf, names)
+            sep = b"," if first and buf else b""
+            return b"".join((before, first, sep, buf, after))
+
+    def _piece(self, message: Message, names: dict[str, str]) -> bytes:
+        key = (self._style, self._wire is None or is_own(message, self._wire))
+        hit = CACHE.get(message, key)
+        if hit is not None:
+            piece, added, label_ids, labels = hit
+            if added:
+                names.update(added)
+            if not label_ids or labels == tuple(names.get(i) for i in label_ids):
+                return piece  # type: ignore[no-any-return]
+        added = tuple((b.id, b.name) for b in message.content if isinstance(b, ToolUse))
+        label_ids = tuple(
+            b.tool_use_id
+            for b in message.content
+            if isinstance(b, ToolResult) and any(isinstance(p, MediaPart) for p in b.parts)
+        )
+        piece = _dumps_all(self._encode(message, names))
+        labels = tuple(names.get(i) for i in label_ids)
+        CACHE.put(message, key, (piece, added, label_ids, labels))
+        return piece
+
+
+#: message -> its Messages blocks (tool results first), or None for another role
+BlockEncode = Callable[[Message], list[dict[str, Any]]]
+_Group = list[Any]  # [role, results: list[bytes], others: list[bytes]]
+
+
+class AnthropicEncoder:
+    """The Messages array: same-role neighbours merged, breakpoints on two user groups.
+
+    Groups before the second-to-last user group can no longer merge or be marked, so
+    their bytes are frozen; the rest is kept as blocks and rendered per request.
+    """
+
+    def __init__(self, encode: BlockEncode, wire: WireIdentity, *, marks: bool) -> None:
+        self._encode = encode
+        self._wire = wire
+        self._marks = marks
+        self._lock = threading.Lock()
+        self._memo: tuple[tuple[Message, ...], bytearray, list[_Group]] | None = None
+
+    def join(self, messages: tuple[Message, ...], before: bytes, after: bytes) -> bytes:
+        """``before``, the messages array's items, ``after``."""
+        with self._lock:
+            memo = self._memo
+            if memo is not None and _extends(messages, memo[0]):
+                done, frozen, tail = len(memo[0]), memo[1], memo[2]
+            else:
+                done, frozen, tail = 0, bytearray(), []
+            for message in messages[done:]:
+                blocks = self._blocks(message)
+                if blocks is None:
+                    continue
+                results, others = blocks
+                if tail and tail[-1][0] == message.role:
+                    tail[-1][1].extend(results)
+                    tail[-1][2].extend(others)
+                else:
+                    tail.append([message.role, list(results), list(others)])
+            users = [i for i, g in enumerate(tail) if g[0] == "user"]
+            keep = len(tail) - 1
+            if self._marks and users:
+                keep = min(keep, users[-2] if len(users) > 1 else users[-1])
+            for group in tail[: max(keep, 0)]:
+                if frozen:
+                    frozen += b","
+                frozen += _render(group, False)
+            del tail[: max(keep, 0)]
+            marked = {i - keep for i in users[-2:]} if self._marks else set()
+            self._memo = (messages, frozen, tail)
+            rendered = b",".join(_render(g, i in marked) for i, g in enumerate(tail))
+            sep = b"," if frozen and rendered else b""
+            return b"".join((before, frozen, sep, rendered, after))
+
+    def _blocks(self, message: Message) -> tuple[list[bytes], list[bytes]] | None:
+        if message.role not in ("user", "assistant"):
+            return None
+        key = ("anthropic-messages", is_own(message, self._wire))
+        hit = CACHE.get(message, key)
+        if hit is None:
+            results: list[bytes] = []
+            others: list[bytes] = []
+            for block in self._encode(message):
+                is_result = block["type"] == "tool_result"
+                (results if is_result else others).append(orjson.dumps(block))
+            hit = (results, others) if results or others else ()
+            CACHE.put(message, key, hit)
+        return hit or None  # type: ignore[no-any-return]
+
+
+def _render(group: _Group, mark: bool) -> bytes:
+    blocks = group[1] + group[2]
+    if mark:
+        blocks[-1] = blocks[-1][:-1] + _MARK
+    role: str = group[0]
+    return b'{"role":"' + role.encode() + b'","content":[' + b",".join(blocks) + b"]}"
+
+
+def _extends(messages: tuple[Message, ...], done: tuple[Message, ...]) -> bool:
+    # Tuple equality compares by identity first: a C loop over the shared prefix.
+    return len(messages) >= len(done) and messages[: len(done)] == done
