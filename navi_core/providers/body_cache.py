@@ -153,7 +153,8 @@ class FlatEncoder:
         label_ids = tuple(
             b.tool_use_id
             for b in message.content
-            if isinstance(b, ToolResult) and any(isinstance(p, MediaPart) for p in b.parts)
+            if isinstance(b, ToolResult)
+            and any(isinstance(p, MediaPart) for p in b.parts)
         )
         piece = _dumps_all(self._encode(message, names))
         labels = tuple(names.get(i) for i in label_ids)
@@ -226,7 +227,7 @@ class AnthropicEncoder:
                 (results if is_result else others).append(orjson.dumps(block))
             hit = (results, others) if results or others else ()
             CACHE.put(message, key, hit)
-        return hit or None  # type: ignore[no-any-return]
+        return hit or None
 
 
 def _render(group: _Group, mark: bool) -> bytes:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import orjson
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from navi_core.conversation import (
     Block,
@@ -139,7 +138,9 @@ def test_growing_conversations_match(
         for cut in [*cuts, len(history)]:
             same(provider, ProviderRequest(tuple(history[:cut]), system, tools, config))
         # out of order: a shorter conversation, then the same again
-        shorter = ProviderRequest(tuple(history[: len(history) // 2]), system, (), config)
+        shorter = ProviderRequest(
+            tuple(history[: len(history) // 2]), system, (), config
+        )
         same(provider, shorter)
         same(provider, shorter)
         provider.close()
@@ -147,9 +148,7 @@ def test_growing_conversations_match(
 
 def test_cached_images_follow_the_tool_names() -> None:
     """A tool result's image label names the call's tool; a kept encoding follows it."""
-    result = Message(
-        "user", (ToolResult("call_1", (MediaPart("image/png", "AAAA"),)),)
-    )
+    result = Message("user", (ToolResult("call_1", (MediaPart("image/png", "AAAA"),)),))
     for provider in providers()[:4]:
         for name in ("look", "read"):
             call = Message("assistant", (ToolUse("call_1", name, "{}"),))
@@ -168,7 +167,12 @@ def test_options_that_replace_the_messages_are_honoured() -> None:
 
 
 def test_split_body_brackets_the_array() -> None:
-    for body in ({"a": 1, "m": [], "b": [2]}, {"m": []}, {"m": [], "z": None}):
+    bodies: list[dict[str, object]] = [
+        {"a": 1, "m": [], "b": [2]},
+        {"m": []},
+        {"m": [], "z": None},
+    ]
+    for body in bodies:
         before, after = split_body(body, "m")
         assert orjson.loads(before + b"1,2" + after)["m"] == [1, 2]
         assert before + after == orjson.dumps(body)
