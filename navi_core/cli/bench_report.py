@@ -19,13 +19,13 @@ from .bench_workload import BenchResult
 
 __all__ = ["percentiles", "summarize", "table", "write_json", "write_png"]
 
-#: (key, label, unit scale, unit)
+#: (key, label, unit scale, unit, decimals)
 METRICS = (
-    ("ttft", "time to first token", 1e3, "ms"),
-    ("itl", "inter-token latency", 1e3, "ms"),
-    ("tokens_per_second", "decode speed per response", 1.0, "tok/s"),
-    ("tool_overhead", "tool round-trip overhead", 1e3, "ms"),
-    ("turn", "turn time", 1.0, "s"),
+    ("ttft", "time to first token", 1e3, "ms", 3),
+    ("itl", "inter-token latency", 1e3, "ms", 3),
+    ("tokens_per_second", "decode speed per response", 1.0, "tok/s", 0),
+    ("tool_overhead", "tool round-trip overhead", 1e3, "ms", 3),
+    ("turn", "turn time", 1.0, "s", 3),
 )
 
 
@@ -96,15 +96,17 @@ def summarize(result: BenchResult) -> dict[str, Any]:
 
 def table(summary: dict[str, Any]) -> str:
     """The summary as a text table."""
-    lines = [f"{'metric':<28}{'p50':>10}{'p90':>10}{'p99':>10}{'mean':>10}  unit   n"]
-    for key, label, scale, unit in METRICS:
+    head = "".join(f"{q:>12}" for q in ("p50", "p90", "p99", "mean"))
+    lines = [f"{'metric':<28}{head}  unit   n"]
+    for key, label, scale, unit, decimals in METRICS:
         stats = summary["metrics"][key]
         if stats is None:
-            lines.append(f"{label:<28}{'-':>10}{'-':>10}{'-':>10}{'-':>10}  {unit}")
+            lines.append(f"{label:<28}{'-':>12}{'-':>12}{'-':>12}{'-':>12}  {unit}")
             continue
-        cells = "".join(f"{stats[q] * scale:>10.2f}" for q in ("p50", "p90", "p99"))
-        mean = stats["mean"] * scale
-        lines.append(f"{label:<28}{cells}{mean:>10.2f}  {unit:<6} {int(stats['n'])}")
+        cells = "".join(
+            f"{stats[q] * scale:>12.{decimals}f}" for q in ("p50", "p90", "p99", "mean")
+        )
+        lines.append(f"{label:<28}{cells}  {unit:<6} {int(stats['n'])}")
     t = summary["totals"]
     lines += [
         "",
@@ -183,6 +185,7 @@ def write_png(path: Path, result: BenchResult, summary: dict[str, Any]) -> None:
     axes[0][0].set(title="time to first token", xlabel="ms", ylabel="responses")
     axes[0][1].hist(gaps or [0.0], bins=50, color="#519e3e")
     axes[0][1].set(title="inter-token latency", xlabel="ms", ylabel="tokens")
+    axes[0][1].set_yscale("log")
     axes[1][0].hist(speed or [0.0], bins=30, color="#ef8636")
     axes[1][0].set(title="decode speed per response", xlabel="tok/s")
     axes[1][1].scatter(
