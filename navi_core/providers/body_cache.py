@@ -164,7 +164,7 @@ class FlatEncoder:
 
 #: message -> its Messages blocks (tool results first), or None for another role
 BlockEncode = Callable[[Message], list[dict[str, Any]]]
-_Group = list[Any]  # [role, results: list[bytes], others: list[bytes]]
+_Group = list[Any]  # [role, results, others, the one message's rendering or None]
 
 
 class AnthropicEncoder:
@@ -193,12 +193,14 @@ class AnthropicEncoder:
                 blocks = self._blocks(message)
                 if blocks is None:
                     continue
-                results, others = blocks
+                results, others, alone = blocks
                 if tail and tail[-1][0] == message.role:
-                    tail[-1][1].extend(results)
-                    tail[-1][2].extend(others)
+                    group = tail[-1]
+                    group[1] = [*group[1], *results]
+                    group[2] = [*group[2], *others]
+                    group[3] = None  # merged: no longer one message's rendering
                 else:
-                    tail.append([message.role, list(results), list(others)])
+                    tail.append([message.role, results, others, alone])
             users = [i for i, g in enumerate(tail) if g[0] == "user"]
             keep = len(tail) - 1
             if self._marks and users:
@@ -214,7 +216,10 @@ class AnthropicEncoder:
             sep = b"," if frozen and rendered else b""
             return b"".join((before, frozen, sep, rendered, after))
 
-    def _blocks(self, message: Message) -> tuple[list[bytes], list[bytes]] | None:
+    def _blocks(
+        self, message: Message
+    ) -> tuple[tuple[bytes, ...], tuple[bytes, ...], bytes] | None:
+        """The message's blocks (tool results, others) and its unmarked group."""
         if message.role not in ("user", "assistant"):
             return None
         key = ("anthropic-messages", is_own(message, self._wire))
@@ -225,13 +230,18 @@ class AnthropicEncoder:
             for block in self._encode(message):
                 is_result = block["type"] == "tool_result"
                 (results if is_result else others).append(orjson.dumps(block))
-            hit = (results, others) if results or others else ()
+            hit = ()
+            if results or others:
+                group = [message.role, results, others, None]
+                hit = (tuple(results), tuple(others), _render(group, False))
             CACHE.put(message, key, hit)
         return hit or None
 
 
 def _render(group: _Group, mark: bool) -> bytes:
-    blocks = group[1] + group[2]
+    if not mark and group[3] is not None:
+        return group[3]  # type: ignore[no-any-return]
+    blocks = [*group[1], *group[2]]
     if mark:
         blocks[-1] = blocks[-1][:-1] + _MARK
     role: str = group[0]
