@@ -38,16 +38,25 @@ class MessageCache:
     """Encoded forms of messages, keyed by identity and a format key.
 
     An entry holds its message, so an id is never reused while the entry lives. Past
-    ``limit`` messages the oldest half is dropped (they are encoded again if seen).
+    ``limit`` messages or ``max_bytes`` of kept JSON the oldest half of the entries is
+    dropped (their messages are encoded again if seen).
     """
 
-    def __init__(self, limit: int = 50_000) -> None:
+    def __init__(self, limit: int = 50_000, max_bytes: int = 256 << 20) -> None:
         self._entries: dict[int, tuple[Message, dict[Hashable, Any]]] = {}
+        self._sizes: dict[int, int] = {}
         self._limit = limit
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def nbytes(self) -> int:
+        """The JSON bytes kept, as reported to ``put``."""
+        return self._bytes
 
     def get(self, message: Message, key: Hashable) -> Any:
         """The value stored for ``message`` under ``key``, or None."""
@@ -56,22 +65,32 @@ class MessageCache:
             return None
         return entry[1].get(key)
 
-    def put(self, message: Message, key: Hashable, value: Any) -> None:
-        """Store ``value`` for ``message`` under ``key``."""
+    def put(self, message: Message, key: Hashable, value: Any, size: int) -> None:
+        """Store ``value`` (``size`` bytes of JSON) for ``message`` under ``key``."""
         with self._lock:
-            entry = self._entries.get(id(message))
+            ident = id(message)
+            entry = self._entries.get(ident)
             if entry is None or entry[0] is not message:
-                if len(self._entries) >= self._limit:
-                    for old in list(islice(self._entries, len(self._entries) // 2)):
-                        del self._entries[old]
+                if len(self._entries) >= self._limit or self._bytes >= self._max_bytes:
+                    self._evict_locked()
                 entry = (message, {})
-                self._entries[id(message)] = entry
+                self._entries[ident] = entry
+                self._sizes[ident] = 0
             entry[1][key] = value
+            self._sizes[ident] += size
+            self._bytes += size
 
     def clear(self) -> None:
         """Forget every entry."""
         with self._lock:
             self._entries.clear()
+            self._sizes.clear()
+            self._bytes = 0
+
+    def _evict_locked(self) -> None:
+        for old in list(islice(self._entries, (len(self._entries) + 1) // 2)):
+            del self._entries[old]
+            self._bytes -= self._sizes.pop(old)
 
 
 CACHE = MessageCache()
@@ -158,7 +177,7 @@ class FlatEncoder:
         )
         piece = _dumps_all(self._encode(message, names))
         labels = tuple(names.get(i) for i in label_ids)
-        CACHE.put(message, key, (piece, added, label_ids, labels))
+        CACHE.put(message, key, (piece, added, label_ids, labels), len(piece))
         return piece
 
 
@@ -232,9 +251,9 @@ class AnthropicEncoder:
                 (results if is_result else others).append(orjson.dumps(block))
             hit = ()
             if results or others:
-                group = [message.role, results, others, None]
-                hit = (tuple(results), tuple(others), _render(group, False))
-            CACHE.put(message, key, hit)
+                alone = _render([message.role, results, others, None], False)
+                hit = (tuple(results), tuple(others), alone)
+            CACHE.put(message, key, hit, 2 * len(hit[2]) if hit else 0)
         return hit or None
 
 

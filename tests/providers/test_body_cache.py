@@ -8,6 +8,7 @@ breakpoints on and off.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import orjson
@@ -182,11 +183,51 @@ def test_the_cache_is_bounded_and_keeps_what_it_holds() -> None:
     cache = MessageCache(limit=10)
     kept = [Message("user", (Text(str(i)),)) for i in range(25)]
     for message in kept:
-        cache.put(message, "k", message.text)
+        cache.put(message, "k", message.text, 1)
     assert len(cache) <= 10
     assert cache.get(kept[-1], "k") == "24"
     assert cache.get(kept[0], "k") is None
     assert cache.get(Message("user", (Text("24"),)), "k") is None  # not by equality
+
+
+def test_the_cache_is_bounded_in_bytes() -> None:
+    cache = MessageCache(max_bytes=1000)
+    kept = [Message("user", (Text(str(i)),)) for i in range(40)]
+    for message in kept:
+        cache.put(message, "k", message.text, 100)
+    assert cache.nbytes <= 1000 + 100
+    assert cache.nbytes == 100 * len(cache)
+    assert cache.get(kept[-1], "k") == "39"
+    cache.clear()
+    assert len(cache) == 0 and cache.nbytes == 0
+
+
+def test_one_provider_serves_many_threads() -> None:
+    """Threads sharing a provider, each with its own growing conversation."""
+    provider = Anthropic("m", URL)
+    failures: list[int] = []
+
+    def session(worker: int) -> None:
+        history: tuple[Message, ...] = ()
+        for i in range(60):
+            text = (Text(f"w{worker} m{i}"),)
+            message = (
+                Message("user", text) if i % 2 == 0 else Message("assistant", text)
+            )
+            history += (message,)
+            request = ProviderRequest(history, "sys", (), Settings())
+            if provider.encode_body(request) != orjson.dumps(
+                provider.build_body(request)
+            ):
+                failures.append(worker)
+
+    threads = [threading.Thread(target=session, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    provider.close()
 
 
 def test_a_message_is_encoded_once_across_requests() -> None:
