@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import orjson
 from hypothesis import given, settings, strategies as st
+from loopback import LoopbackServer, Reply
 
 from navi_core.conversation import (
     Block,
@@ -238,3 +239,31 @@ def test_a_message_is_encoded_once_across_requests() -> None:
         same(provider, ProviderRequest(history[:n], None, (), Settings()))
     assert len(CACHE) == 40
     provider.close()
+
+
+def test_the_bytes_sent_over_http_are_the_built_body(loopback: LoopbackServer) -> None:
+    """``open`` sends ``encode_body``: what the server receives is the built body."""
+    history: tuple[Message, ...] = ()
+    providers = [
+        OpenAIChat("m", f"{loopback.url}/v1"),
+        OpenAIResponses("m", f"{loopback.url}/v1"),
+        Anthropic("m", loopback.url),
+    ]
+    expected: list[bytes] = []
+    for i in range(8):
+        call = ToolUse(f"call_{i}", "look", f'{{"i": {i}}}')
+        result = ToolResult(
+            f"call_{i}", (TextPart(f"seen {i}"), MediaPart("image/png", "AA"))
+        )
+        history += (
+            Message("assistant", (Text("looking"), call)),
+            Message("user", (result,)),
+        )
+        request = ProviderRequest(history, "be brief", (), Settings())
+        for provider in providers:
+            loopback.add(Reply.sse(b""))
+            provider.open(request).close()
+            expected.append(orjson.dumps(provider.build_body(request)))
+    assert [r.body for r in loopback.requests] == expected
+    for provider in providers:
+        provider.close()
