@@ -150,12 +150,16 @@ def command(args: argparse.Namespace) -> int:
             progress.finish()
     summary = summarize(result)
     print(table(summary))
-    if args.json is not None:
-        write_json(args.json, result, summary)
-        print(f"wrote {args.json}")
-    if args.png is not None:
-        write_png(args.png, result, summary)
-        print(f"wrote {args.png}")
+    try:
+        if args.json is not None:
+            write_json(args.json, result, summary)
+            print(f"wrote {args.json}")
+        if args.png is not None:
+            write_png(args.png, result, summary)
+            print(f"wrote {args.png}")
+    except OSError as exc:  # the table is out; only the file is lost
+        print(error_line(exc), file=sys.stderr)
+        return 1
     return 1 if summary["totals"]["failed_turns"] else 0
 
 
