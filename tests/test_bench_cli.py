@@ -139,6 +139,18 @@ def test_failed_turns_are_counted_and_named(capsys: pytest.CaptureFixture[str]) 
     assert "2 failed" in out and "model not loaded" in out
 
 
+def test_an_unwritable_json_file_fails_after_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "missing" / "run.json"
+    with ToolLoopServer(steps=0) as server:
+        status = bench(server, "--no-progress", "--turns", "1", "--json", str(target))
+    assert status == 1
+    captured = capsys.readouterr()
+    assert "time to first token" in captured.out
+    assert captured.err.startswith("error:") and "run.json" in captured.err
+
+
 @pytest.mark.parametrize(
     "flag", ["--concurrency", "--turns", "--steps", "--max-tokens"]
 )
