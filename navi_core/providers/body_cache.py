@@ -20,7 +20,6 @@ from typing import Any
 import orjson
 
 from ..conversation import MediaPart, Message, ToolResult, ToolUse, WireIdentity
-from .wire import is_own
 
 __all__ = [
     "CACHE",
@@ -133,11 +132,13 @@ class FlatEncoder:
     def __init__(
         self, style: str, encode: FlatEncode, wire: WireIdentity | None = None
     ) -> None:
-        self._style = style
         self._encode = encode
         self._wire = wire
+        self._keys = ((style, False), (style, True))  # by is_own
         self._lock = threading.Lock()
-        self._memo: tuple[tuple[Message, ...], bytearray, dict[str, str]] | None = None
+        self._memo: tuple[tuple[Message, ...], list[bytes], dict[str, str]] | None = (
+            None
+        )
 
     def join(
         self, messages: tuple[Message, ...], before: bytes, first: bytes, after: bytes
@@ -146,21 +147,32 @@ class FlatEncoder:
         with self._lock:
             memo = self._memo
             if memo is not None and _extends(messages, memo[0]):
-                done, buf, names = len(memo[0]), memo[1], memo[2]
+                done, chunks, names = len(memo[0]), memo[1], memo[2]
             else:
-                done, buf, names = 0, bytearray(), {}
+                done, chunks, names = 0, [], {}
+            entries = CACHE._entries
+            wire, keys = self._wire, self._keys
+            pieces = []
             for message in messages[done:]:
-                piece = self._piece(message, names)
+                made = message.wire
+                key = keys[wire is None or made is None or made == wire]  # is_own
+                entry = entries.get(id(message))
+                hit = None
+                if entry is not None and entry[0] is message:
+                    hit = entry[1].get(key)
+                if hit is None or hit[2]:  # not kept, or its labels need checking
+                    piece = self._piece(message, names, key)
+                else:
+                    if hit[1]:
+                        names.update(hit[1])
+                    piece = hit[0]
                 if piece:
-                    if buf:
-                        buf += b","
-                    buf += piece
-            self._memo = (messages, buf, names)
-            sep = b"," if first and buf else b""
-            return b"".join((before, first, sep, buf, after))
+                    pieces.append(piece)
+            _add_chunk(chunks, b",".join(pieces))
+            self._memo = (messages, chunks, names)
+            return _assemble(before, first, chunks, after)
 
-    def _piece(self, message: Message, names: dict[str, str]) -> bytes:
-        key = (self._style, self._wire is None or is_own(message, self._wire))
+    def _piece(self, message: Message, names: dict[str, str], key: Hashable) -> bytes:
         hit = CACHE.get(message, key)
         if hit is not None:
             piece, added, label_ids, labels = hit
@@ -181,6 +193,26 @@ class FlatEncoder:
         return piece
 
 
+def _add_chunk(chunks: list[bytes], chunk: bytes) -> None:
+    """Keep ``chunk``; past a few dozen chunks they are joined into one (amortised)."""
+    if chunk:
+        chunks.append(chunk)
+        if len(chunks) > _MAX_CHUNKS:
+            chunks[:] = [b",".join(chunks)]
+
+
+_MAX_CHUNKS = 32
+
+
+def _assemble(before: bytes, first: bytes, chunks: list[bytes], after: bytes) -> bytes:
+    """One copy: ``before``, ``first``, the chunks comma-separated, ``after``."""
+    parts = [before, first] if first else [before]
+    for chunk in chunks:
+        parts += (b",", chunk) if len(parts) > 1 else (chunk,)
+    parts.append(after)
+    return b"".join(parts)
+
+
 #: message -> its Messages blocks (tool results first), or None for another role
 BlockEncode = Callable[[Message], list[dict[str, Any]]]
 _Group = list[Any]  # [role, results, others, the one message's rendering or None]
@@ -198,7 +230,7 @@ class AnthropicEncoder:
         self._wire = wire
         self._marks = marks
         self._lock = threading.Lock()
-        self._memo: tuple[tuple[Message, ...], bytearray, list[_Group]] | None = None
+        self._memo: tuple[tuple[Message, ...], list[bytes], list[_Group]] | None = None
 
     def join(self, messages: tuple[Message, ...], before: bytes, after: bytes) -> bytes:
         """``before``, the messages array's items, ``after``."""
@@ -207,54 +239,61 @@ class AnthropicEncoder:
             if memo is not None and _extends(messages, memo[0]):
                 done, frozen, tail = len(memo[0]), memo[1], memo[2]
             else:
-                done, frozen, tail = 0, bytearray(), []
+                done, frozen, tail = 0, [], []
+            entries = CACHE._entries
+            wire = self._wire
             for message in messages[done:]:
-                blocks = self._blocks(message)
-                if blocks is None:
-                    continue
-                results, others, alone = blocks
-                if tail and tail[-1][0] == message.role:
+                made = message.wire
+                key = _ANTHROPIC[made is None or made == wire]  # is_own
+                entry = entries.get(id(message))
+                hit = None
+                if entry is not None and entry[0] is message:
+                    hit = entry[1].get(key)
+                if hit is None:
+                    hit = self._blocks(message, key)
+                if not hit:
+                    continue  # no blocks, or not a user or assistant message
+                results, others, alone = hit
+                role = message.role
+                if tail and tail[-1][0] == role:
                     group = tail[-1]
                     group[1] = [*group[1], *results]
                     group[2] = [*group[2], *others]
                     group[3] = None  # merged: no longer one message's rendering
                 else:
-                    tail.append([message.role, results, others, alone])
+                    tail.append([role, results, others, alone])
             users = [i for i, g in enumerate(tail) if g[0] == "user"]
-            keep = len(tail) - 1
+            keep = max(len(tail) - 1, 0)
             if self._marks and users:
                 keep = min(keep, users[-2] if len(users) > 1 else users[-1])
-            for group in tail[: max(keep, 0)]:
-                if frozen:
-                    frozen += b","
-                frozen += _render(group, False)
-            del tail[: max(keep, 0)]
+            if keep:
+                _add_chunk(frozen, b",".join([_render(g, False) for g in tail[:keep]]))
+                del tail[:keep]
             marked = {i - keep for i in users[-2:]} if self._marks else set()
             self._memo = (messages, frozen, tail)
-            rendered = b",".join(_render(g, i in marked) for i, g in enumerate(tail))
-            sep = b"," if frozen and rendered else b""
-            return b"".join((before, frozen, sep, rendered, after))
+            rendered = b",".join([_render(g, i in marked) for i, g in enumerate(tail)])
+            return _assemble(
+                before, b"", [*frozen, rendered] if rendered else frozen, after
+            )
 
-    def _blocks(
-        self, message: Message
-    ) -> tuple[tuple[bytes, ...], tuple[bytes, ...], bytes] | None:
-        """The message's blocks (tool results, others) and its unmarked group."""
-        if message.role not in ("user", "assistant"):
-            return None
-        key = ("anthropic-messages", is_own(message, self._wire))
-        hit = CACHE.get(message, key)
-        if hit is None:
+    def _blocks(self, message: Message, key: Hashable) -> tuple[Any, ...]:
+        """The message's blocks (tool results, others) and its unmarked group; () when
+        it has none or is neither a user nor an assistant message."""
+        hit: tuple[Any, ...] = ()
+        if message.role in ("user", "assistant"):
             results: list[bytes] = []
             others: list[bytes] = []
             for block in self._encode(message):
                 is_result = block["type"] == "tool_result"
                 (results if is_result else others).append(orjson.dumps(block))
-            hit = ()
             if results or others:
                 alone = _render([message.role, results, others, None], False)
                 hit = (tuple(results), tuple(others), alone)
-            CACHE.put(message, key, hit, 2 * len(hit[2]) if hit else 0)
-        return hit or None
+        CACHE.put(message, key, hit, 2 * len(hit[2]) if hit else 0)
+        return hit
+
+
+_ANTHROPIC = (("anthropic-messages", False), ("anthropic-messages", True))
 
 
 def _render(group: _Group, mark: bool) -> bytes:

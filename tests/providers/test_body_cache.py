@@ -108,7 +108,7 @@ def providers() -> list[HTTPProvider]:
         OpenAIChat("m", URL),
         OpenAIChat("m", URL, max_tokens_field="max_completion_tokens", top_p=0.5),
         OpenAIResponses("m", URL),
-        OpenAIResponses("m", URL, reasoning={"effort": "low"}),
+        OpenAIResponses("other", URL, reasoning={"effort": "low"}),
         Anthropic("m", URL),
         Anthropic("m", URL, cache=False),
         Anthropic("other", URL, thinking={"type": "enabled", "budget_tokens": 64}),
