@@ -90,9 +90,11 @@ class ResponseSample:
 
     @property
     def tokens_per_second(self) -> float | None:
-        """Decode speed: tokens after the first over the time since the first."""
-        span = sum(self.gaps)
-        return (self.tokens - 1) / span if self.tokens > 1 and span > 0 else None
+        """Decode speed: tokens after the first over the time from the first to the
+        message's end (several tokens of one network read arrive together)."""
+        if self.ttft is None or self.tokens < 2 or self.seconds <= self.ttft:
+            return None
+        return (self.tokens - 1) / (self.seconds - self.ttft)
 
 
 @dataclass(slots=True)
