@@ -53,6 +53,12 @@ class MessageCache:
         return len(self._entries)
 
     @property
+    def table(self) -> Mapping[int, tuple[Message, dict[Hashable, Any]]]:
+        """id(message) -> (message, values by key): what ``get`` reads, for loops that
+        look up many messages without a call per message."""
+        return self._entries
+
+    @property
     def nbytes(self) -> int:
         """The JSON bytes kept, as reported to ``put``."""
         return self._bytes
@@ -150,7 +156,7 @@ class FlatEncoder:
                 done, chunks, names = len(memo[0]), memo[1], memo[2]
             else:
                 done, chunks, names = 0, [], {}
-            entries = CACHE._entries
+            entries = CACHE.table
             wire, keys = self._wire, self._keys
             pieces = []
             for message in messages[done:]:
@@ -240,7 +246,7 @@ class AnthropicEncoder:
                 done, frozen, tail = len(memo[0]), memo[1], memo[2]
             else:
                 done, frozen, tail = 0, [], []
-            entries = CACHE._entries
+            entries = CACHE.table
             wire = self._wire
             for message in messages[done:]:
                 made = message.wire
