@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Sequence
 
 from .. import __version__
+from .bench import register as add_bench
 from .chat import register as add_chat
 from .compact import register as add_compact
 from .demo import register as add_demo
@@ -36,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     subcommands = parser.add_subparsers(
         title="commands", metavar="COMMAND", dest="command"
     )
-    for add in (add_demo, add_run, add_chat, add_sessions, add_compact, add_serve):
+    for add in (add_demo, add_run, add_chat, add_sessions, add_compact, add_serve,
+                add_bench):  # fmt: skip
         add(subcommands)
     return parser
 

@@ -309,6 +309,10 @@ class HTTPProvider:
         """The JSON request body for ``request``."""
         raise NotImplementedError
 
+    def encode_body(self, request: ProviderRequest) -> bytes:
+        """The request body's bytes: ``orjson.dumps(build_body(request))``."""
+        return orjson.dumps(self.build_body(request))
+
     def _parser(self) -> Parser:
         raise NotImplementedError
 
@@ -320,7 +324,7 @@ class HTTPProvider:
         Raises:
             ProviderError: the mapped error of a non-2xx status, or ``TransportError``.
         """
-        content = orjson.dumps(self.build_body(request))
+        content = self.encode_body(request)
         client = self._client
         shown = self._wire.base_url + self.path  # the public form: no credentials
         _log.debug(

@@ -39,6 +39,7 @@ from ..conversation import (
 from ..tools import ToolSpec
 from ._http import HTTPProvider, Parser, json_object
 from .base import ProviderRequest
+from .body_cache import AnthropicEncoder, split_body
 from .openai_chat import SUMMARY_PREFIX
 from .wire import own_blocks
 
@@ -106,17 +107,37 @@ class Anthropic(HTTPProvider):
         self._thinking = dict(thinking) if thinking is not None else None
         self._cache = cache
         self._options = options
+        self._encoder = AnthropicEncoder(self._encode, self.wire, marks=cache)
 
     def _parser(self) -> Parser:
         return core.AnthropicParser()
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The Messages JSON body for ``request`` (``options`` applied last)."""
+        return self._body(request, build_messages(request.messages, self.wire))
+
+    def encode_body(self, request: ProviderRequest) -> bytes:
+        """``orjson.dumps(build_body(request))``, from the messages' kept JSON.
+
+        The newest two user messages carry cache breakpoints, so only they are
+        rendered again; mark_cache_breakpoints marks the tools and system here.
+        """
+        if "messages" in self._options:
+            return super().encode_body(request)
+        before, after = split_body(self._body(request, []), "messages")
+        return self._encoder.join(request.messages, before, after)
+
+    def _encode(self, message: Message) -> list[dict[str, Any]]:
+        if message.role == "assistant":
+            return _assistant_blocks(own_blocks(message, self.wire))
+        return _user_blocks(message)
+
+    def _body(self, request: ProviderRequest, messages: list[Any]) -> dict[str, Any]:
         config = request.config
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": config.max_output_tokens or self._max_tokens,
-            "messages": build_messages(request.messages, self.wire),
+            "messages": messages,
             "stream": True,
         }
         if request.system:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import httpx
+import orjson
 
 from .. import core
 from ..config import Timeout
@@ -28,6 +29,7 @@ from ..conversation import (
 from ..tools import ToolSpec
 from ._http import HTTPProvider, Parser, json_object
 from .base import ProviderRequest
+from .body_cache import FlatEncoder, split_body
 
 __all__ = ["DEFAULT_BASE_URL", "SUMMARY_PREFIX", "OpenAIChat", "build_messages"]
 
@@ -83,15 +85,28 @@ class OpenAIChat(HTTPProvider):
         )
         self._max_tokens_field = max_tokens_field
         self._options = options
+        self._encoder = FlatEncoder(self.api_style, _encode)
 
     def _parser(self) -> Parser:
         return core.OpenAIChatParser()
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The chat-completions JSON body for ``request`` (``options`` applied last)."""
+        return self._body(request, build_messages(request.messages, request.system))
+
+    def encode_body(self, request: ProviderRequest) -> bytes:
+        """``orjson.dumps(build_body(request))``, from the messages' kept JSON."""
+        if "messages" in self._options:
+            return super().encode_body(request)
+        before, after = split_body(self._body(request, []), "messages")
+        system = request.system
+        first = orjson.dumps({"role": "system", "content": system}) if system else b""
+        return self._encoder.join(request.messages, before, first, after)
+
+    def _body(self, request: ProviderRequest, messages: list[Any]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": build_messages(request.messages, request.system),
+            "messages": messages,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -122,6 +137,14 @@ def build_messages(
         elif message.role == "user":
             out.extend(_user(message, names))
     return out
+
+
+def _encode(message: Message, names: dict[str, str]) -> list[dict[str, Any]]:
+    if message.role == "assistant":
+        return [_assistant(message, names)]
+    if message.role == "user":
+        return _user(message, names)
+    return []
 
 
 def _assistant(message: Message, names: dict[str, str]) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from ..conversation import (
 from ..tools import ToolSpec
 from ._http import HTTPProvider, Parser, json_object
 from .base import ProviderRequest
+from .body_cache import FlatEncoder, split_body
 from .openai_chat import DEFAULT_BASE_URL, SUMMARY_PREFIX
 from .wire import own_blocks
 
@@ -78,15 +79,33 @@ class OpenAIResponses(HTTPProvider):
             client=client,
         )
         self._options = options
+        self._encoder = FlatEncoder(self.api_style, self._encode, self.wire)
 
     def _parser(self) -> Parser:
         return core.OpenAIResponsesParser()
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The Responses JSON body for ``request`` (``options`` applied last)."""
+        return self._body(request, build_input(request.messages, self.wire))
+
+    def encode_body(self, request: ProviderRequest) -> bytes:
+        """``orjson.dumps(build_body(request))``, from the messages' kept JSON."""
+        if "input" in self._options:
+            return super().encode_body(request)
+        before, after = split_body(self._body(request, []), "input")
+        return self._encoder.join(request.messages, before, b"", after)
+
+    def _encode(self, message: Message, names: dict[str, str]) -> list[dict[str, Any]]:
+        if message.role == "assistant":
+            return _assistant(message, self.wire, names)
+        if message.role == "user":
+            return _user(message, names)
+        return []
+
+    def _body(self, request: ProviderRequest, items: list[Any]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
-            "input": build_input(request.messages, self.wire),
+            "input": items,
             "stream": True,
             "store": False,
             "include": ["reasoning.encrypted_content"],

@@ -1,0 +1,317 @@
+"""Request bodies assembled from JSON kept per message, so a request costs what is new.
+
+Messages are frozen, so each is encoded once per wire format and its bytes are kept
+(``MessageCache``: keyed by identity, holding the message alive, bounded). An agent
+loop's next request repeats the previous request's messages and adds a few, so an
+encoder also remembers the last conversation it encoded and, when the next one extends
+it, encodes only the new messages and appends their bytes. Everything else of the body
+(model, tools, options) is small and encoded by ``orjson`` around the messages array
+(``split_body``). The bytes are exactly those of ``orjson.dumps(build_body(request))``;
+tests/providers/test_body_cache.py compares both on random conversations.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from itertools import islice
+from typing import Any
+
+import orjson
+
+from ..conversation import MediaPart, Message, ToolResult, ToolUse, WireIdentity
+
+__all__ = [
+    "CACHE",
+    "AnthropicEncoder",
+    "FlatEncoder",
+    "MessageCache",
+    "split_body",
+]
+
+#: what ``mark_cache_breakpoints`` adds to a block, spliced before its closing brace
+_MARK = b',"cache_control":{"type":"ephemeral"}}'
+
+
+class MessageCache:
+    """Encoded forms of messages, keyed by identity and a format key.
+
+    An entry holds its message, so an id is never reused while the entry lives. Past
+    ``limit`` messages or ``max_bytes`` of kept JSON the oldest half of the entries is
+    dropped (their messages are encoded again if seen).
+    """
+
+    def __init__(self, limit: int = 50_000, max_bytes: int = 256 << 20) -> None:
+        self._entries: dict[int, tuple[Message, dict[Hashable, Any]]] = {}
+        self._sizes: dict[int, int] = {}
+        self._limit = limit
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def table(self) -> Mapping[int, tuple[Message, dict[Hashable, Any]]]:
+        """id(message) -> (message, values by key): what ``get`` reads, for loops that
+        look up many messages without a call per message."""
+        return self._entries
+
+    @property
+    def nbytes(self) -> int:
+        """The JSON bytes kept, as reported to ``put``."""
+        return self._bytes
+
+    def get(self, message: Message, key: Hashable) -> Any:
+        """The value stored for ``message`` under ``key``, or None."""
+        entry = self._entries.get(id(message))
+        if entry is None or entry[0] is not message:
+            return None
+        return entry[1].get(key)
+
+    def put(self, message: Message, key: Hashable, value: Any, size: int) -> None:
+        """Store ``value`` (``size`` bytes of JSON) for ``message`` under ``key``."""
+        with self._lock:
+            ident = id(message)
+            entry = self._entries.get(ident)
+            if entry is None or entry[0] is not message:
+                if len(self._entries) >= self._limit or self._bytes >= self._max_bytes:
+                    self._evict_locked()
+                entry = (message, {})
+                self._entries[ident] = entry
+                self._sizes[ident] = 0
+            entry[1][key] = value
+            self._sizes[ident] += size
+            self._bytes += size
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        with self._lock:
+            self._entries.clear()
+            self._sizes.clear()
+            self._bytes = 0
+
+    def _evict_locked(self) -> None:
+        for old in list(islice(self._entries, (len(self._entries) + 1) // 2)):
+            del self._entries[old]
+            self._bytes -= self._sizes.pop(old)
+
+
+CACHE = MessageCache()
+"""The process-wide cache every provider shares (a provider per request still hits)."""
+
+
+def split_body(body: Mapping[str, Any], key: str) -> tuple[bytes, bytes]:
+    """The JSON of ``body`` before and after the array value of ``key``.
+
+    ``before`` ends with ``"key":[`` and ``after`` starts with ``]``, so
+    ``before + items + after`` is ``orjson.dumps(body)`` with ``body[key]`` the array
+    whose comma-joined items are ``items``.
+    """
+    items = list(body.items())
+    at = next(i for i, (name, _) in enumerate(items) if name == key)
+    head = orjson.dumps(dict(items[:at]))[:-1]
+    tail = orjson.dumps(dict(items[at + 1 :]))[1:]
+    before = head + (b"," if at else b"") + orjson.dumps(key) + b":["
+    after = (b"]," if at + 1 < len(items) else b"]") + tail
+    return before, after
+
+
+def _dumps_all(values: Sequence[dict[str, Any]]) -> bytes:
+    return b",".join(orjson.dumps(v) for v in values)
+
+
+#: (message, names) -> the wire items of one message; records its tool calls' names
+FlatEncode = Callable[[Message, dict[str, str]], list[dict[str, Any]]]
+
+
+class FlatEncoder:
+    """Items that map one message to zero or more array items (chat, Responses).
+
+    ``names`` (tool call id -> tool name, from earlier assistant messages) only reaches
+    the encoding of a tool result with images (its label); such a message's entry keeps
+    the names it was encoded with and is encoded again when they differ. ``wire``:
+    the encoding depends on whether a message is the receiver's own (``is_own``).
+    """
+
+    def __init__(
+        self, style: str, encode: FlatEncode, wire: WireIdentity | None = None
+    ) -> None:
+        self._encode = encode
+        self._wire = wire
+        self._keys = ((style, False), (style, True))  # by is_own
+        self._lock = threading.Lock()
+        self._memo: tuple[tuple[Message, ...], list[bytes], dict[str, str]] | None = (
+            None
+        )
+
+    def join(
+        self, messages: tuple[Message, ...], before: bytes, first: bytes, after: bytes
+    ) -> bytes:
+        """``before``, ``first`` (an item or b""), the messages' items, ``after``."""
+        with self._lock:
+            memo = self._memo
+            if memo is not None and _extends(messages, memo[0]):
+                done, chunks, names = len(memo[0]), memo[1], memo[2]
+            else:
+                done, chunks, names = 0, [], {}
+            entries = CACHE.table
+            wire, keys = self._wire, self._keys
+            pieces = []
+            for message in messages[done:]:
+                made = message.wire
+                key = keys[wire is None or made is None or made == wire]  # is_own
+                entry = entries.get(id(message))
+                hit = None
+                if entry is not None and entry[0] is message:
+                    hit = entry[1].get(key)
+                if hit is None or hit[2]:  # not kept, or its labels need checking
+                    piece = self._piece(message, names, key)
+                else:
+                    if hit[1]:
+                        names.update(hit[1])
+                    piece = hit[0]
+                if piece:
+                    pieces.append(piece)
+            _add_chunk(chunks, b",".join(pieces))
+            self._memo = (messages, chunks, names)
+            return _assemble(before, first, chunks, after)
+
+    def _piece(self, message: Message, names: dict[str, str], key: Hashable) -> bytes:
+        hit = CACHE.get(message, key)
+        if hit is not None:
+            piece, added, label_ids, labels = hit
+            if added:
+                names.update(added)
+            if not label_ids or labels == tuple(names.get(i) for i in label_ids):
+                return piece  # type: ignore[no-any-return]
+        added = tuple((b.id, b.name) for b in message.content if isinstance(b, ToolUse))
+        label_ids = tuple(
+            b.tool_use_id
+            for b in message.content
+            if isinstance(b, ToolResult)
+            and any(isinstance(p, MediaPart) for p in b.parts)
+        )
+        piece = _dumps_all(self._encode(message, names))
+        labels = tuple(names.get(i) for i in label_ids)
+        CACHE.put(message, key, (piece, added, label_ids, labels), len(piece))
+        return piece
+
+
+def _add_chunk(chunks: list[bytes], chunk: bytes) -> None:
+    """Keep ``chunk``; past a few dozen chunks they are joined into one (amortised)."""
+    if chunk:
+        chunks.append(chunk)
+        if len(chunks) > _MAX_CHUNKS:
+            chunks[:] = [b",".join(chunks)]
+
+
+_MAX_CHUNKS = 32
+
+
+def _assemble(before: bytes, first: bytes, chunks: list[bytes], after: bytes) -> bytes:
+    """One copy: ``before``, ``first``, the chunks comma-separated, ``after``."""
+    parts = [before, first] if first else [before]
+    for chunk in chunks:
+        parts += (b",", chunk) if len(parts) > 1 else (chunk,)
+    parts.append(after)
+    return b"".join(parts)
+
+
+#: message -> its Messages blocks (tool results first), or None for another role
+BlockEncode = Callable[[Message], list[dict[str, Any]]]
+_Group = list[Any]  # [role, results, others, the one message's rendering or None]
+
+
+class AnthropicEncoder:
+    """The Messages array: same-role neighbours merged, breakpoints on two user groups.
+
+    Groups before the second-to-last user group can no longer merge or be marked, so
+    their bytes are frozen; the rest is kept as blocks and rendered per request.
+    """
+
+    def __init__(self, encode: BlockEncode, wire: WireIdentity, *, marks: bool) -> None:
+        self._encode = encode
+        self._wire = wire
+        self._marks = marks
+        self._lock = threading.Lock()
+        self._memo: tuple[tuple[Message, ...], list[bytes], list[_Group]] | None = None
+
+    def join(self, messages: tuple[Message, ...], before: bytes, after: bytes) -> bytes:
+        """``before``, the messages array's items, ``after``."""
+        with self._lock:
+            memo = self._memo
+            if memo is not None and _extends(messages, memo[0]):
+                done, frozen, tail = len(memo[0]), memo[1], memo[2]
+            else:
+                done, frozen, tail = 0, [], []
+            entries = CACHE.table
+            wire = self._wire
+            for message in messages[done:]:
+                made = message.wire
+                key = _ANTHROPIC[made is None or made == wire]  # is_own
+                entry = entries.get(id(message))
+                hit = None
+                if entry is not None and entry[0] is message:
+                    hit = entry[1].get(key)
+                if hit is None:
+                    hit = self._blocks(message, key)
+                if not hit:
+                    continue  # no blocks, or not a user or assistant message
+                results, others, alone = hit
+                role = message.role
+                if tail and tail[-1][0] == role:
+                    group = tail[-1]
+                    group[1] = [*group[1], *results]
+                    group[2] = [*group[2], *others]
+                    group[3] = None  # merged: no longer one message's rendering
+                else:
+                    tail.append([role, results, others, alone])
+            users = [i for i, g in enumerate(tail) if g[0] == "user"]
+            keep = max(len(tail) - 1, 0)
+            if self._marks and users:
+                keep = min(keep, users[-2] if len(users) > 1 else users[-1])
+            if keep:
+                _add_chunk(frozen, b",".join([_render(g, False) for g in tail[:keep]]))
+                del tail[:keep]
+            marked = {i - keep for i in users[-2:]} if self._marks else set()
+            self._memo = (messages, frozen, tail)
+            rendered = b",".join([_render(g, i in marked) for i, g in enumerate(tail)])
+            return _assemble(
+                before, b"", [*frozen, rendered] if rendered else frozen, after
+            )
+
+    def _blocks(self, message: Message, key: Hashable) -> tuple[Any, ...]:
+        """The message's blocks (tool results, others) and its unmarked group; () when
+        it has none or is neither a user nor an assistant message."""
+        hit: tuple[Any, ...] = ()
+        if message.role in ("user", "assistant"):
+            results: list[bytes] = []
+            others: list[bytes] = []
+            for block in self._encode(message):
+                is_result = block["type"] == "tool_result"
+                (results if is_result else others).append(orjson.dumps(block))
+            if results or others:
+                alone = _render([message.role, results, others, None], False)
+                hit = (tuple(results), tuple(others), alone)
+        CACHE.put(message, key, hit, 2 * len(hit[2]) if hit else 0)
+        return hit
+
+
+_ANTHROPIC = (("anthropic-messages", False), ("anthropic-messages", True))
+
+
+def _render(group: _Group, mark: bool) -> bytes:
+    if not mark and group[3] is not None:
+        return group[3]  # type: ignore[no-any-return]
+    blocks = [*group[1], *group[2]]
+    if mark:
+        blocks[-1] = blocks[-1][:-1] + _MARK
+    role: str = group[0]
+    return b'{"role":"' + role.encode() + b'","content":[' + b",".join(blocks) + b"]}"
+
+
+def _extends(messages: tuple[Message, ...], done: tuple[Message, ...]) -> bool:
+    # Tuple equality compares by identity first: a C loop over the shared prefix.
+    return len(messages) >= len(done) and messages[: len(done)] == done

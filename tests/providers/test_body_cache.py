@@ -1,0 +1,269 @@
+"""Bodies assembled from kept JSON are byte-for-byte ``orjson.dumps(build_body(...))``.
+
+Random conversations for every HTTP provider, sent as an agent loop sends them (each
+request extends the previous one), then out of order (a rebuild from the per-message
+cache), with images, tool results, thinking from this and other APIs, and cache
+breakpoints on and off.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import orjson
+from hypothesis import given, settings, strategies as st
+from loopback import LoopbackServer, Reply
+
+from navi_core.conversation import (
+    Block,
+    CompactionSummary,
+    MediaPart,
+    Message,
+    RedactedThinking,
+    Text,
+    TextPart,
+    Thinking,
+    ToolResult,
+    ToolUse,
+    WireIdentity,
+)
+from navi_core.providers._http import HTTPProvider
+from navi_core.providers.anthropic import Anthropic
+from navi_core.providers.base import ProviderRequest
+from navi_core.providers.body_cache import CACHE, MessageCache, split_body
+from navi_core.providers.openai_chat import OpenAIChat
+from navi_core.providers.openai_responses import OpenAIResponses
+from navi_core.tools import ToolSpec
+
+URL = "http://127.0.0.1:9"
+
+
+@dataclass(frozen=True)
+class Settings:
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+
+
+ids = st.sampled_from(["call_1", "call_2", "call_3"])
+texts = st.text(max_size=12)
+reasoning = orjson.dumps(
+    {"type": "reasoning", "id": "rs_1", "encrypted_content": "enc", "summary": []}
+).decode()
+wires = st.sampled_from(
+    [
+        None,
+        WireIdentity("openai-chat", URL, "m"),
+        WireIdentity("openai-responses", URL, "m"),
+        WireIdentity("anthropic-messages", URL, "m"),
+        WireIdentity("anthropic-messages", URL, "other"),
+    ]
+)
+media = st.builds(MediaPart, st.sampled_from(["image/png", "image/jpeg"]), texts)
+parts = st.lists(st.one_of(st.builds(TextPart, texts), media), max_size=3)
+user_blocks: st.SearchStrategy[Block] = st.one_of(
+    st.builds(Text, texts),
+    st.builds(CompactionSummary, texts),
+    media,
+    st.builds(ToolResult, ids, parts.map(tuple), st.booleans()),
+)
+arguments = st.sampled_from(['{"a": 1}', '{"q": "x"}', "{", "[]", ""])
+assistant_blocks: st.SearchStrategy[Block] = st.one_of(
+    st.builds(Text, texts),
+    st.builds(ToolUse, ids, st.sampled_from(["look", "read"]), arguments),
+    st.builds(Thinking, texts, st.sampled_from([None, "", "sig", reasoning])),
+    st.builds(RedactedThinking, texts),
+)
+messages = st.one_of(
+    st.builds(
+        Message,
+        st.just("user"),
+        st.lists(user_blocks, max_size=4).map(tuple),
+    ),
+    st.builds(
+        Message,
+        st.just("assistant"),
+        st.lists(assistant_blocks, max_size=4).map(tuple),
+        wire=wires,
+    ),
+)
+specs = st.lists(
+    st.builds(
+        ToolSpec,
+        st.sampled_from(["look", "read"]),
+        texts,
+        st.just({"type": "object", "properties": {}}),
+    ),
+    max_size=2,
+).map(tuple)
+configs = st.builds(
+    Settings,
+    st.one_of(st.none(), st.integers(1, 100)),
+    st.one_of(st.none(), st.floats(0, 1)),
+)
+
+
+def providers() -> list[HTTPProvider]:
+    return [
+        OpenAIChat("m", URL),
+        OpenAIChat("m", URL, max_tokens_field="max_completion_tokens", top_p=0.5),
+        OpenAIResponses("m", URL),
+        OpenAIResponses("other", URL, reasoning={"effort": "low"}),
+        Anthropic("m", URL),
+        Anthropic("m", URL, cache=False),
+        Anthropic("other", URL, thinking={"type": "enabled", "budget_tokens": 64}),
+    ]
+
+
+def same(provider: HTTPProvider, request: ProviderRequest) -> None:
+    expected = orjson.dumps(provider.build_body(request))
+    assert provider.encode_body(request) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(messages, max_size=14),
+    st.one_of(st.none(), st.just(""), texts),
+    specs,
+    configs,
+    st.data(),
+)
+def test_growing_conversations_match(
+    history: list[Message],
+    system: str | None,
+    tools: tuple[ToolSpec, ...],
+    config: Settings,
+    data: st.DataObject,
+) -> None:
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(history)), max_size=5)))
+    for provider in providers():
+        for cut in [*cuts, len(history)]:
+            same(provider, ProviderRequest(tuple(history[:cut]), system, tools, config))
+        # out of order: a shorter conversation, then the same again
+        shorter = ProviderRequest(
+            tuple(history[: len(history) // 2]), system, (), config
+        )
+        same(provider, shorter)
+        same(provider, shorter)
+        provider.close()
+
+
+def test_cached_images_follow_the_tool_names() -> None:
+    """A tool result's image label names the call's tool; a kept encoding follows it."""
+    result = Message("user", (ToolResult("call_1", (MediaPart("image/png", "AAAA"),)),))
+    for provider in providers()[:4]:
+        for name in ("look", "read"):
+            call = Message("assistant", (ToolUse("call_1", name, "{}"),))
+            same(provider, ProviderRequest((call, result), None, (), Settings()))
+        same(provider, ProviderRequest((result,), None, (), Settings()))
+        provider.close()
+
+
+def test_options_that_replace_the_messages_are_honoured() -> None:
+    provider = OpenAIChat("m", URL, messages=[{"role": "user", "content": "fixed"}])
+    request = ProviderRequest((Message("user", (Text("hi"),)),), None, (), Settings())
+    assert orjson.loads(provider.encode_body(request))["messages"][0]["content"] == (
+        "fixed"
+    )
+    same(provider, request)
+
+
+def test_split_body_brackets_the_array() -> None:
+    bodies: list[dict[str, object]] = [
+        {"a": 1, "m": [], "b": [2]},
+        {"m": []},
+        {"m": [], "z": None},
+    ]
+    for body in bodies:
+        before, after = split_body(body, "m")
+        assert orjson.loads(before + b"1,2" + after)["m"] == [1, 2]
+        assert before + after == orjson.dumps(body)
+
+
+def test_the_cache_is_bounded_and_keeps_what_it_holds() -> None:
+    cache = MessageCache(limit=10)
+    kept = [Message("user", (Text(str(i)),)) for i in range(25)]
+    for message in kept:
+        cache.put(message, "k", message.text, 1)
+    assert len(cache) <= 10
+    assert cache.get(kept[-1], "k") == "24"
+    assert cache.get(kept[0], "k") is None
+    assert cache.get(Message("user", (Text("24"),)), "k") is None  # not by equality
+
+
+def test_the_cache_is_bounded_in_bytes() -> None:
+    cache = MessageCache(max_bytes=1000)
+    kept = [Message("user", (Text(str(i)),)) for i in range(40)]
+    for message in kept:
+        cache.put(message, "k", message.text, 100)
+    assert cache.nbytes <= 1000 + 100
+    assert cache.nbytes == 100 * len(cache)
+    assert cache.get(kept[-1], "k") == "39"
+    cache.clear()
+    assert len(cache) == 0 and cache.nbytes == 0
+
+
+def test_one_provider_serves_many_threads() -> None:
+    """Threads sharing a provider, each with its own growing conversation."""
+    provider = Anthropic("m", URL)
+    failures: list[int] = []
+
+    def session(worker: int) -> None:
+        history: tuple[Message, ...] = ()
+        for i in range(60):
+            text = (Text(f"w{worker} m{i}"),)
+            message = (
+                Message("user", text) if i % 2 == 0 else Message("assistant", text)
+            )
+            history += (message,)
+            request = ProviderRequest(history, "sys", (), Settings())
+            if provider.encode_body(request) != orjson.dumps(
+                provider.build_body(request)
+            ):
+                failures.append(worker)
+
+    threads = [threading.Thread(target=session, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    provider.close()
+
+
+def test_a_message_is_encoded_once_across_requests() -> None:
+    CACHE.clear()
+    provider = OpenAIChat("m", URL)
+    history = tuple(Message("user", (Text(f"q{i}"),)) for i in range(40))
+    for n in range(1, 41):
+        same(provider, ProviderRequest(history[:n], None, (), Settings()))
+    assert len(CACHE) == 40
+    provider.close()
+
+
+def test_the_bytes_sent_over_http_are_the_built_body(loopback: LoopbackServer) -> None:
+    """``open`` sends ``encode_body``: what the server receives is the built body."""
+    history: tuple[Message, ...] = ()
+    providers = [
+        OpenAIChat("m", f"{loopback.url}/v1"),
+        OpenAIResponses("m", f"{loopback.url}/v1"),
+        Anthropic("m", loopback.url),
+    ]
+    expected: list[bytes] = []
+    for i in range(8):
+        call = ToolUse(f"call_{i}", "look", f'{{"i": {i}}}')
+        result = ToolResult(
+            f"call_{i}", (TextPart(f"seen {i}"), MediaPart("image/png", "AA"))
+        )
+        history += (
+            Message("assistant", (Text("looking"), call)),
+            Message("user", (result,)),
+        )
+        request = ProviderRequest(history, "be brief", (), Settings())
+        for provider in providers:
+            loopback.add(Reply.sse(b""))
+            provider.open(request).close()
+            expected.append(orjson.dumps(provider.build_body(request)))
+    assert [r.body for r in loopback.requests] == expected
+    for provider in providers:
+        provider.close()
