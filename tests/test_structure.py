@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "navi_core"
 STDLIB_API = {"_replace", "_asdict", "_fields", "_make", "_field_defaults"}
 MAX_LINES = 400
 #: the phase machine stays readable in one file, rules header and all
-LONGER = {"navi_core.stream": 760}  # the whole phase machine, by design
+LONGER = {"navi_core.stream": 820}  # the whole phase machine and its control, by design
 
 
 def modules() -> dict[str, Path]:

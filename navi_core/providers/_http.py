@@ -176,13 +176,12 @@ class ResponseStream(DeltaStream):
         super().__init__(batches, wire, on_close=on_close)
         self._body = batches
         self._secrets = tuple(secrets)
-        get = getattr(network_stream, "get_extra_info", None)
-        self._socket: socket.socket | None = get("socket") if callable(get) else None
+        get = getattr(network_stream, "get_extra_info", lambda _: None)
+        self._socket: socket.socket | None = get("socket")
         self._held: Interrupter | None = None
 
     def hold_with(self, interrupter: Interrupter) -> None:
-        """Let ``interrupter`` shut this response's socket down until it is closed:
-        a stop then ends a read blocked on it, on whatever thread reads."""
+        """Let ``interrupter`` shut this response's socket down until it is closed."""
         if self._socket is not None and self._held is None:
             self._held = interrupter
             interrupter.hold(self._socket)
