@@ -80,10 +80,9 @@ TAPPED_HEADERS = ("content-type", "retry-after", "retry-after-ms")
 def json_object(raw: str) -> dict[str, Any] | None:
     """Tool-call arguments as a dict, or None when they are not one JSON object.
 
-    Arguments cut off by ``max_tokens`` (or otherwise broken) stay in the conversation
-    as the model sent them; on the wire they become ``{}``, because APIs and chat
-    templates that parse them refuse the whole request. The error result the dispatch
-    sent for that call already tells the model why it failed.
+    Broken arguments (e.g. cut off by ``max_tokens``) stay in the conversation as sent;
+    on the wire they become ``{}``, since APIs and chat templates that parse them refuse
+    the request. The dispatch's error result already told the model why.
     """
     value = decode_arguments(raw)
     return value if isinstance(value, dict) else None
