@@ -9,6 +9,7 @@ with agent.run("What does README.md say?") as stream:
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from .agent import Agent
@@ -123,6 +124,11 @@ if TYPE_CHECKING:  # imported on first use at run time (see __getattr__)
     from .store.sqlite import SQLiteStore
 
 __version__ = "0.1.0"
+
+# A library logs, the host decides where records go: without a handler of the host's,
+# navi_core's warnings stay silent instead of reaching stderr through logging's last
+# resort.
+logging.getLogger("navi_core").addHandler(logging.NullHandler())
 
 #: names whose modules import httpx, sqlite3, psycopg or Pillow (or start processes):
 #: loaded on first use
