@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,8 @@ from ..errors import NaviError
 from ..providers.base import Provider
 from ..providers.scripted import Scripted
 from ..store.base import SessionStore
+from .chat import open_provider
+from .chat_profiles import ChatSettings, default_config_path, load_profile, load_tools
 from .options import (
     ProviderChoice,
     Subcommands,
@@ -80,9 +83,16 @@ def register(subcommands: Subcommands) -> None:
     auth.add_argument(
         "--no-auth", action="store_true", help="serve without bearer tokens"
     )
-    # TODO(navi-core chat config profiles): take the provider and tools from a
-    # profile once the chat command's TOML profiles exist; the flags stay
-    model = p.add_argument_group("model endpoint (as for navi-core run)")
+    model = p.add_argument_group(
+        "model endpoint: a chat profile (navi-core chat's TOML), or the flags of "
+        "navi-core run, which win over it"
+    )
+    model.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the profiles file (default: as navi-core chat)",
+    )
+    model.add_argument("--profile", metavar="NAME", help="the profile to serve")
     model.add_argument("--model", metavar="M", help="the model to ask")
     model.add_argument("--base-url", metavar="URL")
     model.add_argument("--anthropic", action="store_true")
@@ -115,11 +125,39 @@ def _demo_provider() -> Provider:
     )
 
 
+def profile_settings(args: argparse.Namespace) -> ChatSettings | None:
+    """The chat profile to serve (provider, model, key variable, system, tools) with
+    the flags laid over it; None when neither a profile nor a config file names one.
+
+    Raises:
+        UsageError: the profile cannot be used.
+    """
+    if args.demo:
+        return None
+    named = args.config is not None or args.profile is not None
+    path = Path(args.config).expanduser() if args.config else default_config_path()
+    s = load_profile(path, args.profile, explicit_path=args.config is not None)
+    if not named and s.profile is None:
+        return None
+    if args.anthropic:
+        s = replace(s, provider="anthropic")
+    for flag in ("model", "base_url", "api_key_env", "system"):
+        if (value := getattr(args, flag)) is not None:
+            s = replace(s, **{flag: value})
+    if args.workspace:
+        s = replace(s, workspace=Path(args.workspace).resolve(), tools=("workspace",))
+    if not s.model:
+        raise UsageError(f"profile {s.profile!r} names no model: add one or --model M")
+    return s
+
+
 def _check(args: argparse.Namespace) -> ProviderChoice | None:
     if args.demo and args.model:
         raise UsageError("--demo and --model name two models: give one")
-    if not args.demo and not args.model:
-        raise UsageError("give --model M (and --base-url URL), or --demo")
+    if not args.demo and not args.model and profile_settings(args) is None:
+        raise UsageError(
+            "give --model M (and --base-url URL), --profile NAME, or --demo"
+        )
     if args.workers < 1 or args.threads < 1:
         raise UsageError("--workers and --threads must be at least 1")
     if args.max_body < 1 or args.grace < 0:
@@ -127,7 +165,9 @@ def _check(args: argparse.Namespace) -> ProviderChoice | None:
     host, sep, port = args.bind.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise UsageError(f"--bind wants HOST:PORT, got {args.bind!r}")
-    return None if args.demo else provider_choice(args)
+    if args.demo or profile_settings(args) is not None:
+        return None
+    return provider_choice(args)
 
 
 def _open_store(
@@ -174,18 +214,37 @@ def command(args: argparse.Namespace) -> int:
     auth = BearerAuth(tokens) if tokens and not args.no_auth else None
     workspace = Path(args.workspace or ".")
     config = Config(max_output_tokens=args.max_tokens)
+    try:
+        profile = profile_settings(args)
+        key_env = profile.api_key_env if profile is not None else None
+        if key_env and not os.environ.get(key_env):
+            raise UsageError(f"${key_env} (api_key_env) is not set")
+        tools = (
+            load_tools(profile.tools, profile.workspace)
+            if profile is not None
+            else workspace_tools(workspace)
+            if args.workspace or args.demo
+            else []
+        )
+    except UsageError as exc:
+        print(error_line(exc), file=sys.stderr)
+        return 2
 
     def make_app() -> ServeApp:
         from ..serve.app import ServeApp
 
         store, control = _open_store(args)
+        if profile is not None:
+            provider: Provider | None = open_provider(profile)  # the key, from its env
+        else:
+            provider = None if choice is None else choice.open()
         return ServeApp(
             store,
-            None if choice is None else choice.open(),
-            provider_factory=_demo_provider if choice is None else None,
-            tools=workspace_tools(workspace) if args.workspace or args.demo else [],
+            provider,
+            provider_factory=_demo_provider if provider is None else None,
+            tools=tools,
             config=config,
-            system=args.system,
+            system=profile.system if profile is not None else args.system,
             auth=auth,
             control=control(),
             max_body=args.max_body,
