@@ -281,9 +281,12 @@ class Stream:
                 and ctl.stop is None
                 and ctl.op is None
                 and ctl.deadline is None
-                and not self._closing
             ):
-                self._driver = _READING  # close() on another thread waits for it
+                self._driver = _READING  # set before _closing is read: see close()
+                if self._closing:
+                    self._driver = None
+                    self._wait_closed()
+                    continue
                 try:
                     step()
                 except ProviderError as exc:
@@ -342,7 +345,8 @@ class Stream:
 
         Closing a turn that has not ended fails it with ``Cancelled``. From another
         thread, while a thread is inside ``next()``: that thread's turn is stopped
-        first (it returns ``TurnComplete(CANCELLED)``), then the stream is closed.
+        first — its ``next()`` returns ``TurnComplete(CANCELLED)`` or raises
+        ``Cancelled`` within milliseconds — then the stream is closed.
         """
         if self._closed:
             return
