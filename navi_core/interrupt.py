@@ -1,7 +1,7 @@
 """Interrupting blocked network I/O from another thread.
 
 A ``Stream`` owns one ``Interrupter``. While a step of the turn runs on a thread, it
-is the *active* one of that thread (``set_active``, or ``active`` for a block); the
+is the *active* one of that thread (``set_active``, ``TurnControl.guarded``); the
 stream resets it when the step ends. The HTTP layer holds each socket with the active
 interrupter for the length of one blocking call on it (connect, read, write:
 ``hold``/``release``). ``fire()``, called by ``cancel()`` or ``close()`` from any
@@ -16,9 +16,8 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
 
-__all__ = ["THREAD", "Interrupter", "active", "current", "set_active"]
+__all__ = ["THREAD", "Interrupter", "current", "set_active"]
 
 #: per thread: ``.interrupter``, the active one (the stream's hot path sets it directly)
 THREAD = threading.local()
@@ -83,14 +82,3 @@ def current() -> Interrupter | None:
 def set_active(interrupter: Interrupter | None) -> None:
     """Make ``interrupter`` this thread's active one (one attribute write: per step)."""
     _local.interrupter = interrupter
-
-
-@contextlib.contextmanager
-def active(interrupter: Interrupter) -> Iterator[Interrupter]:
-    """Make ``interrupter`` this thread's active one for the block."""
-    previous = getattr(_local, "interrupter", None)
-    _local.interrupter = interrupter
-    try:
-        yield interrupter
-    finally:
-        _local.interrupter = previous
