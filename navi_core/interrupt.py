@@ -1,14 +1,15 @@
 """Interrupting blocked network I/O from another thread.
 
-A ``Stream`` owns one ``Interrupter``. While a step of the turn runs on a thread, it
-is the *active* one of that thread (``set_active``, ``TurnControl.guarded``); the
-stream resets it when the step ends. The HTTP layer holds each socket with the active
-interrupter for the length of one blocking call on it (connect, read, write:
-``hold``/``release``). ``fire()``, called by ``cancel()`` or ``close()`` from any
-thread, shuts the held sockets down: a read blocked in the kernel returns at once and
-the provider raises ``TransportError``, which the stream then reports as the cancel it
-was. A socket is held only while this turn blocks on it, so a pooled connection that
-serves another turn next is never touched.
+A ``Stream`` owns one ``Interrupter``. While the turn makes a call that may block (an
+open, a summary request), the interrupter is the *active* one of the calling thread
+(``TurnControl.guarded``; the stream's worker thread keeps it active, ``set_active``),
+and the HTTP layer holds each socket with it for the length of one blocking call on it
+(connect, read, write: ``hold``/``release``); an open HTTP response holds its socket
+with it until it is closed (``ResponseStream.hold_with``). ``fire()``, called by
+``cancel()`` or ``close()`` from any thread, shuts the held sockets down: a read blocked
+in the kernel returns at once and the provider raises ``TransportError``, which the
+stream then reports as the cancel it was. A socket is held only while this turn uses
+it, so a pooled connection that serves another turn next is never touched.
 """
 
 from __future__ import annotations
