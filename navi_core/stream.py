@@ -37,8 +37,11 @@ State beside the phase, each in one field:
   notice to return after it.
 * ``_dispatch`` (``Dispatch | None``): the tool batch running in AFTER_RESPONSE.
 * ``_response``: the open provider response, in STREAMING only.
-* ``_ctl`` (``TurnControl``): the driving lock, the ``next(timeout)`` deadline, the
-  requested stop, and a blocking call waiting off-thread with its continuation.
+* ``_ctl`` (``TurnControl``): the ``next(timeout)`` deadline, the requested stop, and
+  a blocking call waiting off-thread with its continuation.
+* ``_driver`` / ``_closing``: the handshake with a ``close()`` from another thread —
+  the driver marks itself before it looks at ``_closing``, the closer sets
+  ``_closing`` before it looks at ``_driver`` and waits while it is set.
 * ``_x`` (``TurnExtras``): hooks, observers, planning, a resumed or held approval
   batch and the usage of sub-agents; called at publish, open, dispatch and finish.
 
