@@ -13,7 +13,6 @@ import pytest
 from loopback import LoopbackServer, Reply
 from test_chat import ROOT, chat_env, text_reply
 
-import navi_core
 from navi_core.cli.chat_profiles import Price, load_profile
 from navi_core.cli.options import UsageError
 from navi_core.conversation import System, Usage, UserMessage
@@ -172,14 +171,28 @@ def test_no_model_says_how_to_name_one(tmp_path: Path) -> None:
     assert "no model: give --model M" in result.stderr and "--demo" in result.stderr
 
 
-@pytest.mark.skipif(
-    hasattr(navi_core, "OpenAIResponses"), reason="OpenAIResponses is present"
-)
-def test_responses_without_the_provider_is_a_clear_error(tmp_path: Path) -> None:
-    result = piped("hi\n", "--responses", "--model", "m", cwd=tmp_path)
-    assert result.returncode == 1
-    assert "--responses needs navi_core.OpenAIResponses" in result.stderr
-    assert "Traceback" not in result.stderr
+def test_the_chat_speaks_the_responses_api(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    from providers.wire_streams import responses_body
+
+    loopback.add(Reply.sse(responses_body(["Hello from ", "Responses."])))
+    result = piped(
+        "hi\n",
+        "--responses",
+        "--model",
+        "gpt-test",
+        "--base-url",
+        loopback.url + "/v1",
+        "--db",
+        str(tmp_path / "r.db"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Hello from Responses." in result.stdout
+    (request,) = loopback.requests
+    assert request.path == "/v1/responses"
+    assert request.json["store"] is False and request.json["stream"] is True
 
 
 def test_a_retried_answer_is_printed_once(
