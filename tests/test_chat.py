@@ -269,7 +269,8 @@ def test_ctrl_c_twice_at_an_empty_prompt_exits(
     p = start(chats, tmp_path, "--demo", "--db", str(tmp_path / "d.db"))
     p.child.sendintr()
     p.wait_for(r"Ctrl-C again to exit")
-    p.wait_for(r"(?m)^>")  # the prompt is back (as a person sees it before pressing again)
+    # the prompt is back, as a person sees it before pressing again
+    p.wait_for(r"(?m)^>")
     time.sleep(0.2)
     assert p.child.isalive()
     p.child.sendintr()
