@@ -31,12 +31,30 @@ from ._http import HTTPProvider, Parser, json_object
 from .base import ProviderRequest
 from .body_cache import FlatEncoder, split_body
 
-__all__ = ["DEFAULT_BASE_URL", "SUMMARY_PREFIX", "OpenAIChat", "build_messages"]
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "SUMMARY_PREFIX",
+    "OpenAIChat",
+    "build_messages",
+    "openai_endpoint",
+]
 
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n\n"
 """How a ``CompactionSummary`` is introduced when it is sent as user text."""
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def openai_endpoint(
+    base_url: str | None, api_key: str | None
+) -> tuple[str, dict[str, str]]:
+    """The base URL and auth header of an OpenAI-style provider: the arguments, else
+    ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, else the public API without a key."""
+    if base_url is None:
+        base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    if api_key is None:
+        api_key = os.environ.get("OPENAI_API_KEY") or None
+    return base_url, ({"authorization": f"Bearer {api_key}"} if api_key else {})
 
 
 class OpenAIChat(HTTPProvider):
@@ -69,11 +87,7 @@ class OpenAIChat(HTTPProvider):
             raise ValueError(
                 "max_tokens_field must be 'max_tokens' or 'max_completion_tokens'"
             )
-        if base_url is None:
-            base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        if api_key is None:
-            api_key = os.environ.get("OPENAI_API_KEY") or None
-        auth = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        base_url, auth = openai_endpoint(base_url, api_key)
         super().__init__(
             model,
             base_url,

@@ -11,7 +11,6 @@ text and ``function_call`` items; each tool result a ``function_call_output`` pa
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -34,7 +33,7 @@ from ..tools import ToolSpec
 from ._http import HTTPProvider, Parser, json_object
 from .base import ProviderRequest
 from .body_cache import FlatEncoder, split_body
-from .openai_chat import DEFAULT_BASE_URL, SUMMARY_PREFIX
+from .openai_chat import SUMMARY_PREFIX, openai_endpoint
 from .wire import own_blocks
 
 __all__ = ["OpenAIResponses", "build_input"]
@@ -64,11 +63,7 @@ class OpenAIResponses(HTTPProvider):
         client: httpx.Client | None = None,
         **options: Any,
     ) -> None:
-        if base_url is None:
-            base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        if api_key is None:
-            api_key = os.environ.get("OPENAI_API_KEY") or None
-        auth = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        base_url, auth = openai_endpoint(base_url, api_key)
         super().__init__(
             model,
             base_url,
