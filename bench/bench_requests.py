@@ -52,6 +52,7 @@ TOOLS = (
 class Settings:
     max_output_tokens: int | None = 1024
     temperature: float | None = None
+    coalesce_deltas: bool = False
 
 
 def pair(i: int) -> tuple[Message, Message]:

@@ -4,12 +4,14 @@
 The pure twin ``navi_core/_core_py.py`` gives identical results and is the reference.
 Each twin include mirrors one of its modules file for file and name for name:
 ``_framing.pxi`` ↔ ``_framing_py.py``, ``_sse.pxi`` ↔ ``_sse_py.py``,
-``_responses.pxi`` ↔ ``_responses_py.py``, ``_text.pxi`` ↔ ``_text_py.py``. The
+``_responses.pxi`` ↔ ``_responses_py.py``, ``_text.pxi`` ↔ ``_text_py.py``,
+``_assemble.pxi`` ↔ ``_assemble_py.py``. The
 ``_fast_*.pxi`` includes are C-only fast paths with no twin.
 """
 
 __all__ = [
     "AnthropicParser",
+    "Assembler",
     "OpenAIChatParser",
     "OpenAIResponsesParser",
     "SSEDecoder",
@@ -25,3 +27,4 @@ include "_framing.pxi"
 include "_sse.pxi"
 include "_responses.pxi"
 include "_text.pxi"
+include "_assemble.pxi"

@@ -4,10 +4,12 @@ It mirrors the pure twin ``navi_core._core_py`` name for name and signature for
 signature; tests/core/test_selection.py keeps the two equal.
 """
 
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 __all__ = [
     "AnthropicParser",
+    "Assembler",
     "OpenAIChatParser",
     "OpenAIResponsesParser",
     "SSEDecoder",
@@ -62,3 +64,18 @@ class AnthropicParser:
 
 def estimate_tokens(text: str) -> int: ...
 def b64encode(data: bytes | bytearray | memoryview) -> str: ...
+
+class Assembler:
+    done: bool
+    finish_reason: Any
+    model: Any
+    usage: Any
+    def __init__(
+        self,
+        events: Sequence[type],
+        on_error: Callable[[Any, Any], BaseException],
+        coalesce: bool = False,
+    ) -> None: ...
+    def feed(self, deltas: Sequence[_Delta], push: Callable[[Any], Any]) -> None: ...
+    def shown(self) -> tuple[int, int, int]: ...
+    def blocks(self) -> list[tuple[int, str, Any]]: ...

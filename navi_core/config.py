@@ -122,3 +122,5 @@ class Config:
     max_thinking_chars: int | None = None
     #: a planning request before the first response of a non-casual turn
     planning: PlanningConfig | None = None
+    #: adjacent deltas of one kind that arrived in one network read become one event
+    coalesce_deltas: bool = False

@@ -24,6 +24,7 @@ __all__ = [
     "REQUIRE_EXTENSION",
     "ExtensionFallbackWarning",
     "AnthropicParser",
+    "Assembler",
     "OpenAIChatParser",
     "OpenAIResponsesParser",
     "SSEDecoder",
@@ -52,6 +53,7 @@ EXTENSION_ERROR: str | None = None
 if TYPE_CHECKING or FORCE_PURE:
     from ._core_py import (
         AnthropicParser,
+        Assembler,
         OpenAIChatParser,
         OpenAIResponsesParser,
         SSEDecoder,
@@ -65,6 +67,7 @@ else:
     try:
         from ._core import (
             AnthropicParser,
+            Assembler,
             OpenAIChatParser,
             OpenAIResponsesParser,
             SSEDecoder,
@@ -93,6 +96,7 @@ else:
             )
         from ._core_py import (
             AnthropicParser,
+            Assembler,
             OpenAIChatParser,
             OpenAIResponsesParser,
             SSEDecoder,

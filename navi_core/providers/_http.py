@@ -171,8 +171,9 @@ class ResponseStream(DeltaStream):
         on_close: Callable[[], None] | None = None,
         secrets: Sequence[str] = (),
         network_stream: Any = None,
+        coalesce: bool = False,
     ) -> None:
-        super().__init__(batches, wire, on_close=on_close)
+        super().__init__(batches, wire, on_close=on_close, coalesce=coalesce)
         self._body = batches
         self._secrets = tuple(secrets)
         get = getattr(network_stream, "get_extra_info", lambda _: None)
@@ -356,6 +357,7 @@ class HTTPProvider:
             on_close=response.close,
             secrets=self._secrets,
             network_stream=response.extensions.get("network_stream"),
+            coalesce=request.config.coalesce_deltas,
         )
 
     def _check(self, response: httpx.Response, tap: Tap | None = None) -> None:

@@ -43,6 +43,11 @@ class RequestConfig(Protocol):
         """The sampling temperature (None: the provider's default)."""
         ...
 
+    @property
+    def coalesce_deltas(self) -> bool:
+        """Whether adjacent deltas of one network read become one event."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ProviderRequest:

@@ -23,7 +23,8 @@ class DeltaStream:
 
     ``batches`` yields one list of core deltas per unit of input and must raise
     ``ProviderError`` subclasses for transport failures. Running out of batches before
-    the terminator delta is a ``MalformedStream``.
+    the terminator delta is a ``MalformedStream``. With ``coalesce``, adjacent deltas
+    of one kind in one batch become one event.
     """
 
     __slots__ = ("_asm", "_batches", "_complete", "_on_close")
@@ -34,9 +35,10 @@ class DeltaStream:
         wire: WireIdentity,
         *,
         on_close: Callable[[], None] | None = None,
+        coalesce: bool = False,
     ) -> None:
         self._batches = batches
-        self._asm = ResponseAssembler(wire)
+        self._asm = ResponseAssembler(wire, coalesce=coalesce)
         self._complete = False
         self._on_close = on_close
 

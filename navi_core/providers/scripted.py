@@ -3,7 +3,8 @@
 Each item is one response: a list of blocks, an assistant ``Message`` (to carry usage
 and a stop reason), a plain string (one text block), an exception instance (raised when
 that response is opened) or ``MidStreamFailure`` (streams a part, then fails). Text is
-streamed in small deltas through the same assembler the HTTP providers use.
+streamed in small deltas through the same assembler the HTTP providers use, one delta
+per simulated network read unless ``deltas_per_read`` says more.
 """
 
 from __future__ import annotations
@@ -55,11 +56,13 @@ class Scripted:
         *,
         model: str = "scripted",
         chunk_chars: int = 4,
+        deltas_per_read: int = 1,
     ) -> None:
         self._items: list[Any] = list(items)
         self._lock = threading.Lock()
         self._wire = WireIdentity("scripted", "scripted://local", model)
         self.chunk_chars = max(1, chunk_chars)
+        self.deltas_per_read = max(1, deltas_per_read)
         self.calls = 0
         self.requests: list[list[Message]] = []
         self.last_request: ProviderRequest | None = None
@@ -99,9 +102,13 @@ class Scripted:
             fail, after, item = item.error, item.after, list(item.blocks)
         message = _as_message(item)
         batches = self._batches(message)
+        if self.deltas_per_read > 1:
+            batches = _regroup(batches, self.deltas_per_read)
         if fail is not None:
             batches = _fail_after(batches, after, fail)
-        return DeltaStream(batches, self._wire)
+        return DeltaStream(
+            batches, self._wire, coalesce=request.config.coalesce_deltas
+        )
 
     def _batches(self, message: Message) -> Iterator[list[tuple[Any, ...]]]:
         n = self.chunk_chars
@@ -148,6 +155,20 @@ def _as_message(item: Any) -> Message:
     if isinstance(item, str):
         return Message("assistant", (Text(item),))
     return Message("assistant", tuple(item))
+
+
+def _regroup(
+    batches: Iterator[list[tuple[Any, ...]]], size: int
+) -> Iterator[list[tuple[Any, ...]]]:
+    """Batches of ``size`` deltas, as one network read of a fast server holds them."""
+    out: list[tuple[Any, ...]] = []
+    for batch in batches:
+        out += batch
+        if len(out) >= size:
+            yield out
+            out = []
+    if out:
+        yield out
 
 
 def _fail_after(

@@ -25,6 +25,7 @@ PAIRS = {
     "_sse_py": "_sse.pxi",
     "_responses_py": "_responses.pxi",
     "_text_py": "_text.pxi",
+    "_assemble_py": "_assemble.pxi",
 }
 C_ONLY_HEADER = "# C-only fast path, no Python twin"
 
@@ -37,6 +38,7 @@ PY_ONLY = {
         "_learn",
     },
     "_responses_py": set(),
+    "_assemble_py": set(),
     "_text_py": {
         "_ascii_class",  # build the class tables; C copies the finished ones
         "_bmp_table",
@@ -52,6 +54,9 @@ C_ONLY = {
     "_responses.pxi": {
         "_responses_event",  # the byte scanner of the delta events
         "_echo",  # the events the scanner steps over
+    },
+    "_assemble.pxi": {
+        "_Maker",  # events built with their slots set in place, not through __init__
     },
     "_text.pxi": {
         "_copy_table",  # the twin's tables into C arrays, at import

@@ -43,6 +43,7 @@ URL = "http://127.0.0.1:9"
 class Settings:
     max_output_tokens: int | None = None
     temperature: float | None = None
+    coalesce_deltas: bool = False
 
 
 ids = st.sampled_from(["call_1", "call_2", "call_3"])
