@@ -38,7 +38,7 @@ cdef Py_ssize_t _A_RUN = 256
 
 
 cdef class _Maker:
-    """Builds instances of a slotted class from positional values, slots set in place."""
+    """Builds instances of a slotted class from positional values, slots in place."""
 
     cdef object cls
     cdef tuple names
