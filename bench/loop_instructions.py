@@ -3,7 +3,11 @@
 Runs each scenario under valgrind's cachegrind twice (a small and a large count) and
 prints the difference per unit, so start-up and import cost cancel out:
 
-- per text delta: a ``Scripted`` turn of 10,000 small text deltas through ``next()``;
+- the floor: a plain generator yielding 10,000 ``TextDelta`` objects, drained;
+- per text delta: a turn of 10,000 small text deltas through ``next()``, from a
+  provider whose deltas were built before (``prebuilt.py``: the loop alone), one delta
+  per simulated network read (the worst case) and 64 per read (what a fast server's
+  reads hold), without and with ``Config(coalesce_deltas=True)``;
 - per tool turn: a turn with 5 tool calls and a final answer.
 
 Compare two trees in one sitting, e.g. ``PYTHONPATH=/path/to/other/checkout python
@@ -18,15 +22,33 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 
 DELTAS = 10_000
 
 
-def delta_turns(turns: int) -> None:
-    from navi_core import Agent, Scripted, Text
+def floor(turns: int) -> None:
+    from navi_core.events import TextDelta
+
+    events = [TextDelta("xxxx") for _ in range(DELTAS)]
+
+    def gen() -> Iterator[TextDelta]:
+        yield from events
+
+    for _ in range(turns):
+        g = gen()
+        while next(g, None):
+            pass
+
+
+def delta_turns(turns: int, per_read: int = 1, coalesce: bool = False) -> None:
+    from prebuilt import Prebuilt
+
+    from navi_core import Agent, Config
     from navi_core.store.null import NullStore
 
-    agent = Agent(Scripted([[Text("x" * (DELTAS * 4))]] * turns), store=NullStore())
+    provider = Prebuilt(DELTAS, per_read)
+    agent = Agent(provider, store=NullStore(), config=Config(coalesce_deltas=coalesce))
     for _ in range(turns):
         stream = agent.run("q")
         while stream.next():
@@ -54,7 +76,13 @@ def tool_turns(turns: int) -> None:
     agent.close()
 
 
-SCENARIOS = {"delta": delta_turns, "tool": tool_turns}
+SCENARIOS: dict[str, Callable[[int], None]] = {
+    "floor": floor,
+    "delta": delta_turns,
+    "delta64": lambda turns: delta_turns(turns, 64),
+    "coalesced64": lambda turns: delta_turns(turns, 64, coalesce=True),
+    "tool": tool_turns,
+}
 
 
 def instructions(scenario: str, count: int) -> int:
@@ -93,10 +121,24 @@ def main() -> None:
     import navi_core.core
 
     print(f"core: {navi_core.core.IMPLEMENTATION}; navi_core from {navi_core.__file__}")
-    per_delta = (instructions("delta", 3) - instructions("delta", 1)) / (2 * DELTAS)
-    per_turn = (instructions("tool", 21) - instructions("tool", 1)) / 20
-    print(f"instructions per text delta through next(): {per_delta:,.0f}")
-    print(f"instructions per 5-call tool turn:          {per_turn:,.0f}")
+    base = per_unit("floor", DELTAS)
+    print(f"{'scenario':<44} {'instructions':>13} {'x floor':>8}")
+    print(f"{'floor: a generator, per event':<44} {base:>13,.0f} {1:>7.1f}x")
+    for name, label in (
+        ("delta", "per text delta, 1 per read"),
+        ("delta64", "per text delta, 64 per read"),
+        ("coalesced64", "per text delta, 64 per read, coalesced"),
+    ):
+        n = per_unit(name, DELTAS)
+        print(f"{label:<44} {n:>13,.0f} {n / base:>7.1f}x")
+    print(f"{'per 5-call tool turn':<44} {per_unit('tool', 1):>13,.0f}")
+
+
+def per_unit(scenario: str, units: int) -> float:
+    """Instructions per unit: two runs, so start-up and imports cancel out."""
+    small, large = (1, 3) if scenario != "tool" else (1, 21)
+    diff = instructions(scenario, large) - instructions(scenario, small)
+    return diff / ((large - small) * units)
 
 
 if __name__ == "__main__":

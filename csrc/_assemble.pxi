@@ -5,6 +5,8 @@
 
 import secrets as _secrets
 
+from cpython.ref cimport PyObject
+
 from cpython.list cimport PyList_GET_SIZE
 
 cdef extern from "Python.h":
@@ -12,6 +14,13 @@ cdef extern from "Python.h":
     ctypedef struct PyTypeObject:
         pass
     object PyType_GenericAlloc(PyTypeObject* t, Py_ssize_t n)
+    ctypedef struct PyMemberDef:
+        int type
+        Py_ssize_t offset
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+    void Py_INCREF(object o)
+    int Py_T_OBJECT_EX "T_OBJECT_EX"
 
 cdef enum:
     _D_TEXT = 0
@@ -43,21 +52,40 @@ cdef class _Maker:
     cdef object cls
     cdef tuple names
     cdef PyTypeObject* tp
+    cdef Py_ssize_t offsets[2]
 
     def __init__(self, cls):
         self.cls = cls
         self.names = tuple(cls.__match_args__)
         self.tp = <PyTypeObject*>cls
+        cdef Py_ssize_t i
+        cdef object member
+        for i in range(2):
+            self.offsets[i] = -1
+            if i < len(self.names):
+                member = cls.__dict__.get(self.names[i])
+                if type(member).__name__ == "member_descriptor" and (
+                    (<PyMemberDescrObject*>member).d_member.type == Py_T_OBJECT_EX
+                ):
+                    self.offsets[i] = (<PyMemberDescrObject*>member).d_member.offset
+
+    cdef inline _set(self, object ev, Py_ssize_t i, object value):
+        cdef Py_ssize_t offset = self.offsets[i]
+        if offset < 0:
+            PyObject_GenericSetAttr(ev, self.names[i], value)
+        else:  # a fresh instance: the slot is empty
+            Py_INCREF(value)
+            (<PyObject**>((<char*><PyObject*>ev) + offset))[0] = <PyObject*>value
 
     cdef object one(self, object a):
         cdef object ev = PyType_GenericAlloc(self.tp, 0)
-        PyObject_GenericSetAttr(ev, self.names[0], a)
+        self._set(ev, 0, a)
         return ev
 
     cdef object two(self, object a, object b):
         cdef object ev = PyType_GenericAlloc(self.tp, 0)
-        PyObject_GenericSetAttr(ev, self.names[0], a)
-        PyObject_GenericSetAttr(ev, self.names[1], b)
+        self._set(ev, 0, a)
+        self._set(ev, 1, b)
         return ev
 
 

@@ -1,18 +1,20 @@
 """Pure-Python twin of ``csrc/_core.pyx``: the same names, signatures and results.
 
 It is the reference implementation and the typing source of truth. The code lives in
-five modules, each mirrored file for file and name for name by an include of the
+six modules, each mirrored file for file and name for name by an include of the
 compiled core: ``_framing_py`` (SSE framing) ↔ ``csrc/_framing.pxi``, ``_sse_py`` (the
 chat and Messages delta parsers) ↔ ``csrc/_sse.pxi``, ``_responses_py`` (the Responses
 parser) ↔ ``csrc/_responses.pxi``, ``_text_py`` (token estimate and base64) ↔
 ``csrc/_text.pxi``, ``_assemble_py`` (delta tuples to events) ↔
-``csrc/_assemble.pxi``. The compiled core's C-only fast paths are ``csrc/_fast_*.pxi``.
+``csrc/_assemble.pxi``, ``_pump_py`` (the hot path of ``Stream.next``) ↔
+``csrc/_pump.pxi``. The compiled core's C-only fast paths are ``csrc/_fast_*.pxi``.
 """
 
 from __future__ import annotations
 
 from ._assemble_py import Assembler
 from ._framing_py import SSEDecoder, SSEEvent
+from ._pump_py import next_event, next_or_stop
 from ._responses_py import OpenAIResponsesParser
 from ._sse_py import AnthropicParser, OpenAIChatParser
 from ._text_py import b64encode, estimate_tokens
@@ -26,4 +28,6 @@ __all__ = [
     "SSEEvent",
     "b64encode",
     "estimate_tokens",
+    "next_event",
+    "next_or_stop",
 ]

@@ -280,27 +280,103 @@ def UserMessage(content: str | Iterable[Block]) -> Message:
     return Message("user", tuple(content))
 
 
+class MessageList(list[Message]):
+    """A list that counts its edits (anything but appending), so ``Conversation`` can
+    tell that what it found in the list still holds."""
+
+    __slots__ = ("edits",)
+
+    def __init__(self, messages: Iterable[Message] = ()) -> None:
+        super().__init__(messages)
+        self.edits = 0
+
+    def _edited(name: str) -> Any:  # type: ignore[misc]
+        method = getattr(list, name)
+
+        def edit(self: MessageList, *args: Any) -> Any:
+            self.edits += 1
+            return method(self, *args)
+
+        edit.__name__ = name
+        return edit
+
+    __setitem__ = _edited("__setitem__")
+    __delitem__ = _edited("__delitem__")
+    insert = _edited("insert")
+    pop = _edited("pop")
+    remove = _edited("remove")
+    clear = _edited("clear")
+    sort = _edited("sort")
+    reverse = _edited("reverse")
+    __imul__ = _edited("__imul__")
+    del _edited
+
+
 @dataclass(slots=True)
 class Conversation:
-    """The live, ordered list of messages of one session."""
+    """The live, ordered list of messages of one session.
 
-    messages: list[Message] = field(default_factory=list)
+    ``system_prompt()`` and ``dialogue()`` keep what they found, and on the next call
+    look only at messages appended since, so a request costs the same at message 30 as
+    at 3,000. Any other edit of ``messages`` makes them look again from the start (a
+    list assigned to ``messages`` later, not a ``MessageList``, is looked at whole).
+    """
+
+    messages: list[Message] = field(default_factory=MessageList)
     session_id: str | None = None
+    _index: _Index | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if type(self.messages) is not MessageList:
+            self.messages = MessageList(self.messages)
 
     def __len__(self) -> int:
         return len(self.messages)
 
     def system_prompt(self) -> str | None:
         """The effective system prompt: appended texts, reset by a "replace"."""
-        parts: list[str] = []
-        for m in self.messages:
-            for b in m.content:
-                if isinstance(b, System):
-                    if b.mode == "replace":
-                        parts = []
-                    parts.append(b.text)
+        parts = self._synced().system
         return "\n\n".join(parts) if parts else None
 
     def dialogue(self) -> list[Message]:
         """The messages a provider sees as turns (system messages excluded)."""
-        return [m for m in self.messages if m.role != "system"]
+        return list(self._synced().dialogue)
+
+    def _synced(self) -> _Index:
+        messages = self.messages
+        index = self._index
+        edits = getattr(messages, "edits", None)
+        if (
+            index is None
+            or index.source is not messages
+            or edits is None
+            or edits != index.edits
+        ):
+            index = self._index = _Index(messages, edits)
+        if index.seen < len(messages):
+            index.add(messages)
+        return index
+
+
+class _Index:
+    """What ``Conversation`` found in ``source[:seen]``: its system texts and dialogue."""
+
+    __slots__ = ("dialogue", "edits", "seen", "source", "system")
+
+    def __init__(self, source: list[Message], edits: int | None) -> None:
+        self.source = source
+        self.edits = edits
+        self.seen = 0
+        self.system: list[str] = []
+        self.dialogue: list[Message] = []
+
+    def add(self, messages: list[Message]) -> None:
+        for m in messages[self.seen :]:
+            if m.role != "system":
+                self.dialogue.append(m)
+            for b in m.content:
+                if isinstance(b, System):
+                    if b.mode == "replace":
+                        self.system = []
+                    self.system.append(b.text)
+        self.seen = len(messages)

@@ -31,6 +31,8 @@ __all__ = [
     "SSEEvent",
     "b64encode",
     "estimate_tokens",
+    "next_event",
+    "next_or_stop",
 ]
 
 _TRUTHY: Final = frozenset({"1", "true", "yes", "on"})
@@ -60,6 +62,8 @@ if TYPE_CHECKING or FORCE_PURE:
         SSEEvent,
         b64encode,
         estimate_tokens,
+        next_event,
+        next_or_stop,
     )
 
     IMPLEMENTATION: str = "python"
@@ -74,6 +78,8 @@ else:
             SSEEvent,
             b64encode,
             estimate_tokens,
+            next_event,
+            next_or_stop,
         )
 
         IMPLEMENTATION = "cython"
@@ -103,6 +109,8 @@ else:
             SSEEvent,
             b64encode,
             estimate_tokens,
+            next_event,
+            next_or_stop,
         )
 
         IMPLEMENTATION = "python"

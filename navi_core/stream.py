@@ -72,7 +72,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from threading import get_ident
 from types import TracebackType
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from .compaction import (
     PendingCompaction,
@@ -83,6 +83,7 @@ from .compaction import (
 from .config import Config
 from .control import NotYet, TurnControl
 from .conversation import Message, ToolUse, Usage
+from .core import next_event, next_or_stop
 from .dispatch import Dispatch, cancelled_before_start, describe
 from .errors import (
     Cancelled,
@@ -165,6 +166,9 @@ class Stream:
     manager; ``close()`` releases the open response and persists what was committed.
     Drive it from one thread at a time; ``cancel()`` and ``close()`` may be called from
     any thread, also while another thread is inside ``next()``.
+
+    ``next()`` is the core's ``next_event``: it hands out an event already queued, and
+    runs ``_advance``, the phase machine, for everything else.
     """
 
     def __init__(
@@ -180,11 +184,11 @@ class Stream:
         self._host = host
         self._output = OutputCheck(output)  # run(..., output=T); inert without T
         self._x = extras if extras is not None else TurnExtras(host.session)
-        self._observers = self._x.observers
-        self._phase = Phase.TURN_START
         # typed as the union so next() returns it unchanged; providers and dispatch
         # push into it through their ``deque[Event]`` / ``list[Event]`` signatures
         self._queue: deque[AnyEvent] = deque(Steered(m) for m in steered)
+        self._observers = self._x.observers
+        self._phase = Phase.TURN_START
         self._handlers: dict[Phase, Callable[[], None]] = {
             Phase.TURN_START: self._turn_start,
             Phase.STREAMING: self._streaming,
@@ -249,8 +253,16 @@ class Stream:
         """True until the turn ended (DONE, FAILED) or the stream was closed."""
         return not self._closed and self._step is not None
 
-    def next(self, timeout: float | None = None) -> AnyEvent | None:
-        """Advance the turn until it has an event, and return it.
+    if TYPE_CHECKING:
+
+        def next(self, timeout: float | None = None) -> AnyEvent | None: ...
+        def __next__(self) -> AnyEvent: ...
+    else:  # the core's: a queued event is handed out there, the rest runs _advance
+        next = next_event
+        __next__ = next_or_stop
+
+    def _advance(self, timeout: float | None) -> AnyEvent | None:
+        """``next()`` past the queue: run the phase machine until it has an event.
 
         Args:
             timeout: seconds to wait at most; None blocks until there is an event.
@@ -389,12 +401,6 @@ class Stream:
 
     def __iter__(self) -> Iterator[AnyEvent]:
         return self
-
-    def __next__(self) -> AnyEvent:
-        ev = self.next()
-        if ev is None:
-            raise StopIteration
-        return ev
 
     def __enter__(self) -> Stream:
         return self

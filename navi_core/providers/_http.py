@@ -3,11 +3,9 @@
 One ``httpx.Client`` per provider (keep-alive across requests), ``Timeout`` turned into
 ``httpx.Timeout``, the request, and the streaming loop that feeds raw body bytes to a
 core parser. Failures and error statuses become navi_core errors through
-``_http_errors`` (transport errors, the retry hint, the capped error body) and
-``errormap``. Secrets (the API key, credential headers, credentials in the base URL)
-are redacted from every error message raised here, in-stream error objects included,
-and the base URL is shown and recorded only in its public form (both from
-``navi_core._secrets``).
+``_http_errors`` and ``errormap``. Secrets (the API key, credential headers and URL
+credentials) are redacted from every error raised here, in-stream errors included, and
+the base URL is shown only in its public form (both from ``navi_core._secrets``).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, TypeAlias
 
 from .. import deltas as D
@@ -102,42 +103,48 @@ class Scripted:
             fail, after, item = item.error, item.after, list(item.blocks)
         message = _as_message(item)
         batches = self._batches(message)
-        if self.deltas_per_read > 1:
-            batches = _regroup(batches, self.deltas_per_read)
         if fail is not None:
             batches = _fail_after(batches, after, fail)
-        return DeltaStream(
-            batches, self._wire, coalesce=request.config.coalesce_deltas
-        )
+        return DeltaStream(batches, self._wire, coalesce=request.config.coalesce_deltas)
 
     def _batches(self, message: Message) -> Iterator[list[tuple[Any, ...]]]:
-        n = self.chunk_chars
-        yield [(D.MODEL, self._wire.model)]
-        tool_index = 0
-        for block in message.content:
-            if isinstance(block, Text):
-                for i in range(0, len(block.text), n):
-                    yield [(D.TEXT, block.text[i : i + n])]
-            elif isinstance(block, Thinking):
-                for i in range(0, len(block.text), n):
-                    yield [(D.THINKING, block.text[i : i + n])]
-                if block.signature is not None:
-                    yield [(D.SIGNATURE, block.signature)]
-            elif isinstance(block, RedactedThinking):
-                yield [(D.REDACTED_THINKING, block.data)]
-            elif isinstance(block, ToolUse):
-                yield [(D.TOOL_START, tool_index, block.id, block.name)]
-                step = max(n * 4, 8)
-                for i in range(0, len(block.input), step):
-                    yield [(D.TOOL_ARGS, tool_index, block.input[i : i + step])]
-                tool_index += 1
+        """``deltas_per_read`` deltas at a time, made as they are read (as a parser
+        makes them); finish, usage and done arrive together at the end."""
+        deltas = self._deltas(message)
+        size = self.deltas_per_read
+        while batch := list(islice(deltas, size)):
+            yield batch
         u = message.usage or Usage()
-        stop = message.stop_reason or ("tool_use" if tool_index else "end_turn")
+        tools = any(isinstance(b, ToolUse) for b in message.content)
         yield [
-            (D.FINISH, stop),
+            (D.FINISH, message.stop_reason or ("tool_use" if tools else "end_turn")),
             (D.USAGE, u.input, u.output, u.cache_read, u.cache_write, u.reasoning),
             (D.DONE,),
         ]
+
+    def _deltas(self, message: Message) -> Iterator[tuple[Any, ...]]:
+        n = self.chunk_chars
+        yield (D.MODEL, self._wire.model)
+        tool_index = 0
+        for block in message.content:
+            if isinstance(block, Text):
+                text = block.text
+                for i in range(0, len(text), n):
+                    yield (D.TEXT, text[i : i + n])
+            elif isinstance(block, Thinking):
+                text = block.text
+                for i in range(0, len(text), n):
+                    yield (D.THINKING, text[i : i + n])
+                if block.signature is not None:
+                    yield (D.SIGNATURE, block.signature)
+            elif isinstance(block, RedactedThinking):
+                yield (D.REDACTED_THINKING, block.data)
+            elif isinstance(block, ToolUse):
+                yield (D.TOOL_START, tool_index, block.id, block.name)
+                step = max(n * 4, 8)
+                for i in range(0, len(block.input), step):
+                    yield (D.TOOL_ARGS, tool_index, block.input[i : i + step])
+                tool_index += 1
 
     def close(self) -> None:
         pass
@@ -155,20 +162,6 @@ def _as_message(item: Any) -> Message:
     if isinstance(item, str):
         return Message("assistant", (Text(item),))
     return Message("assistant", tuple(item))
-
-
-def _regroup(
-    batches: Iterator[list[tuple[Any, ...]]], size: int
-) -> Iterator[list[tuple[Any, ...]]]:
-    """Batches of ``size`` deltas, as one network read of a fast server holds them."""
-    out: list[tuple[Any, ...]] = []
-    for batch in batches:
-        out += batch
-        if len(out) >= size:
-            yield out
-            out = []
-    if out:
-        yield out
 
 
 def _fail_after(

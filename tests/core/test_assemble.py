@@ -111,9 +111,7 @@ def test_an_error_delta_raises_what_on_error_made(core: Any) -> None:
 
 
 def test_a_tool_call_without_an_id_gets_a_unique_one(core: Any) -> None:
-    events, _ = run(
-        core, [[(D.TOOL_START, 0, "", "f"), (D.TOOL_START, 1, None, "g")]]
-    )
+    events, _ = run(core, [[(D.TOOL_START, 0, "", "f"), (D.TOOL_START, 1, None, "g")]])
     ids = [ev.id for ev in events]
     assert len(set(ids)) == 2 and all(i.startswith("call_") for i in ids)
 
