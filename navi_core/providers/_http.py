@@ -131,6 +131,13 @@ def make_client(
         ) from exc
 
 
+#: bytes parsed per batch. A read can hold thousands of events; parsing it in slices
+#: keeps the events waiting in a stream's queue few, so while many streams share the
+#: process (each waiting its turn for the GIL) few of them outlive a young-generation
+#: collection, and the full collections that would walk them all stay rare.
+PARSE_BYTES = 16 * 1024
+
+
 def _batches(
     response: httpx.Response,
     parser: Parser,
@@ -138,14 +145,20 @@ def _batches(
     tap: Tap | None = None,
 ) -> Iterator[list[tuple[Any, ...]]]:
     feed = parser.feed
+    step = PARSE_BYTES
     size = count = 0
     with map_transport_errors(secrets):
         for chunk in response.iter_raw():
             if tap is not None:
                 tap.chunk(chunk)
-            size += len(chunk)
+            n = len(chunk)
+            size += n
             count += 1
-            yield feed(chunk)
+            if n <= step:
+                yield feed(chunk)
+                continue
+            for i in range(0, n, step):
+                yield feed(chunk[i : i + step])
     _log.debug("response body: %d bytes in %d chunks", size, count)
     yield parser.close()
 
