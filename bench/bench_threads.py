@@ -40,7 +40,7 @@ from navi_core.providers.openai_chat import OpenAIChat
 
 HERE = Path(__file__).resolve().parent
 MODEL_O = "gpt-4o-2024-08-06"
-PROMPT = [{"role": "user", "content": "Tell me a long story."}]
+PROMPT: Any = [{"role": "user", "content": "Tell me a long story."}]
 
 CHUNKS = 2_000
 SAMPLE = 4  # every SAMPLE-th turn of a thread records its event times
@@ -115,7 +115,7 @@ def openai_sdk(url: str) -> Callable[[], Callable[[], Iterator[Any]]]:
             return iter(
                 client.chat.completions.create(
                     model=MODEL_O,
-                    messages=PROMPT,  # type: ignore[arg-type]
+                    messages=PROMPT,
                     stream=True,
                     stream_options={"include_usage": True},
                 )
