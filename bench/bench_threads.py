@@ -130,8 +130,12 @@ class Crew:
     """``threads`` consumers of one contender, each with its own client, kept across
     windows (a client can take tens of ms to build: that is not what is measured)."""
 
-    def __init__(self, contender: Contender, url: str, threads: int) -> None:
+    def __init__(
+        self, contender: Contender, url: str, threads: int, *, sample: int = SAMPLE
+    ) -> None:
         self.threads = threads
+        self._sample = sample
+        self._quota = 0
         self._per_thread = contender(url)
         self._start = threading.Barrier(threads + 1)
         self._done = threading.Barrier(threads + 1)
@@ -153,16 +157,27 @@ class Crew:
             raise RuntimeError("a client could not be built") from self._errors[0]
 
     def window(self, seconds: float) -> Result:
-        """Run every consumer for ``seconds``; the events seen inside the window."""
+        """Run every consumer for ``seconds``; the events seen inside the window (the
+        turn open at its end is cut short there)."""
+        return self._run(seconds, 0)
+
+    def turns(self, turns: int) -> Result:
+        """Every consumer runs ``turns`` whole turns; the time until the last ends."""
+        return self._run(None, turns)
+
+    def _run(self, seconds: float | None, turns: int) -> Result:
+        self._quota = turns
         self._counts = [0] * self.threads
         self._turns = [0] * self.threads
         self._gaps = [[] for _ in range(self.threads)]
         gc.collect()
         cpu = time.process_time()
         start = time.perf_counter_ns()
-        self._deadline = start + int(seconds * 1e9)
+        forever = 1 << 62
+        self._deadline = forever if seconds is None else start + int(seconds * 1e9)
         self._start.wait()
         self._done.wait()
+        end = time.perf_counter_ns()
         if self._errors:
             raise RuntimeError(f"{len(self._errors)} thread(s) failed") from (
                 self._errors[0]
@@ -170,7 +185,8 @@ class Crew:
         return Result(
             self.threads,
             sum(self._counts),
-            max(time.perf_counter_ns() - start, self._deadline - start) / 1e9,
+            (end - start if seconds is None else max(end, self._deadline) - start)
+            / 1e9,
             sum(self._turns),
             [g for part in self._gaps for g in part],
             time.process_time() - cpu,
@@ -195,14 +211,14 @@ class Crew:
             self._start.wait()
             if self._stop:
                 return
-            deadline = self._deadline
+            deadline, quota, sample = self._deadline, self._quota, self._sample
             mine: list[int] = []
             n = turns = 0
             try:
-                while ns() < deadline:
+                while ns() < deadline and (not quota or turns < quota):
                     events = turn()
                     i = 0
-                    if t % SAMPLE == 0:
+                    if t % sample == 0:
                         for _ in events:
                             stamps[i] = ns()
                             i += 1
@@ -262,45 +278,54 @@ def _table(name: str, rounds: dict[int, list[Result]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
+    parser.add_argument("--quick", action="store_true", help="fewer, smaller rounds")
     parser.add_argument("--threads", default="1,8,64,256", help="comma-separated T")
     parser.add_argument("--rounds", type=int, help="rounds (each T once per round)")
-    parser.add_argument("--window", type=float, help="seconds per measurement")
+    parser.add_argument(
+        "--events", type=int, help="navi_core: events per point (whole turns)"
+    )
+    parser.add_argument("--window", type=float, help="openai SDK: seconds per point")
     parser.add_argument("--no-sdk", action="store_true", help="skip the openai SDK")
     args = parser.parse_args()
     counts = [int(t) for t in args.threads.split(",")]
-    window = args.window or (0.4 if args.quick else 0.6)
-    rounds = args.rounds or (2 if args.quick else 5)
+    budget = args.events or (256_000 if args.quick else 512_000)
+    window = args.window or (0.5 if args.quick else 1.0)
+    rounds = args.rounds or (1 if args.quick else 3)
     print(
-        f"core: {IMPLEMENTATION}; {CHUNKS:,}-chunk turns; {rounds} rounds of"
-        f" {window:g} s per point, interleaved; {os.cpu_count()} CPUs"
-        " (the server in its own process)"
+        f"core: {IMPLEMENTATION}; {CHUNKS:,}-chunk turns; {rounds} round(s), each T"
+        f" once per round; navi_core: whole turns, ~{budget:,} events per point;"
+        f" openai SDK: {window:g} s windows; {os.cpu_count()} CPUs (the server in its"
+        " own process)"
     )
-    contenders: list[tuple[str, Contender]] = [("navi_core", navi)]
-    if not args.no_sdk:
-        contenders.append(("openai SDK", openai_sdk))
-    results = {name: {t: list[Result]() for t in counts} for name, _ in contenders}
+    results: dict[str, dict[int, list[Result]]] = {"navi_core": {}, "openai SDK": {}}
     with server(CHUNKS) as url:
-        crews = {
-            (name, t): Crew(contender, url, t)
-            for name, contender in contenders
-            for t in counts
-        }
-        for crew in crews.values():  # warm-up: each connection opened once
+        ours = {t: Crew(navi, url, t) for t in counts}
+        theirs = (
+            {}
+            if args.no_sdk
+            else {t: Crew(openai_sdk, url, t, sample=1) for t in counts}
+        )
+        for crew in ours.values():  # warm-up: connections open, code paths hot
+            crew.turns(1)
+        for crew in theirs.values():
             crew.window(0.05)
         for _ in range(rounds):
-            for (name, t), crew in crews.items():
-                results[name][t].append(crew.window(window))
-        for crew in crews.values():
+            for t, crew in ours.items():
+                per_thread = max(1, budget // (t * CHUNKS))
+                results["navi_core"].setdefault(t, []).append(crew.turns(per_thread))
+            for t, crew in theirs.items():
+                results["openai SDK"].setdefault(t, []).append(crew.window(window))
+        for crew in [*ours.values(), *theirs.values()]:
             crew.stop()
-    for name, _ in contenders:
-        _table(name, results[name])
-    if not args.no_sdk:
+    for name, rounds_of in results.items():
+        if rounds_of:
+            _table(name, rounds_of)
+    if theirs:
         print("\nnavi_core / openai SDK, median events/s at the same T:")
         for t in counts:
-            ours = statistics.median(r.rate for r in results["navi_core"][t])
-            theirs = statistics.median(r.rate for r in results["openai SDK"][t])
-            print(f"{t:>8} {ours / theirs:>8.1f}x")
+            a = statistics.median(r.rate for r in results["navi_core"][t])
+            b = statistics.median(r.rate for r in results["openai SDK"][t])
+            print(f"{t:>8} {a / b:>8.1f}x")
 
 
 if __name__ == "__main__":
