@@ -9,6 +9,7 @@ fall inside events.
 from __future__ import annotations
 
 import importlib.util
+import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpcore
 import orjson
 import pytest
 from loopback import LoopbackServer, Reply
@@ -24,6 +26,7 @@ from providers.wire_streams import openai_body
 from navi_core import Agent, NullStore, StopReason, TextDelta, TurnComplete
 from navi_core.events import AnyEvent
 from navi_core.providers import _http
+from navi_core.providers._sockets import InterruptibleBackend
 from navi_core.providers.openai_chat import OpenAIChat
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
@@ -157,3 +160,35 @@ def test_concurrent_turns_blocked_on_silent_servers_all_cancel(
     finally:
         for p in providers:
             p.close()
+
+
+def test_socket_timeouts_per_direction_and_blocking_reads() -> None:
+    """Read and write timeouts are kept apart, a timed-out read says so, and a read
+    without a limit waits for the peer (the socket never leaves blocking mode)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    backend = InterruptibleBackend()
+    stream = backend.connect_tcp("127.0.0.1", port, timeout=5.0)
+    peer, _ = listener.accept()
+    try:
+        start = time.monotonic()
+        with pytest.raises(httpcore.ReadTimeout, match="timed out"):
+            stream.read(65536, timeout=0.2)
+        assert time.monotonic() - start < 3.0
+        stream.write(b"ping", timeout=30.0)
+        assert peer.recv(16) == b"ping"
+        stream.write(b"", timeout=30.0)  # nothing to send: no error, nothing sent
+        payload = bytes(range(256)) * 1200  # 300 KiB, more than one read of httpcore's
+        threading.Timer(0.3, peer.sendall, args=(payload,)).start()
+        got = bytearray()
+        while len(got) < len(payload):
+            got += stream.read(65536, timeout=None)
+        assert bytes(got) == payload
+        with pytest.raises(httpcore.ReadTimeout):
+            stream.read(65536, timeout=0.1)  # the limit comes back after None
+        if sys.platform.startswith("linux"):  # kernel timeouts, no poll per read
+            assert stream.get_extra_info("socket").gettimeout() is None
+    finally:
+        stream.close()
+        peer.close()
+        listener.close()

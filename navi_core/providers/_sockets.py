@@ -64,12 +64,12 @@ def _timeval(timeout: float | None) -> bytes:
 class _SocketStream(httpcore.NetworkStream):
     """A socket as ``httpcore`` reads it, registered before every blocking call.
 
-    Each system call made from Python lets another thread take the GIL, and a thread
-    switch costs more than parsing a read's worth of events when many streams share a
-    process. So a read is one ``recv`` of up to ``READ_BYTES``: the socket stays in
-    blocking mode and timeouts are kernel socket options, set only when they change
-    (``settimeout`` would add a mode switch and a ``poll`` to every read, each one
-    giving the GIL away). TLS sockets keep ``settimeout``, called only on a change.
+    Each system call made from Python gives the GIL away, and while many streams share
+    a process each give-away is a thread switch. So a read is one ``recv`` of up to
+    ``READ_BYTES``: the socket stays in blocking mode and its timeouts are kernel socket
+    options, set only when they change (``settimeout`` before every read adds a mode
+    switch and a ``poll``: three give-aways per read). TLS sockets keep
+    ``settimeout``, called only when the timeout changes.
     """
 
     __slots__ = ("_plain", "_rcv", "_snd", "_sock")
@@ -113,7 +113,7 @@ class _SocketStream(httpcore.NetworkStream):
             self._read_timeout(timeout)
             return sock.recv(max(max_bytes, READ_BYTES))
         except (TimeoutError, BlockingIOError) as exc:  # the latter: SO_RCVTIMEO
-            raise httpcore.ReadTimeout(str(exc) or "timed out") from exc
+            raise httpcore.ReadTimeout("timed out") from exc
         except OSError as exc:
             raise httpcore.ReadError(str(exc)) from exc
         finally:
@@ -130,8 +130,8 @@ class _SocketStream(httpcore.NetworkStream):
         try:
             self._write_timeout(timeout)
             sock.sendall(buffer)
-        except (TimeoutError, BlockingIOError) as exc:
-            raise httpcore.WriteTimeout(str(exc) or "timed out") from exc
+        except (TimeoutError, BlockingIOError) as exc:  # the latter: SO_SNDTIMEO
+            raise httpcore.WriteTimeout("timed out") from exc
         except OSError as exc:
             raise httpcore.WriteError(str(exc)) from exc
         finally:
