@@ -25,7 +25,7 @@ from providers.wire_streams import openai_body
 
 from navi_core import Agent, NullStore, StopReason, TextDelta, TurnComplete
 from navi_core.events import AnyEvent
-from navi_core.providers import _http
+from navi_core.providers import _body
 from navi_core.providers._sockets import InterruptibleBackend
 from navi_core.providers.openai_chat import OpenAIChat
 
@@ -114,7 +114,7 @@ def test_concurrent_turns_each_get_every_event_in_order(bench_url: str) -> None:
 def test_any_parse_slice_gives_the_same_turn(
     bench_url: str, parse_bytes: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_http, "PARSE_BYTES", parse_bytes)
+    monkeypatch.setattr(_body, "PARSE_BYTES", parse_bytes)
     [(text, events, final)] = _turns(bench_url, 1)
     assert text == final == _expected_text()
     assert sum(isinstance(e, TextDelta) for e in events) == CHUNKS

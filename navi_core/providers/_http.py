@@ -16,7 +16,7 @@ import socket
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -29,6 +29,7 @@ from ..errors import MalformedStream, ProviderError
 from ..events import Event
 from ..interrupt import Interrupter
 from ..logs import get_logger, protect
+from ._body import Parser, Tap, body_batches
 from ._http_errors import (
     MAX_RETRY_AFTER_MS,
     map_transport_errors,
@@ -55,22 +56,6 @@ __all__ = [
     "parse_retry_after",
     "to_httpx_timeout",
 ]
-
-
-class Parser(Protocol):
-    """The core parser interface a provider streams through (``core.*Parser``)."""
-
-    def feed(self, data: bytes) -> list[tuple[Any, ...]]: ...
-
-    def close(self) -> list[tuple[Any, ...]]: ...
-
-
-class Tap(Protocol):
-    """Sees a response as it arrives: its status and headers, then its raw bytes."""
-
-    def status(self, code: int, headers: Mapping[str, str]) -> None: ...
-
-    def chunk(self, data: bytes) -> None: ...
 
 
 #: the response headers a ``Tap`` is shown: what the error mapping reads, no cookie
@@ -129,38 +114,6 @@ def make_client(
         raise ImportError(
             "http2=True needs the 'h2' package: pip install 'navi-core[http2]'"
         ) from exc
-
-
-#: bytes parsed per batch. A read can hold thousands of events; parsing it in slices
-#: keeps the events waiting in a stream's queue few, so while many streams share the
-#: process (each waiting its turn for the GIL) few of them outlive a young-generation
-#: collection, and the full collections that would walk them all stay rare.
-PARSE_BYTES = 16 * 1024
-
-
-def _batches(
-    response: httpx.Response,
-    parser: Parser,
-    secrets: Sequence[str],
-    tap: Tap | None = None,
-) -> Iterator[list[tuple[Any, ...]]]:
-    feed = parser.feed
-    step = PARSE_BYTES
-    size = count = 0
-    with map_transport_errors(secrets):
-        for chunk in response.iter_raw():
-            if tap is not None:
-                tap.chunk(chunk)
-            n = len(chunk)
-            size += n
-            count += 1
-            if n <= step:
-                yield feed(chunk)
-                continue
-            for i in range(0, n, step):
-                yield feed(chunk[i : i + step])
-    _log.debug("response body: %d bytes in %d chunks", size, count)
-    yield parser.close()
 
 
 class ResponseStream(DeltaStream):
@@ -364,7 +317,7 @@ class HTTPProvider:
             response.close()
             raise
         return ResponseStream(
-            _batches(response, self._parser(), self._secrets, tap),
+            body_batches(response, self._parser(), self._secrets, tap),
             self._wire,
             on_close=response.close,
             secrets=self._secrets,
