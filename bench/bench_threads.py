@@ -2,19 +2,23 @@
 
 A loopback server in its own process (``bench/server.py``) answers every request with
 the same 2,000-chunk chat-completions stream. T threads (1, 8, 64, 256 by default) each
-own one provider and run turns back to back for a fixed window, a new ``Agent`` per
-turn, consuming with ``for ev in agent.run(...)``; beside them, the official ``openai``
-SDK on the same threads and server (one client per thread, chunks iterated). Per T:
+own one provider and run whole turns back to back, a new ``Agent`` per turn, consuming
+with ``for ev in agent.run(...)``, about ``--events`` events per point in all (at least
+one turn per thread); beside them, the official ``openai`` SDK on the same threads and
+server (one client per thread, chunks iterated) for ``--window`` seconds per point, the
+turn open at its end cut short (its turns take 0.3 s each alone). Per T, over rounds
+that visit every T in turn:
 
-* aggregate events/s over the window (events seen by all consumers / window), and
-  its ratio to T=1 of the same contender, measured in the same run;
-* p50/p99 inter-event latency: the time between consecutive events of one turn as its
-  consumer sees them. Every ``SAMPLE``-th turn of each thread records
-  ``time.perf_counter_ns()`` into a preallocated list (one store per event), so the
-  recording costs a few per cent of one turn in ``SAMPLE`` and nothing elsewhere.
+* aggregate events/s (events seen by all consumers / time), the median over rounds,
+  and the median of each round's ratio to T=1 of the same contender;
+* p50/p99/p99.9 inter-event latency: the time between consecutive events of one turn
+  as its consumer sees them. Every ``SAMPLE``-th turn of each thread (every turn of the
+  SDK's) records ``time.perf_counter_ns()`` into a preallocated list, one store per
+  event, so the recording costs little and nothing in the other turns;
+* CPU µs per event: the process's CPU time (all threads) over the events.
 
 The machine's cores are shared with the server process, so read the ratios, and run it
-twice. Run: ``python bench/bench_threads.py`` (``--quick`` for short windows,
+twice. Run: ``python bench/bench_threads.py`` (``--quick`` for one smaller round,
 ``--threads 1,8,64`` to choose T, ``--no-sdk`` to skip the openai SDK).
 """
 
@@ -128,7 +132,7 @@ def openai_sdk(url: str) -> Callable[[], Callable[[], Iterator[Any]]]:
 
 class Crew:
     """``threads`` consumers of one contender, each with its own client, kept across
-    windows (a client can take tens of ms to build: that is not what is measured)."""
+    runs (a client can take tens of ms to build: that is not what is measured)."""
 
     def __init__(
         self, contender: Contender, url: str, threads: int, *, sample: int = SAMPLE
