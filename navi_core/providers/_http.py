@@ -14,7 +14,7 @@ import socket
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -27,6 +27,7 @@ from ..errors import MalformedStream, ProviderError
 from ..events import Event
 from ..interrupt import Interrupter
 from ..logs import get_logger, protect
+from ._body import Parser, Tap, body_batches
 from ._http_errors import (
     MAX_RETRY_AFTER_MS,
     map_transport_errors,
@@ -53,22 +54,6 @@ __all__ = [
     "parse_retry_after",
     "to_httpx_timeout",
 ]
-
-
-class Parser(Protocol):
-    """The core parser interface a provider streams through (``core.*Parser``)."""
-
-    def feed(self, data: bytes) -> list[tuple[Any, ...]]: ...
-
-    def close(self) -> list[tuple[Any, ...]]: ...
-
-
-class Tap(Protocol):
-    """Sees a response as it arrives: its status and headers, then its raw bytes."""
-
-    def status(self, code: int, headers: Mapping[str, str]) -> None: ...
-
-    def chunk(self, data: bytes) -> None: ...
 
 
 #: the response headers a ``Tap`` is shown: what the error mapping reads, no cookie
@@ -127,25 +112,6 @@ def make_client(
         raise ImportError(
             "http2=True needs the 'h2' package: pip install 'navi-core[http2]'"
         ) from exc
-
-
-def _batches(
-    response: httpx.Response,
-    parser: Parser,
-    secrets: Sequence[str],
-    tap: Tap | None = None,
-) -> Iterator[list[tuple[Any, ...]]]:
-    feed = parser.feed
-    size = count = 0
-    with map_transport_errors(secrets):
-        for chunk in response.iter_raw():
-            if tap is not None:
-                tap.chunk(chunk)
-            size += len(chunk)
-            count += 1
-            yield feed(chunk)
-    _log.debug("response body: %d bytes in %d chunks", size, count)
-    yield parser.close()
 
 
 class ResponseStream(DeltaStream):
@@ -350,7 +316,7 @@ class HTTPProvider:
             response.close()
             raise
         return ResponseStream(
-            _batches(response, self._parser(), self._secrets, tap),
+            body_batches(response, self._parser(), self._secrets, tap),
             self._wire,
             on_close=response.close,
             secrets=self._secrets,

@@ -17,6 +17,8 @@ import os
 import select
 import socket
 import ssl
+import struct
+import sys
 import time
 import typing
 import urllib.request
@@ -42,13 +44,65 @@ def shared_ssl_context() -> ssl.SSLContext:
     return _ssl_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
 
 
-class _SocketStream(httpcore.NetworkStream):
-    """A socket as ``httpcore`` reads it, registered before every blocking call."""
+#: bytes asked for per read: what a fast server has sent by then arrives in a few
+#: reads (each read gives the GIL away once) instead of many of httpcore's 64 KiB
+READ_BYTES = 256 * 1024
 
-    __slots__ = ("_sock",)
+# Linux and macOS bound a blocking socket's recv/send with SO_RCVTIMEO/SO_SNDTIMEO (a
+# struct timeval, two C longs on both). Elsewhere, ``socket.settimeout`` does it.
+_SOCKOPT_TIMEOUTS = sys.platform.startswith("linux") or sys.platform == "darwin"
+_UNSET = -1.0  # no timeout applied yet
+
+
+def _timeval(timeout: float | None) -> bytes:
+    if timeout is None:
+        return struct.pack("@ll", 0, 0)  # zero: no limit
+    usec = max(1, round(timeout * 1_000_000))  # zero would mean no limit
+    return struct.pack("@ll", usec // 1_000_000, usec % 1_000_000)
+
+
+class _SocketStream(httpcore.NetworkStream):
+    """A socket as ``httpcore`` reads it, registered before every blocking call.
+
+    Each system call made from Python gives the GIL away, and while many streams share
+    a process each give-away is a thread switch. So a read is one ``recv`` of up to
+    ``READ_BYTES``: the socket stays in blocking mode and its timeouts are kernel socket
+    options, set only when they change (``settimeout`` before every read adds a mode
+    switch and a ``poll``: three give-aways per read). TLS sockets keep
+    ``settimeout``, called only when the timeout changes.
+    """
+
+    __slots__ = ("_plain", "_rcv", "_snd", "_sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
+        self._plain = _SOCKOPT_TIMEOUTS and not isinstance(sock, ssl.SSLSocket)
+        self._rcv: float | None = _UNSET
+        self._snd: float | None = _UNSET
+
+    def _read_timeout(self, timeout: float | None) -> None:
+        if timeout == self._rcv:
+            return
+        if self._plain:
+            self._sock.setsockopt(
+                socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(timeout)
+            )
+        else:
+            self._sock.settimeout(timeout)
+            self._snd = timeout
+        self._rcv = timeout
+
+    def _write_timeout(self, timeout: float | None) -> None:
+        if timeout == self._snd:
+            return
+        if self._plain:
+            self._sock.setsockopt(
+                socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(timeout)
+            )
+        else:
+            self._sock.settimeout(timeout)
+            self._rcv = timeout
+        self._snd = timeout
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         sock = self._sock
@@ -56,10 +110,10 @@ class _SocketStream(httpcore.NetworkStream):
         if interrupter is not None:
             interrupter.hold(sock)
         try:
-            sock.settimeout(timeout)
-            return sock.recv(max_bytes)
-        except TimeoutError as exc:
-            raise httpcore.ReadTimeout(str(exc)) from exc
+            self._read_timeout(timeout)
+            return sock.recv(max(max_bytes, READ_BYTES))
+        except (TimeoutError, BlockingIOError) as exc:  # the latter: SO_RCVTIMEO
+            raise httpcore.ReadTimeout("timed out") from exc
         except OSError as exc:
             raise httpcore.ReadError(str(exc)) from exc
         finally:
@@ -67,15 +121,17 @@ class _SocketStream(httpcore.NetworkStream):
                 interrupter.release(sock)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:  # httpcore writes the empty end of a sized body
+            return
         sock = self._sock
         interrupter = current()
         if interrupter is not None:
             interrupter.hold(sock)
         try:
-            sock.settimeout(timeout)
+            self._write_timeout(timeout)
             sock.sendall(buffer)
-        except TimeoutError as exc:
-            raise httpcore.WriteTimeout(str(exc)) from exc
+        except (TimeoutError, BlockingIOError) as exc:  # the latter: SO_SNDTIMEO
+            raise httpcore.WriteTimeout("timed out") from exc
         except OSError as exc:
             raise httpcore.WriteError(str(exc)) from exc
         finally:
@@ -95,6 +151,9 @@ class _SocketStream(httpcore.NetworkStream):
         if interrupter is not None:
             interrupter.hold(self._sock)
         try:
+            if self._plain:  # the TLS socket keeps the fd: clear the kernel limits
+                for option in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO):
+                    self._sock.setsockopt(socket.SOL_SOCKET, option, _timeval(None))
             self._sock.settimeout(timeout)
             tls = ssl_context.wrap_socket(self._sock, server_hostname=server_hostname)
         except TimeoutError as exc:
