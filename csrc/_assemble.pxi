@@ -1,7 +1,9 @@
 # Response assembly's hot half: the compiled twin of navi_core/_assemble_py.py, which
 # documents it. C only: the events of the hot kinds (text, thinking, tool-call
 # arguments) are built without a call to their __init__, slots set in place
-# (_Maker), which is what a frozen dataclass's __init__ does at a tenth of the cost.
+# (_Maker), which is what a frozen dataclass's __init__ does at a tenth of the cost,
+# and untracked by the garbage collector, since they hold only str and int: events
+# waiting in a queue are then not walked by every collection.
 
 import secrets as _secrets
 
@@ -20,6 +22,9 @@ cdef extern from "Python.h":
     ctypedef struct PyMemberDescrObject:
         PyMemberDef* d_member
     void Py_INCREF(object o)
+    void PyObject_GC_UnTrack(void* o)
+    bint PyUnicode_CheckExact(object o)
+    bint PyLong_CheckExact(object o)
     int Py_T_OBJECT_EX "T_OBJECT_EX"
 
 cdef enum:
@@ -80,12 +85,16 @@ cdef class _Maker:
     cdef object one(self, object a):
         cdef object ev = PyType_GenericAlloc(self.tp, 0)
         self._set(ev, 0, a)
+        if PyUnicode_CheckExact(a):  # holds no container: can be in no cycle
+            PyObject_GC_UnTrack(<PyObject*>ev)
         return ev
 
     cdef object two(self, object a, object b):
         cdef object ev = PyType_GenericAlloc(self.tp, 0)
         self._set(ev, 0, a)
         self._set(ev, 1, b)
+        if PyLong_CheckExact(a) and PyUnicode_CheckExact(b):
+            PyObject_GC_UnTrack(<PyObject*>ev)
         return ev
 
 

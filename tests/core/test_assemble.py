@@ -245,3 +245,20 @@ def flatten(events: list[Any]) -> list[tuple[Any, ...]]:
         else:
             out.append((*key, text))
     return out
+
+
+def test_the_compiled_core_leaves_its_delta_events_to_reference_counting(
+    both_cores: tuple[Any, Any],
+) -> None:
+    import gc
+
+    _, cy = both_cores
+    events, _ = run(
+        cy, [[(D.TEXT, "a"), (D.TOOL_START, 0, "c", "f"), (D.TOOL_ARGS, 0, "{}")]]
+    )
+    assert [gc.is_tracked(ev) for ev in events] == [False, True, False]
+    assert events == [
+        TextDelta("a"),
+        ToolCallStart(0, "c", "f"),
+        ToolCallDelta(0, "{}"),
+    ]
