@@ -2,7 +2,8 @@
 
 The pool's threads are daemons (``DaemonPool``): a tool that hangs after its turn was
 cancelled never holds up the exit of the host program, as the threads of a
-``ThreadPoolExecutor`` would (they are joined at interpreter exit).
+``ThreadPoolExecutor`` would (they are joined at interpreter exit). Idle threads are
+shared by every pool of the process, so a new ``Agent`` starts no thread.
 """
 
 from __future__ import annotations
@@ -21,19 +22,61 @@ from .tools import ToolRegistry
 __all__ = ["DaemonPool", "ToolRunner"]
 
 
+class _Workers:
+    """Idle daemon threads shared by every pool in the process.
+
+    Starting a thread costs far more than a quick tool call, and a web app may build
+    an ``Agent`` per request: a pool borrows a worker for as long as it has work and
+    gives it back, so a new agent's first batch runs on threads that already exist.
+    A worker busy with a hung tool is simply not given back until the tool returns.
+    """
+
+    _MAX_IDLE = 64
+
+    def __init__(self) -> None:
+        self._idle: list[queue.SimpleQueue[DaemonPool]] = []
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def lend(self, pool: DaemonPool) -> None:
+        """Have a worker run ``pool``'s queued work until the queue is empty."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+            if inbox is None:
+                self._count += 1
+                name = f"{pool.name}-{self._count}"
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(
+                target=self._serve, args=(inbox,), name=name, daemon=True
+            ).start()
+        inbox.put(pool)
+
+    def _serve(self, inbox: queue.SimpleQueue[DaemonPool]) -> None:
+        while True:
+            inbox.get().drain()
+            with self._lock:
+                if len(self._idle) >= self._MAX_IDLE:
+                    return
+                self._idle.append(inbox)
+
+
+_WORKERS = _Workers()
+
+
 class DaemonPool(Executor):
-    """A thread pool of daemon threads, started as work arrives, up to ``max_workers``."""
+    """Runs calls on at most ``max_workers`` daemon threads at once, borrowed from
+    the process's idle workers (``_Workers``) as work arrives."""
 
     def __init__(self, max_workers: int, name: str = "navi-tool") -> None:
         self._max = max(1, max_workers)
-        self._name = name
+        self.name = name
         self._work: queue.SimpleQueue[
             tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]
-            | None
         ] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
-        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._done = threading.Condition(self._lock)
+        self._active = 0  # workers serving this pool now
         self._closed = False
 
     def submit(
@@ -45,48 +88,47 @@ class DaemonPool(Executor):
             if self._closed:
                 raise RuntimeError("cannot schedule new calls after shutdown")
             self._work.put((future, fn, args, kwargs))
-            if (
-                not self._idle.acquire(blocking=False)
-                and len(self._threads) < self._max
-            ):
-                t = threading.Thread(
-                    target=self._serve,
-                    name=f"{self._name}-{len(self._threads)}",
-                    daemon=True,
-                )
-                self._threads.append(t)
-                t.start()
+            lend = self._active < self._max
+            if lend:
+                self._active += 1
+        if lend:
+            _WORKERS.lend(self)
         return future
 
-    def _serve(self) -> None:
-        while (item := self._work.get()) is not None:
-            future, fn, args, kwargs = item
+    def drain(self) -> None:
+        """Run queued calls until none is left (on a borrowed worker)."""
+        while True:
+            try:
+                future, fn, args, kwargs = self._work.get_nowait()
+            except queue.Empty:
+                with self._lock:
+                    if not self._work.empty():
+                        continue
+                    self._active -= 1
+                    self._done.notify_all()
+                    return
             if future.set_running_or_notify_cancel():
                 try:
                     future.set_result(fn(*args, **kwargs))
                 except BaseException as exc:  # the caller reads it from the future
                     future.set_exception(exc)
-            del item, future, fn, args, kwargs
-            self._idle.release()
+            del future, fn, args, kwargs
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Take no more work; with ``cancel_futures`` drop what has not started."""
         with self._lock:
             self._closed = True
-            threads = list(self._threads)
         if cancel_futures:
             while True:
                 try:
                     item = self._work.get_nowait()
                 except queue.Empty:
                     break
-                if item is not None:
-                    item[0].cancel()
-        for _ in threads:
-            self._work.put(None)
+                item[0].cancel()
         if wait:
-            for t in threads:
-                t.join()
+            with self._lock:
+                while self._active:
+                    self._done.wait()
 
 
 class ToolRunner:
