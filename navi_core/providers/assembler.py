@@ -76,6 +76,13 @@ class ResponseAssembler:
         self._core = Assembler(_EVENTS, error_for_stream, coalesce)
 
     @property
+    def core(self) -> Assembler:
+        """The core's ``Assembler`` doing the per-delta work: a caller feeding many
+        batches calls its ``feed(deltas, push)`` directly (a ``ValueError`` there is
+        a ``MalformedStream``) and reads its ``done``."""
+        return self._core
+
+    @property
     def done(self) -> bool:
         """True once the terminator delta arrived."""
         return self._core.done

@@ -27,7 +27,7 @@ class DeltaStream:
     of one kind in one batch become one event.
     """
 
-    __slots__ = ("_asm", "_batches", "_complete", "_on_close")
+    __slots__ = ("_asm", "_batches", "_complete", "_core", "_on_close")
 
     def __init__(
         self,
@@ -39,6 +39,7 @@ class DeltaStream:
     ) -> None:
         self._batches = batches
         self._asm = ResponseAssembler(wire, coalesce=coalesce)
+        self._core = self._asm.core  # fed directly: one call per batch fewer
         self._complete = False
         self._on_close = on_close
 
@@ -56,7 +57,7 @@ class DeltaStream:
         """
         if self._complete:
             return True
-        asm = self._asm
+        core = self._core
         try:
             batch = next(self._batches)
         except StopIteration:
@@ -64,9 +65,12 @@ class DeltaStream:
                 "response ended before its terminator", offset=None
             ) from None
         if batch:
-            asm.feed(batch, queue)
-        if asm.done:
-            message = asm.finish()
+            try:
+                core.feed(batch, queue.append)
+            except ValueError as exc:
+                raise MalformedStream(str(exc)) from None
+        if core.done:
+            message = self._asm.finish()
             queue.append(MessageComplete(message, message.usage or _ZERO))
             self._complete = True
             self.close()

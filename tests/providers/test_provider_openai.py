@@ -248,7 +248,7 @@ class TestStreams:
         assert raised.__cause__ is None and raised.__context__ is None
         # where the error object was read is still in the traceback
         frames = [f.name for f in traceback.extract_tb(raised.__traceback__)]
-        assert "feed" in frames
+        assert any(name.rsplit(".", 1)[-1] == "feed" for name in frames), frames
 
     def test_cut_before_done_is_malformed(
         self, loopback: LoopbackServer, provider: OpenAIChat
