@@ -18,7 +18,10 @@ import gguf
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "write_model"]
+__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "TOOL_TOKENS", "write_model"]
+
+TOOL_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>")
+"""Tokens of their own, as in Qwen's vocabulary (a tool call starts in one step)."""
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 """Control tokens after the byte and merge tokens: BOS, turn start, EOS/turn end."""
@@ -114,7 +117,7 @@ def write_model(
     path: Path,
     *,
     seed: int = 0,
-    context_length: int = 2048,
+    context_length: int = 4096,
     n_embd: int = 64,
     n_layer: int = 2,
     n_head: int = 4,
@@ -124,26 +127,78 @@ def write_model(
 ) -> Path:
     """Write the model to ``path`` and return it; the same seed gives the same bytes.
 
-    The output layer favours printable ASCII and the merged tokens over the other
-    bytes (through one embedding dimension that every token carries), so a reply is
-    mostly readable text; the control tokens are as unlikely as the rest.
+    The weights are random, but the output layer is shaped so that llama-server's
+    behaviour is worth testing: printable ASCII and the merged tokens are far likelier
+    than the other bytes (replies are readable noise), ``<tool_call>`` comes about
+    once in eight tokens (so a tool call starts on its own, and the server's grammar
+    completes it) unless a tool response is in the context, then the end of turn
+    comes soon; the end of turn is rare in text, almost sure right after
+    ``</tool_call>`` (a response ends after its calls), never right after a newline
+    (so no response is empty).
     """
     rng = np.random.default_rng(seed)
     table = _byte_chars()
     merges = _merges(n_merges)
-    tokens = [*table, *(a + b for a, b in merges), *SPECIAL_TOKENS]
+    tokens = [*table, *(a + b for a, b in merges), *TOOL_TOKENS, *SPECIAL_TOKENS]
     n_vocab = len(tokens)
-    normal, control = int(gguf.TokenType.NORMAL), int(gguf.TokenType.CONTROL)
-    types = [normal] * (n_vocab - len(SPECIAL_TOKENS)) + [control] * len(SPECIAL_TOKENS)
+    call_start, call_end, response = (tokens.index(t) for t in TOOL_TOKENS)
+    bos, eos = tokens.index("<|endoftext|>"), tokens.index("<|im_end|>")
+    newline, close = table.index(_byte_chars()[10]), table.index(">")
+    types = [int(gguf.TokenType.NORMAL)] * len(tokens)
+    for t in (call_start, call_end, response):
+        types[t] = int(gguf.TokenType.USER_DEFINED)
+    for special in SPECIAL_TOKENS:
+        types[tokens.index(special)] = int(gguf.TokenType.CONTROL)
+
+    kv_dim = n_embd // n_head * n_head_kv
 
     def weights(*shape: int, scale: float = 0.02) -> npt.NDArray[np.float32]:
         return (rng.standard_normal(shape) * scale).astype(np.float32)
 
+    # Dimensions of the residual stream with a meaning: 0 is 1.0 in every embedding,
+    # which the output layer reads as a per-token bias (logit ~ 8 x bias); 1 marks
+    # the end of a tool call, 2 its start, 3 a tool response, 5 a newline (where a
+    # response starts); 4 is written by one attention head that looks for a tool
+    # response anywhere before.
     embd = weights(n_vocab, n_embd)
-    embd[:, 0] = 1.0  # a constant direction the output layer reads as a bias
-    output = weights(n_vocab, n_embd, scale=0.5)
-    readable = [ord(" ") <= b <= ord("~") for b in range(256)] + [True] * len(merges)
-    output[:, 0] = [0.5 if r else -1.0 for r in readable] + [-1.0] * len(SPECIAL_TOKENS)
+    embd[:, :6] = 0.0
+    embd[:, 0] = 1.0
+    embd[newline, 5] = 2.0
+    embd[[call_end, close], 1] = 2.0
+    embd[call_start, 2] = 2.0
+    embd[response, 3] = 1.0
+    output = weights(n_vocab, n_embd, scale=0.1)
+    output[:, 0] = -1.0
+    output[: len(table), 0] = [
+        0.5 if " " <= chr(b) <= "~" else -1.0 for b in range(256)
+    ]
+    output[len(table) : len(table) + len(merges), 0] = 0.5
+    # numbers stay short where a grammar lets them run on (tool-call arguments)
+    output[[table.index(c) for c in "0123456789"], 0] = 0.1
+    output[[table.index(c) for c in ".eE+-"], 0] = 0.3
+    output[call_start, 0] = 0.95  # about one token in eight
+    output[[call_end, close], 0] = 0.1  # (they end a response)
+    output[eos, 0] = 0.15  # rare in text
+    output[eos, 1] = 3.0  # a response ends after its tool calls
+    output[eos, 5] = -5.0  # never right after a newline (a response starts there)
+    output[newline, 2] = 3.0  # "<tool_call>" is followed by a newline
+    output[call_start, 4] = -3.0  # after a tool response: no more calls,
+    output[eos, 4] = 0.8  # and a short answer
+
+    def attention(layer: int) -> dict[str, npt.NDArray[np.float32]]:
+        head = n_embd // n_head
+        q, o = weights(n_embd, n_embd), weights(n_embd, n_embd)
+        k, v = weights(kv_dim, n_embd), weights(kv_dim, n_embd)
+        o[1:6] = 0.0  # only head 0 below writes to the marked dimensions
+        if layer == 0:
+            # head 0 queries the constant dimension against the tool-response
+            # marker on the slowest-turning rotary pair, so it attends to any
+            # response in the context; its value carries the marker to dimension 4
+            q[head - 2], k[head - 2], v[0] = 0.0, 0.0, 0.0
+            q[head - 2, 0] = k[head - 2, 3] = 1.4
+            v[0, 3] = 0.18
+            o[4, 0] = 1.0
+        return {"attn_q": q, "attn_k": k, "attn_v": v, "attn_output": o}
 
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name("navi-tiny-llama")
@@ -154,6 +209,7 @@ def write_model(
     writer.add_head_count(n_head)
     writer.add_head_count_kv(n_head_kv)
     writer.add_rope_dimension_count(n_embd // n_head)
+    writer.add_rope_freq_base(10000.0)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_vocab_size(n_vocab)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
@@ -162,25 +218,23 @@ def write_model(
     writer.add_token_list(tokens)
     writer.add_token_types(types)
     writer.add_token_merges([f"{a} {b}" for a, b in merges])
-    bos, _, eos = (n_vocab - len(SPECIAL_TOKENS) + i for i in range(3))
     writer.add_bos_token_id(bos)
     writer.add_eos_token_id(eos)
     writer.add_add_bos_token(False)
     writer.add_chat_template(CHAT_TEMPLATE)
 
-    kv_dim = n_embd // n_head * n_head_kv
     writer.add_tensor("token_embd.weight", embd)
     for i in range(n_layer):
         blk = f"blk.{i}"
         writer.add_tensor(f"{blk}.attn_norm.weight", np.ones(n_embd, np.float32))
-        writer.add_tensor(f"{blk}.attn_q.weight", weights(n_embd, n_embd))
-        writer.add_tensor(f"{blk}.attn_k.weight", weights(kv_dim, n_embd))
-        writer.add_tensor(f"{blk}.attn_v.weight", weights(kv_dim, n_embd))
-        writer.add_tensor(f"{blk}.attn_output.weight", weights(n_embd, n_embd))
+        for name, tensor in attention(i).items():
+            writer.add_tensor(f"{blk}.{name}.weight", tensor)
         writer.add_tensor(f"{blk}.ffn_norm.weight", np.ones(n_embd, np.float32))
         writer.add_tensor(f"{blk}.ffn_gate.weight", weights(n_ff, n_embd))
         writer.add_tensor(f"{blk}.ffn_up.weight", weights(n_ff, n_embd))
-        writer.add_tensor(f"{blk}.ffn_down.weight", weights(n_embd, n_ff))
+        down = weights(n_embd, n_ff)
+        down[1:6] = 0.0
+        writer.add_tensor(f"{blk}.ffn_down.weight", down)
     writer.add_tensor("output_norm.weight", np.ones(n_embd, np.float32))
     writer.add_tensor("output.weight", output)
 
