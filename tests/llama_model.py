@@ -1,9 +1,11 @@
 """A tiny llama-architecture GGUF model, written at test time, for llama.cpp's server.
 
-Random weights (seeded), a byte-level GPT-2 BPE vocabulary (the 256 byte tokens, a few
-merges learnt from a fixed text, ChatML's special tokens) and a ChatML chat template
-with Hermes-style ``<tool_call>`` blocks, so ``llama-server --jinja`` serves
-``/v1/chat/completions`` with tools. About 0.5 MB; nothing is downloaded.
+Seeded random weights, a byte-level GPT-2 BPE vocabulary (the 256 byte tokens, merges
+learnt from a fixed text, Qwen-style tool tokens, ChatML's control tokens) and a ChatML
+chat template with Hermes-style ``<tool_call>`` blocks, so ``llama-server --jinja``
+serves ``/v1/chat/completions`` with tools. The output layer and one attention head
+are set by hand so that the model calls tools on its own (``write_model``). About
+0.5 MB; nothing is downloaded.
 
     python tests/llama_model.py out.gguf      # writes the model, prints its size
 """

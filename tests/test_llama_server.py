@@ -1,10 +1,11 @@
 """Against llama.cpp's own ``llama-server`` on loopback, with a tiny model made here.
 
-The server binary is ``$NAVI_TEST_LLAMA_SERVER`` (``source .ci/llama.sh`` builds it)
-or ``llama-server`` on PATH; the model is written by ``tests/llama_model.py`` into a
-temporary folder (random weights, so replies are noise, but real tokens, real usage,
-real grammar-constrained tool calls and real context-overflow errors). Without a
-binary these tests skip, except under ``CI=true``, where they fail.
+The server binary is ``$NAVI_TEST_LLAMA_SERVER`` (``source .ci/llama.sh`` builds it),
+else the one that script keeps in ``/opt/navi-llama/bin``, else ``llama-server`` on
+PATH. The model is written by ``tests/llama_model.py`` into a temporary folder:
+random weights shaped to write noise and call tools, so every reply is real tokens,
+real usage, real grammar-constrained tool calls and real context-overflow errors.
+Without a binary these tests skip, except under ``CI=true``, where they fail.
 """
 
 from __future__ import annotations
@@ -50,7 +51,13 @@ _CI = os.environ.get("CI", "").lower() in ("true", "1")
 
 
 def _binary() -> str | None:
-    return os.environ.get("NAVI_TEST_LLAMA_SERVER") or shutil.which("llama-server")
+    """$NAVI_TEST_LLAMA_SERVER, else .ci/llama.sh's default cache, else PATH."""
+    named = os.environ.get("NAVI_TEST_LLAMA_SERVER")
+    if named:
+        return named
+    home = Path(os.environ.get("NAVI_LLAMA_HOME", "/opt/navi-llama"))
+    cached = home / "bin" / "llama-server"
+    return str(cached) if os.access(cached, os.X_OK) else shutil.which("llama-server")
 
 
 @dataclass(frozen=True)
