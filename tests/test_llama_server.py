@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,8 +69,23 @@ class LlamaServer:
     n_ctx: int
     log: Path
 
+
+class Opened:
+    """Providers and stores of one test, closed when it ends."""
+
+    def __init__(self, server: LlamaServer, stack: ExitStack) -> None:
+        self.server, self._stack = server, stack
+
     def provider(self, **options: Any) -> OpenAIChat:
-        return OpenAIChat(MODEL, base_url=self.url, **options)
+        """``OpenAIChat`` at the server; ``options`` go into every request body."""
+        return self._stack.enter_context(
+            OpenAIChat(MODEL, base_url=self.server.url, **options)
+        )
+
+    def store(self, path: Path) -> SQLiteStore:
+        store = SQLiteStore(path)
+        self._stack.callback(store.close)
+        return store
 
 
 def _free_port() -> int:
@@ -139,6 +155,12 @@ def llama(llama_model: Path) -> Iterator[LlamaServer]:
             proc.wait()
 
 
+@pytest.fixture
+def opened(llama: LlamaServer) -> Iterator[Opened]:
+    with ExitStack() as stack:
+        yield Opened(llama, stack)
+
+
 def test_the_model_is_made_quickly_and_small(tmp_path: Path) -> None:
     start = time.perf_counter()
     path = write_model(tmp_path / "m.gguf", seed=3)
@@ -149,12 +171,12 @@ def test_the_model_is_made_quickly_and_small(tmp_path: Path) -> None:
 
 
 def test_a_turn_streams_and_is_persisted_to_sqlite(
-    llama: LlamaServer, tmp_path: Path
+    opened: Opened, tmp_path: Path
 ) -> None:
     db = tmp_path / "sessions.db"
     with Agent(
-        llama.provider(),
-        store=SQLiteStore(db),
+        opened.provider(),
+        store=opened.store(db),
         config=Config(max_output_tokens=12),
         system="You are terse.",
     ) as agent:
@@ -171,11 +193,7 @@ def test_a_turn_streams_and_is_persisted_to_sqlite(
     if done.stop_reason is StopReason.MAX_TOKENS:
         assert done.usage.output == 12
 
-    store = SQLiteStore(db)
-    try:
-        messages = store.load(session).messages
-    finally:
-        store.close()
+    messages = opened.store(db).load(session).messages  # read back from the file
     assert [m.role for m in messages] == ["system", "user", "assistant"]
     assert messages[1].text == "Say hello in five words."
     assert messages[2].text == done.response
@@ -202,16 +220,18 @@ class _FirstRequired:
 
 
 def test_a_tool_loop_runs_through_the_servers_grammar(
-    llama: LlamaServer, tmp_path: Path
+    opened: Opened, tmp_path: Path
 ) -> None:
     # tool_choice "required" (an OpenAIChat option) makes llama-server constrain the
     # first response with a grammar built from the tool's schema: a well-formed `add`
     # call. The sum goes back; the next response (tool_choice left to the server)
     # answers in text, as the model does once a tool response is in its context.
-    provider = _FirstRequired(llama.provider(tool_choice="required"), llama.provider())
+    provider = _FirstRequired(
+        opened.provider(tool_choice="required"), opened.provider()
+    )
     config = Config(max_output_tokens=200, max_iterations=4)
     with Agent(
-        provider, tools=[add], store=SQLiteStore(tmp_path / "t.db"), config=config
+        provider, tools=[add], store=opened.store(tmp_path / "t.db"), config=config
     ) as agent:
         events = list(agent.run("Add 2 and 3 with the add tool."))
         messages = agent.conversation.messages
@@ -240,30 +260,31 @@ def test_a_tool_loop_runs_through_the_servers_grammar(
     assert all(c.usage.output > 0 for c in completes)
 
 
-def test_a_prompt_beyond_the_context_is_context_overflow(llama: LlamaServer) -> None:
-    prompt = "Q " * llama.n_ctx  # "Q" and " Q" are no merge: 2 tokens each time
-    with Agent(llama.provider(), config=Config(max_output_tokens=4)) as agent:
+def test_a_prompt_beyond_the_context_is_context_overflow(opened: Opened) -> None:
+    n_ctx = opened.server.n_ctx
+    prompt = "Q " * n_ctx  # "Q" and " Q" are no merge: 2 tokens each time
+    with Agent(opened.provider(), config=Config(max_output_tokens=4)) as agent:
         stream = agent.run(prompt)
         with pytest.raises(ContextOverflow) as caught:
             list(stream)
         stream.close()
     assert caught.value.status_code == 400
-    assert f"context size ({llama.n_ctx} tokens)" in str(caught.value)
+    assert f"context size ({n_ctx} tokens)" in str(caught.value)
 
 
 def test_an_overflowing_history_is_compacted_and_the_turn_goes_on(
-    llama: LlamaServer, tmp_path: Path
+    opened: Opened, tmp_path: Path
 ) -> None:
     # Each prompt takes ~60 % of a slot's context, so the second turn's request
     # overflows; the first turn is summarised and the second prompt kept verbatim.
-    big = "Q " * int(llama.n_ctx * 0.3)
+    big = "Q " * int(opened.server.n_ctx * 0.3)
     keep = estimate_tokens(big) + 20  # the newest prompt fits, the turn before not
     config = Config(
         max_output_tokens=8,
         compaction=CompactionConfig(prompt="Summarise briefly.", keep_verbatim=keep),
     )
     db = tmp_path / "compact.db"
-    with Agent(llama.provider(), store=SQLiteStore(db), config=config) as agent:
+    with Agent(opened.provider(), store=opened.store(db), config=config) as agent:
         first = list(agent.run(big))
         assert isinstance(first[-1], TurnComplete)
         events = list(agent.run("And now: " + big))
@@ -280,11 +301,7 @@ def test_an_overflowing_history_is_compacted_and_the_turn_goes_on(
     # the conversation now starts at the summary, then the kept prompt and its answer
     assert [m.role for m in messages] == ["user", "user", "assistant"]
     assert messages[1].text == "And now: " + big
-    store = SQLiteStore(db)
-    try:
-        windows = store.history(session)
-    finally:
-        store.close()
+    windows = opened.store(db).history(session)
     assert len(windows) == 2 and windows[-1] == messages
 
 
