@@ -175,9 +175,10 @@ def write_model(
         0.5 if " " <= chr(b) <= "~" else -1.0 for b in range(256)
     ]
     output[len(table) : len(table) + len(merges), 0] = 0.5
-    # numbers stay short where a grammar lets them run on (tool-call arguments)
-    output[[table.index(c) for c in "0123456789"], 0] = 0.1
-    output[[table.index(c) for c in ".eE+-"], 0] = 0.3
+    # a call seldom has another after it, and numbers stay short where a grammar
+    # lets them run on (tool-call arguments)
+    output[table.index(","), 0] = 0.1
+    output[[table.index(c) for c in "0123456789.eE+-"], 0] = -0.5
     output[call_start, 0] = 0.95  # about one token in eight
     output[[call_end, close], 0] = 0.1  # (they end a response)
     output[eos, 0] = 0.15  # rare in text

@@ -181,6 +181,7 @@ def test_a_turn_streams_and_is_persisted_to_sqlite(
         system="You are terse.",
     ) as agent:
         events = list(agent.run("Say hello in five words."))
+        again = list(agent.run("Once more."))
         session = agent.session_id
     deltas = [e.text for e in events if isinstance(e, TextDelta)]
     done = events[-1]
@@ -188,15 +189,22 @@ def test_a_turn_streams_and_is_persisted_to_sqlite(
     assert done.stop_reason in (StopReason.END_TURN, StopReason.MAX_TOKENS)
     assert deltas and "".join(deltas) == done.response
     # usage is the server's count: the prompt's tokens, and at most max_tokens out
-    assert done.usage.input > 10
+    assert done.usage.input > 10 and done.usage.cache_read == 0
     assert 1 <= done.usage.output <= 12
     if done.stop_reason is StopReason.MAX_TOKENS:
         assert done.usage.output == 12
+    # the second turn's prompt starts with the first's, which the slot kept:
+    # llama-server reports it as cached_tokens, read here as cache_read
+    second = again[-1]
+    assert isinstance(second, TurnComplete)
+    assert second.usage.cache_read > 10 and second.usage.input > 0
+    assert second.usage.prompt_total > done.usage.prompt_total
 
     messages = opened.store(db).load(session).messages  # read back from the file
-    assert [m.role for m in messages] == ["system", "user", "assistant"]
+    assert [m.role for m in messages] == ["system", *["user", "assistant"] * 2]
     assert messages[1].text == "Say hello in five words."
     assert messages[2].text == done.response
+    assert messages[4].text == second.response
 
 
 class _FirstRequired:
@@ -229,7 +237,7 @@ def test_a_tool_loop_runs_through_the_servers_grammar(
     provider = _FirstRequired(
         opened.provider(tool_choice="required"), opened.provider()
     )
-    config = Config(max_output_tokens=200, max_iterations=4)
+    config = Config(max_output_tokens=300, max_iterations=4)
     with Agent(
         provider, tools=[add], store=opened.store(tmp_path / "t.db"), config=config
     ) as agent:
@@ -241,7 +249,9 @@ def test_a_tool_loop_runs_through_the_servers_grammar(
     assert done.iterations == 2 and done.tool_calls >= 1 and done.response
     finished = [e for e in events if isinstance(e, ToolFinished)]
     assert len(finished) == done.tool_calls
-    assert all(f.name == "add" and not f.is_error for f in finished)
+    assert all(f.name == "add" and not f.is_error for f in finished), [
+        (f.error, [str(m.content) for m in messages]) for f in finished
+    ]
     calls = [b for m in messages for b in m.content if isinstance(b, ToolUse)]
     results = {
         b.tool_use_id: b.text
