@@ -145,6 +145,7 @@ def write_model(
     n_vocab = len(tokens)
     call_start, call_end, response = (tokens.index(t) for t in TOOL_TOKENS)
     bos, eos = tokens.index("<|endoftext|>"), tokens.index("<|im_end|>")
+    special_ids = [tokens.index(t) for t in SPECIAL_TOKENS]
     newline, close = table.index(_byte_chars()[10]), table.index(">")
     types = [int(gguf.TokenType.NORMAL)] * len(tokens)
     for t in (call_start, call_end, response):
@@ -183,7 +184,9 @@ def write_model(
     output[[call_end, close], 0] = 0.1  # (they end a response)
     output[eos, 0] = 0.15  # rare in text
     output[eos, 1] = 3.0  # a response ends after its tool calls
-    output[eos, 5] = -5.0  # never right after a newline (a response starts there)
+    # a response starts after a newline: not with the end of a call, nor with a
+    # token that shows no text (either would make it empty)
+    output[[eos, call_end, response, *special_ids], 5] = -5.0
     output[newline, 2] = 3.0  # "<tool_call>" is followed by a newline
     output[call_start, 4] = -3.0  # after a tool response: no more calls,
     output[eos, 4] = 0.8  # and a short answer
