@@ -232,6 +232,7 @@ def test_coalescing_only_regroups(
 def flatten(events: list[Any]) -> list[tuple[Any, ...]]:
     """Events with adjacent deltas of one kind (and call) merged: what coalescing may do."""
     out: list[tuple[Any, ...]] = []
+    key: tuple[Any, ...]
     for ev in events:
         if isinstance(ev, TextDelta | ThinkingDelta):
             key, text = (type(ev).__name__,), ev.text
