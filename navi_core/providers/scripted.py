@@ -102,7 +102,9 @@ class Scripted:
         if isinstance(item, MidStreamFailure):
             fail, after, item = item.error, item.after, list(item.blocks)
         batches = self._batches(_as_message(item), fail, after)
-        return DeltaStream(batches, self._wire, coalesce=request.config.coalesce_deltas)
+        # a RequestConfig from before coalesce_deltas existed has no such attribute
+        coalesce = getattr(request.config, "coalesce_deltas", False)
+        return DeltaStream(batches, self._wire, coalesce=coalesce)
 
     def _batches(
         self, message: Message, fail: ProviderError | None = None, after: int = 0
