@@ -293,9 +293,9 @@ class MessageList(list[Message]):
     def _edited(name: str) -> Any:  # type: ignore[misc]
         method = getattr(list, name)
 
-        def edit(self: MessageList, *args: Any) -> Any:
+        def edit(self: MessageList, *args: Any, **kwargs: Any) -> Any:
             self.edits += 1
-            return method(self, *args)
+            return method(self, *args, **kwargs)
 
         edit.__name__ = name
         return edit
@@ -312,8 +312,19 @@ class MessageList(list[Message]):
     del _edited
 
 
+class _Indexed:
+    """Holds ``Conversation``'s index in a slot that is no dataclass field, so
+    ``asdict``, ``astuple`` and ``fields`` show only the conversation's data."""
+
+    __slots__ = ("_index",)
+    _index: _Index | None
+
+    def _keep(self, index: _Index | None) -> None:
+        self._index = index
+
+
 @dataclass(slots=True)
-class Conversation:
+class Conversation(_Indexed):
     """The live, ordered list of messages of one session.
 
     ``system_prompt()`` and ``dialogue()`` keep what they found, and on the next call
@@ -324,9 +335,9 @@ class Conversation:
 
     messages: list[Message] = field(default_factory=MessageList)
     session_id: str | None = None
-    _index: _Index | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        self._keep(None)
         if type(self.messages) is not MessageList:
             self.messages = MessageList(self.messages)
 
@@ -344,7 +355,7 @@ class Conversation:
 
     def _synced(self) -> _Index:
         messages = self.messages
-        index = self._index
+        index = getattr(self, "_index", None)  # unset in a pickle of an older version
         edits = getattr(messages, "edits", None)
         if (
             index is None
@@ -352,7 +363,8 @@ class Conversation:
             or edits is None
             or edits != index.edits
         ):
-            index = self._index = _Index(messages, edits)
+            index = _Index(messages, edits)
+            self._keep(index)
         if index.seen < len(messages):
             index.add(messages)
         return index

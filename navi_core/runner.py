@@ -8,6 +8,7 @@ shared by every pool of the process, so a new ``Agent`` starts no thread.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -52,6 +53,12 @@ class _Workers:
             ).start()
         inbox.put(pool)
 
+    def forget(self) -> None:
+        """In a forked child: the parent's workers do not exist there, and the lock
+        may have been held by one of its threads at the fork."""
+        self._idle = []
+        self._lock = threading.Lock()
+
     def _serve(self, inbox: queue.SimpleQueue[DaemonPool]) -> None:
         while True:
             inbox.get().drain()
@@ -62,6 +69,8 @@ class _Workers:
 
 
 _WORKERS = _Workers()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_WORKERS.forget)
 
 
 class DaemonPool(Executor):

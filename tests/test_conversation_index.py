@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import pickle
+
 from navi_core.conversation import (
     Conversation,
     Message,
@@ -91,3 +95,45 @@ def test_dialogue_returns_a_copy() -> None:
     conv = Conversation([UserMessage("a")])
     conv.dialogue().append(UserMessage("b"))
     assert len(conv.dialogue()) == 1
+
+
+def test_sort_takes_its_keyword_arguments() -> None:
+    conv = Conversation([UserMessage("b"), system("s"), UserMessage("a")])
+    check(conv)
+    conv.messages.sort(key=lambda m: m.text)
+    check(conv)
+    assert [m.text for m in conv.dialogue()] == ["a", "b"]
+    conv.messages.sort(key=lambda m: m.text, reverse=True)
+    check(conv)
+    assert [m.text for m in conv.dialogue()] == ["b", "a"]
+
+
+def test_the_index_is_no_field_of_the_dataclass() -> None:
+    # asdict() is how a user exports a conversation: it holds the messages and the
+    # session id, not a private cache (which also is not plain data).
+    conv = Conversation([system("s"), UserMessage("a")], "s1")
+    check(conv)
+    assert [f.name for f in dataclasses.fields(conv)] == ["messages", "session_id"]
+    assert dataclasses.asdict(conv) == {
+        "messages": [dataclasses.asdict(m) for m in conv.messages],
+        "session_id": "s1",
+    }
+    assert dataclasses.astuple(conv)[1] == "s1"
+
+
+def test_copies_and_pickles_keep_their_answers_apart() -> None:
+    conv = Conversation([system("s"), UserMessage("a")], "s1")
+    check(conv)
+    for other in (
+        copy.deepcopy(conv),
+        pickle.loads(pickle.dumps(conv)),
+        dataclasses.replace(conv, messages=list(conv.messages)),
+    ):
+        assert other == conv
+        check(other)
+        other.messages.append(system("more"))
+        other.messages[1] = UserMessage("b")
+        check(other)
+        check(conv)
+        assert conv.system_prompt() == "s" and other.system_prompt() == "s\n\nmore"
+        assert [m.text for m in conv.dialogue()] == ["a"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -330,3 +333,59 @@ def test_thread_limit_follows_set_config_between_turns() -> None:
     agent.set_config(Config(max_tool_threads=4))
     drain(agent.run("b"))
     assert seen["peak"] == 4
+
+
+_FORK_SCRIPT = """
+import os, sys, time
+from navi_core import Agent, Scripted, Text, ToolUse, TurnComplete, tool
+
+@tool
+def echo(x: str) -> str:
+    '''Echo.
+
+    Args:
+        x: the text.
+    '''
+    return x
+
+def turn(agent):
+    agent.provider.add([ToolUse("c1", "echo", '{"x": "hi"}')], [Text("done")])
+    stream = agent.run("go")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        ev = stream.next(timeout=0.1)
+        if isinstance(ev, TurnComplete):
+            return str(ev.stop_reason)
+    stream.cancel()
+    return "hung"
+
+parent = Agent(Scripted(), tools=[echo])
+print("parent", turn(parent), flush=True)
+pid = os.fork()
+if pid == 0:
+    print("child-new", turn(Agent(Scripted(), tools=[echo])), flush=True)
+    print("child-inherited", turn(parent), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print("parent-after", turn(parent), flush=True)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_tool_turns_run_in_a_forked_child_after_the_parent_ran_tools() -> None:
+    # The parent's idle tool threads do not exist in a forked child (a prefork server
+    # such as gunicorn with --preload): the child must start its own.
+    done = subprocess.run(
+        [sys.executable, "-c", _FORK_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.split("\n") == [
+        "parent end_turn",
+        "child-new end_turn",
+        "child-inherited end_turn",
+        "parent-after end_turn",
+        "",
+    ], done.stderr

@@ -260,6 +260,21 @@ def test_mid_stream_failure_reopens_without_doubling() -> None:
     assert done.iterations == 1
 
 
+@pytest.mark.parametrize("per_read", [1, 2, 64])
+def test_mid_stream_failure_streams_after_deltas_whatever_the_read_size(
+    per_read: int,
+) -> None:
+    # ``after`` counts deltas (the model delta first), not reads: with many deltas a
+    # read, the response must still break after three of them.
+    failing = MidStreamFailure([Text("abcdefghijklmnop")], ServerError("cut"), after=3)
+    p = Scripted([failing, [Text("whole")]], chunk_chars=1, deltas_per_read=per_read)
+    events = drain(Agent(p, config=FAST).run("x"))
+    retry = next(i for i, e in enumerate(events) if isinstance(e, ProviderRetry))
+    before = [e.text for e in events[:retry] if isinstance(e, TextDelta)]
+    assert "".join(before) == "ab"
+    assert p.calls == 2
+
+
 def test_empty_assistant_response_fails_the_turn() -> None:
     p = Scripted([Message("assistant", ())])
     agent = Agent(p)

@@ -321,7 +321,8 @@ class HTTPProvider:
             on_close=response.close,
             secrets=self._secrets,
             network_stream=response.extensions.get("network_stream"),
-            coalesce=request.config.coalesce_deltas,
+            # a RequestConfig from before coalesce_deltas existed has no such attribute
+            coalesce=getattr(request.config, "coalesce_deltas", False),
         )
 
     def _check(self, response: httpx.Response, tap: Tap | None = None) -> None:

@@ -45,7 +45,8 @@ class RequestConfig(Protocol):
 
     @property
     def coalesce_deltas(self) -> bool:
-        """Whether adjacent deltas of one network read become one event."""
+        """Whether adjacent deltas of one network read become one event (providers
+        read it with a default of False: a config written before it still works)."""
         ...
 
 

@@ -101,19 +101,27 @@ class Scripted:
         after = 0
         if isinstance(item, MidStreamFailure):
             fail, after, item = item.error, item.after, list(item.blocks)
-        message = _as_message(item)
-        batches = self._batches(message)
-        if fail is not None:
-            batches = _fail_after(batches, after, fail)
-        return DeltaStream(batches, self._wire, coalesce=request.config.coalesce_deltas)
+        batches = self._batches(_as_message(item), fail, after)
+        # a RequestConfig from before coalesce_deltas existed has no such attribute
+        coalesce = getattr(request.config, "coalesce_deltas", False)
+        return DeltaStream(batches, self._wire, coalesce=coalesce)
 
-    def _batches(self, message: Message) -> Iterator[list[tuple[Any, ...]]]:
+    def _batches(
+        self, message: Message, fail: ProviderError | None = None, after: int = 0
+    ) -> Iterator[list[tuple[Any, ...]]]:
         """``deltas_per_read`` deltas at a time, made as they are read (as a parser
-        makes them); finish, usage and done arrive together at the end."""
+        makes them); finish, usage and done arrive together at the end. With ``fail``,
+        it is raised after ``after`` deltas (the end counting as one), whatever the
+        read size."""
         deltas = self._deltas(message)
         size = self.deltas_per_read
-        while batch := list(islice(deltas, size)):
+        left = after if fail is not None else -1
+        while batch := list(islice(deltas, size if left < 0 else min(size, left))):
+            if left > 0:
+                left -= len(batch)
             yield batch
+        if fail is not None and left == 0:
+            raise fail
         u = message.usage or Usage()
         tools = any(isinstance(b, ToolUse) for b in message.content)
         yield [
@@ -121,6 +129,8 @@ class Scripted:
             (D.USAGE, u.input, u.output, u.cache_read, u.cache_write, u.reasoning),
             (D.DONE,),
         ]
+        if fail is not None:
+            raise fail
 
     def _deltas(self, message: Message) -> Iterator[tuple[Any, ...]]:
         n = self.chunk_chars
@@ -162,13 +172,3 @@ def _as_message(item: Any) -> Message:
     if isinstance(item, str):
         return Message("assistant", (Text(item),))
     return Message("assistant", tuple(item))
-
-
-def _fail_after(
-    batches: Iterator[list[tuple[Any, ...]]], after: int, error: ProviderError
-) -> Iterator[list[tuple[Any, ...]]]:
-    for i, batch in enumerate(batches):
-        if i >= after:
-            raise error
-        yield batch
-    raise error

@@ -8,6 +8,8 @@ import logging
 import time
 import traceback
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import cast
 
 import httpx
 import pytest
@@ -39,7 +41,9 @@ from navi_core.errors import (
     TransportError,
 )
 from navi_core.events import TextDelta, ThinkingDelta, ToolCallDelta, ToolCallStart
+from navi_core.providers.base import RequestConfig
 from navi_core.providers.openai_chat import OpenAIChat
+from navi_core.providers.scripted import Scripted
 from navi_core.tools import ToolSpec
 
 KEY = "sk-test-4f9a8b7c6d5e4f3a2b1c"
@@ -773,3 +777,24 @@ class TestRequest:
         loopback.add(Reply.sse(openai_body(["ok"])))
         with OpenAIChat("m", loopback.url, http2=True) as p:
             assert drain(p, request("hi"))[1].text == "ok"
+
+
+@dataclass(frozen=True)
+class OlderSettings:
+    """A ``RequestConfig`` written before ``coalesce_deltas`` existed."""
+
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+
+
+def test_a_request_config_without_coalesce_deltas_still_streams(
+    loopback: LoopbackServer, provider: OpenAIChat
+) -> None:
+    loopback.add(Reply.sse(openai_body(["Hel", "lo"])))
+    old = cast(RequestConfig, OlderSettings())
+    events, message = drain(provider, request("hi", config=cast(Config, old)))
+    assert message.text == "Hello"
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel", "lo"]
+    scripted = Scripted(["Hi there"], chunk_chars=2)
+    events, message = drain(scripted, request("hi", config=cast(Config, old)))
+    assert message.text == "Hi there"
