@@ -136,10 +136,11 @@ class Dispatch:
                 batches.setdefault(id(owner), (owner, []))[1].append(
                     (i, ToolCall(use.id, use.name, args))
                 )
+        run = getattr(executor, "post", executor.submit)  # DaemonPool: no Future
         for t, i, args in tool_groups:
-            executor.submit(self._run_tool, t, i, args)
+            run(self._run_tool, t, i, args)
         for source, calls in batches.values():
-            executor.submit(self._run_source, source, calls)
+            run(self._run_source, source, calls)
 
     def _reject(self, i: int, text: str) -> None:
         self._inbox.put(("started", i))

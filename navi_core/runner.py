@@ -8,6 +8,7 @@ shared by every pool of the process, so a new ``Agent`` starts no thread.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -81,7 +82,9 @@ class DaemonPool(Executor):
         self._max = max(1, max_workers)
         self.name = name
         self._work: queue.SimpleQueue[
-            tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+            tuple[
+                Future[Any] | None, Callable[..., Any], tuple[Any, ...], dict[str, Any]
+            ]
         ] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
@@ -93,6 +96,21 @@ class DaemonPool(Executor):
     ) -> Future[Any]:
         """Run ``fn(*args, **kwargs)`` on a pool thread."""
         future: Future[Any] = Future()
+        self._put(future, fn, args, kwargs)
+        return future
+
+    def post(self, fn: Callable[..., None], /, *args: Any) -> None:
+        """Run ``fn(*args)`` on a pool thread, for a caller that takes no result
+        (a tool batch reports through its own queue): no ``Future`` to make."""
+        self._put(None, fn, args, {})
+
+    def _put(
+        self,
+        future: Future[Any] | None,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> None:
         with self._lock:
             if self._closed:
                 raise RuntimeError("cannot schedule new calls after shutdown")
@@ -102,7 +120,6 @@ class DaemonPool(Executor):
                 self._active += 1
         if lend:
             _WORKERS.lend(self)
-        return future
 
     def drain(self) -> None:
         """Run queued calls until none is left (on a borrowed worker)."""
@@ -116,7 +133,10 @@ class DaemonPool(Executor):
                     self._active -= 1
                     self._done.notify_all()
                     return
-            if future.set_running_or_notify_cancel():
+            if future is None:  # post(): the callable reports its own outcome;
+                with contextlib.suppress(BaseException):  # the worker lives on
+                    fn(*args)
+            elif future.set_running_or_notify_cancel():
                 try:
                     future.set_result(fn(*args, **kwargs))
                 except BaseException as exc:  # the caller reads it from the future
@@ -133,7 +153,8 @@ class DaemonPool(Executor):
                     item = self._work.get_nowait()
                 except queue.Empty:
                     break
-                item[0].cancel()
+                if item[0] is not None:
+                    item[0].cancel()
         if wait:
             with self._lock:
                 while self._active:
