@@ -22,13 +22,12 @@ skip the memory part).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import anthropic
@@ -36,7 +35,7 @@ import httpx
 import openai
 import orjson
 from httpx_sse import connect_sse
-from server import openai_events
+from server import openai_events, spawn as server
 
 from navi_core import Agent, NullStore
 from navi_core.core import IMPLEMENTATION
@@ -47,26 +46,6 @@ HERE = Path(__file__).resolve().parent
 MODEL_O = "gpt-4o-2024-08-06"
 MODEL_A = "claude-sonnet-4-20250514"
 PROMPT = [{"role": "user", "content": "Tell me a long story."}]
-
-
-@contextlib.contextmanager
-def server(chunks: int, *, lazy: bool = False) -> Iterator[str]:
-    """Start ``bench/server.py`` in a child process; yield its base URL."""
-    cmd = [sys.executable, str(HERE / "server.py"), "--chunks", str(chunks)]
-    proc = subprocess.Popen(
-        [*cmd, "--lazy"] if lazy else cmd, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line.startswith("PORT "):
-            raise RuntimeError(f"bench server did not start: {line!r}")
-        yield f"http://127.0.0.1:{int(line.split()[1])}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 # -- contenders: each returns the accumulated text --------------------------------------

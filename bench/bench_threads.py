@@ -25,18 +25,17 @@ twice. Run: ``python bench/bench_threads.py`` (``--quick`` for one smaller round
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import os
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from server import spawn as server
 
 from navi_core import Agent, NullStore
 from navi_core.core import IMPLEMENTATION
@@ -72,24 +71,6 @@ class Result:
             return float("nan")
         gaps = sorted(self.gaps_ns)
         return gaps[min(len(gaps) - 1, int(q * len(gaps)))] / 1000
-
-
-@contextlib.contextmanager
-def server(chunks: int) -> Iterator[str]:
-    """Start ``bench/server.py`` in a child process; yield its base URL."""
-    cmd = [sys.executable, str(HERE / "server.py"), "--chunks", str(chunks)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line.startswith("PORT "):
-            raise RuntimeError(f"bench server did not start: {line!r}")
-        yield f"http://127.0.0.1:{int(line.split()[1])}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 # A contender: given the base URL, a per-thread factory; the factory builds the thread's

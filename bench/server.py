@@ -12,14 +12,17 @@ not share a GIL with the server and the server costs as little as possible.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import orjson
 
-__all__ = ["anthropic_events", "openai_events", "serve"]
+__all__ = ["anthropic_events", "openai_events", "serve", "spawn"]
 
 _WRITE = 256 * 1024
 _WORDS = (
@@ -168,6 +171,27 @@ def _connection(
         return
     finally:
         conn.close()
+
+
+@contextlib.contextmanager
+def spawn(chunks: int, *, lazy: bool = False) -> Iterator[str]:
+    """Start this server in a child process (a benchmark's client side); yield its
+    base URL, and stop it on the way out."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--chunks", str(chunks)]
+    proc = subprocess.Popen(
+        [*cmd, "--lazy"] if lazy else cmd, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("PORT "):
+            raise RuntimeError(f"bench server did not start: {line!r}")
+        yield f"http://127.0.0.1:{int(line.split()[1])}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _main() -> None:
