@@ -262,17 +262,8 @@ class Stream:
         __next__ = next_or_stop
 
     def _advance(self, timeout: float | None) -> AnyEvent | None:
-        """``next()`` past the queue: run the phase machine until it has an event.
-
-        Args:
-            timeout: seconds to wait at most; None blocks until there is an event.
-        Returns:
-            The next event; ``PENDING`` when ``timeout`` passed first; None only
-            after ``TurnComplete`` was returned.
-        Raises:
-            NaviError: the turn failed (after any events queued before the failure);
-            StreamPoisoned on every later call, with the failure as ``__cause__``.
-        """
+        """``next()`` past the queue (args, returns and raises: ``core.next_event``):
+        run the phase machine until it has an event."""
         queue = self._queue
         while True:
             if queue:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import importlib.util
 import socket
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import httpcore
 import orjson
@@ -35,14 +35,19 @@ THREADS = 32
 TURNS = 3
 
 
-def _expected_text() -> str:
-    """The text the bench server streams, from its own event generator."""
+def _bench_server() -> ModuleType:
+    """``bench/server.py`` as a module (bench/ is not a package)."""
     spec = importlib.util.spec_from_file_location("bench_server", BENCH / "server.py")
     assert spec is not None and spec.loader is not None
     server = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(server)
+    return server
+
+
+def _expected_text() -> str:
+    """The text the bench server streams, from its own event generator."""
     parts = []
-    for event in server.openai_events(CHUNKS):
+    for event in _bench_server().openai_events(CHUNKS):
         payload = event.removeprefix(b"data: ").strip()
         if payload == b"[DONE]":
             continue
@@ -53,18 +58,8 @@ def _expected_text() -> str:
 
 @pytest.fixture(scope="module")
 def bench_url() -> Iterator[str]:
-    cmd = [sys.executable, str(BENCH / "server.py"), "--chunks", str(CHUNKS)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("PORT "), line
-        yield f"http://127.0.0.1:{int(line.split()[1])}/v1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with _bench_server().spawn(CHUNKS) as url:
+        yield f"{url}/v1"
 
 
 def _turns(url: str, turns: int) -> list[tuple[str, list[AnyEvent], str]]:
