@@ -5,9 +5,15 @@ with a tool call and its ~600-character tool result, repeated). For each HTTP
 provider, in the same run:
 
 * full: ``orjson.dumps(provider.build_body(request))``, what every request paid before;
-* next: ``provider.encode_body(request)`` right after the previous request of the
-  loop was encoded; the two newest messages are new objects each round, so they are
-  encoded for real (what an agent loop pays per response);
+* next: what a ``Stream`` and ``open`` do for the next request, right after the
+  previous request of the loop was encoded: ``conversation.history()`` (a view, no
+  copy) into a ``ProviderRequest``, then ``provider.encode_parts`` (the parts ``open``
+  hands to the socket one after the other: the kept JSON of older messages is sent as
+  it is kept, not copied into one body); the two newest messages are new objects each
+  round, so they are encoded for real (what an agent loop pays per response);
+* loop: the mean of ``next`` over a run of requests of one conversation growing as an
+  agent loop grows it (1/30 of its size, at least 10), the kept JSON's occasional
+  merges included (the best of three runs);
 * rebuild: ``encode_body`` for a conversation this provider did not encode last (a
   new provider per request, or one provider serving many sessions): every message
   comes from the per-message cache;
@@ -26,12 +32,19 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import orjson
 
-from navi_core.conversation import Message, Text, TextPart, ToolResult, ToolUse
+from navi_core.conversation import (
+    Conversation,
+    Message,
+    Text,
+    TextPart,
+    ToolResult,
+    ToolUse,
+)
 from navi_core.providers._http import HTTPProvider
 from navi_core.providers.anthropic import Anthropic
 from navi_core.providers.base import ProviderRequest
@@ -82,7 +95,7 @@ def session(size: int) -> tuple[Message, ...]:
     return tuple(messages)
 
 
-def request(messages: tuple[Message, ...]) -> ProviderRequest:
+def request(messages: Sequence[Message]) -> ProviderRequest:
     return ProviderRequest(messages, SYSTEM, TOOLS, Settings())
 
 
@@ -101,14 +114,26 @@ def measure(provider: HTTPProvider, size: int, rounds: int) -> dict[str, float]:
         orjson.dumps(provider.build_body(full_request))
         return time.perf_counter() - start
 
-    previous = request(base[:-2])
-
     def next_request() -> float:
-        provider.encode_body(previous)  # the loop's previous request
-        now = request(base[:-2] + pair(size))  # what the response just added
+        conversation = Conversation(list(base[:-2]))
+        provider.encode_parts(request(conversation.history()))  # the previous one
+        conversation.messages.extend(pair(size))  # what the response just added
         start = time.perf_counter()
-        provider.encode_body(now)
+        provider.encode_parts(request(conversation.history()))  # as open() does
         return time.perf_counter() - start
+
+    def steady(rounds: int) -> float:
+        """The mean over ``rounds`` requests of one conversation growing as a loop
+        grows it: the kept chunks' occasional merges are in it."""
+        conversation = Conversation(list(base[:-2]))
+        provider.encode_parts(request(conversation.history()))
+        total = 0.0
+        for k in range(rounds):
+            conversation.messages.extend(pair(size + k))
+            start = time.perf_counter()
+            provider.encode_parts(request(conversation.history()))
+            total += time.perf_counter() - start
+        return total / rounds
 
     other = request(base[:1])
 
@@ -132,10 +157,12 @@ def measure(provider: HTTPProvider, size: int, rounds: int) -> dict[str, float]:
     now = request(base[:-2] + pair(size))
     check = provider.encode_body(now)
     assert check == orjson.dumps(provider.build_body(now)), "bodies differ"
+    assert b"".join(provider.encode_parts(now)) == check, "parts differ"
     return {
         "full": median_ms(full, rounds),
         "next": median_ms(next_request, rounds),
         "rebuild": median_ms(rebuild, rounds),
+        "steady": min(steady(max(10, size // 30)) for _ in range(3)) * 1e3,
         "copy": median_ms(copy, rounds),
         "kb": len(body) / 1024,
     }
@@ -152,7 +179,8 @@ def main() -> None:
     ]
     sizes = (30, 300, 3000)
     print(f"{'provider':<18}{'msgs':>6}{'KiB':>8}{'full ms':>10}{'next ms':>10}"
-          f"{'next/full':>11}{'rebuild/full':>14}{'next/(2x30+copy)':>18}")  # fmt: skip
+          f"{'loop ms':>9}{'next/full':>11}{'rebuild/full':>14}"
+          f"{'next/(2x30+copy)':>18}")  # fmt: skip
     for provider in providers:
         small = 0.0
         for size in sizes:
@@ -167,7 +195,7 @@ def main() -> None:
             goal = r["next"] / (2 * small + r["copy"])
             print(
                 f"{type(provider).__name__:<18}{size:>6}{r['kb']:>8.0f}{r['full']:>10.3f}"
-                f"{r['next']:>10.3f}{r['next'] / r['full']:>11.3f}"
+                f"{r['next']:>10.3f}{r['steady']:>9.3f}{r['next'] / r['full']:>11.3f}"
                 f"{r['rebuild'] / r['full']:>14.3f}{goal:>18.2f}"
             )
         provider.close()

@@ -125,7 +125,7 @@ class Agent(Oversight):
         """The request the next response opens with (``inspect``)."""
         conversation = self.conversation
         return ProviderRequest(
-            tuple(conversation.dialogue()),
+            conversation.history(),
             conversation.system_prompt(),
             self.tool_specs(),
             self._config,

@@ -12,11 +12,15 @@ from typing import Any, Literal, TypeAlias
 
 import orjson
 
+from .history import History, MessageList
+
 __all__ = [
     "Block",
     "CompactionSummary",
     "Conversation",
+    "History",
     "MediaPart",
+    "MessageList",
     "Message",
     "Part",
     "RedactedThinking",
@@ -280,38 +284,6 @@ def UserMessage(content: str | Iterable[Block]) -> Message:
     return Message("user", tuple(content))
 
 
-class MessageList(list[Message]):
-    """A list that counts its edits (anything but appending), so ``Conversation`` can
-    tell that what it found in the list still holds."""
-
-    __slots__ = ("edits",)
-
-    def __init__(self, messages: Iterable[Message] = ()) -> None:
-        super().__init__(messages)
-        self.edits = 0
-
-    def _edited(name: str) -> Any:  # type: ignore[misc]
-        method = getattr(list, name)
-
-        def edit(self: MessageList, *args: Any, **kwargs: Any) -> Any:
-            self.edits += 1
-            return method(self, *args, **kwargs)
-
-        edit.__name__ = name
-        return edit
-
-    __setitem__ = _edited("__setitem__")
-    __delitem__ = _edited("__delitem__")
-    insert = _edited("insert")
-    pop = _edited("pop")
-    remove = _edited("remove")
-    clear = _edited("clear")
-    sort = _edited("sort")
-    reverse = _edited("reverse")
-    __imul__ = _edited("__imul__")
-    del _edited
-
-
 class _Indexed:
     """Holds ``Conversation``'s index in a slot that is no dataclass field, so
     ``asdict``, ``astuple`` and ``fields`` show only the conversation's data."""
@@ -333,7 +305,7 @@ class Conversation(_Indexed):
     list assigned to ``messages`` later, not a ``MessageList``, is looked at whole).
     """
 
-    messages: list[Message] = field(default_factory=MessageList)
+    messages: list[Message] = field(default_factory=MessageList[Message])
     session_id: str | None = None
 
     def __post_init__(self) -> None:
@@ -352,6 +324,12 @@ class Conversation(_Indexed):
     def dialogue(self) -> list[Message]:
         """The messages a provider sees as turns (system messages excluded)."""
         return list(self._synced().dialogue)
+
+    def history(self) -> History[Message]:
+        """``dialogue()`` as an immutable view that copies nothing (what a request
+        holds); it keeps showing these messages whatever is done to the conversation."""
+        dialogue = self._synced().dialogue
+        return History(dialogue, len(dialogue))
 
     def _synced(self) -> _Index:
         messages = self.messages

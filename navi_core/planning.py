@@ -43,7 +43,7 @@ class PlanStep:
         conversation = self.session.conversation
         system = conversation.system_prompt()
         prompt = planning.prompt if not system else f"{system}\n\n{planning.prompt}"
-        return ProviderRequest(tuple(conversation.dialogue()), prompt, (), self.config)
+        return ProviderRequest(conversation.history(), prompt, (), self.config)
 
     def run(self) -> Message:
         """Send the planning request and return the plan message."""

@@ -576,7 +576,7 @@ class Stream:
             return
         session = host.session
         request = ProviderRequest(
-            tuple(session.conversation.dialogue()),
+            session.conversation.history(),
             session.conversation.system_prompt(),
             host.tool_specs(),
             config,

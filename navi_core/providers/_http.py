@@ -274,7 +274,13 @@ class HTTPProvider:
 
     def encode_body(self, request: ProviderRequest) -> bytes:
         """The request body's bytes: ``orjson.dumps(build_body(request))``."""
-        return orjson.dumps(self.build_body(request))
+        return b"".join(self.encode_parts(request))
+
+    def encode_parts(self, request: ProviderRequest) -> list[bytes]:
+        """The request body as the parts that are sent one after the other: the bytes
+        kept for the conversation's older messages go to the socket as they are, so
+        a request copies none of them."""
+        return [orjson.dumps(self.build_body(request))]
 
     def _parser(self) -> Parser:
         raise NotImplementedError
@@ -287,19 +293,21 @@ class HTTPProvider:
         Raises:
             ProviderError: the mapped error of a non-2xx status, or ``TransportError``.
         """
-        content = self.encode_body(request)
+        parts = self.encode_parts(request)
+        size = sum(map(len, parts))
+        content: bytes | list[bytes] = parts[0] if len(parts) == 1 else parts
         client = self._client
         shown = self._wire.base_url + self.path  # the public form: no credentials
         _log.debug(
             "POST %s: %d messages, %d tools, %d bytes of JSON",
-            shown, len(request.messages), len(request.tools), len(content),
+            shown, len(request.messages), len(request.tools), size,
         )  # fmt: skip
         with map_transport_errors(self._secrets, self._url):
             req = client.build_request(
                 "POST",
                 self._url,
                 content=content,
-                headers=self._headers,
+                headers=self._headers if len(parts) == 1 else self._sized(size),
                 timeout=self._timeout,
             )
             response = client.send(req, stream=True)
@@ -324,6 +332,11 @@ class HTTPProvider:
             # a RequestConfig from before coalesce_deltas existed has no such attribute
             coalesce=getattr(request.config, "coalesce_deltas", False),
         )
+
+    def _sized(self, size: int) -> dict[str, str]:
+        """The headers for a body sent in parts: its length given, so it is not sent
+        chunked (httpx then leaves out Transfer-Encoding)."""
+        return {**self._headers, "content-length": str(size)}
 
     def _check(self, response: httpx.Response, tap: Tap | None = None) -> None:
         status = response.status_code

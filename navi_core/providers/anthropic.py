@@ -116,14 +116,14 @@ class Anthropic(HTTPProvider):
         """The Messages JSON body for ``request`` (``options`` applied last)."""
         return self._body(request, build_messages(request.messages, self.wire))
 
-    def encode_body(self, request: ProviderRequest) -> bytes:
-        """``orjson.dumps(build_body(request))``, from the messages' kept JSON.
+    def encode_parts(self, request: ProviderRequest) -> list[bytes]:
+        """``orjson.dumps(build_body(request))`` in parts, from the messages' kept JSON.
 
         The newest two user messages carry cache breakpoints, so only they are
         rendered again; mark_cache_breakpoints marks the tools and system here.
         """
         if "messages" in self._options:
-            return super().encode_body(request)
+            return super().encode_parts(request)
         before, after = split_body(self._body(request, []), "messages")
         return self._encoder.join(request.messages, before, after)
 

@@ -10,6 +10,7 @@ errors are mapped in ``errormap``.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -55,7 +56,7 @@ class ProviderRequest:
     """Everything one response needs: the dialogue, system prompt, tools and config;
     ``output`` when the answer must be a structured value (``run(..., output=T)``)."""
 
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]  # a tuple, or a History view of the conversation
     system: str | None
     tools: tuple[ToolSpec, ...]
     config: RequestConfig

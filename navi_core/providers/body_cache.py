@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from ..conversation import MediaPart, Message, ToolResult, ToolUse, WireIdentity
+from ..history import History
 
 __all__ = [
     "CACHE",
@@ -142,14 +143,13 @@ class FlatEncoder:
         self._wire = wire
         self._keys = ((style, False), (style, True))  # by is_own
         self._lock = threading.Lock()
-        self._memo: tuple[tuple[Message, ...], list[bytes], dict[str, str]] | None = (
-            None
-        )
+        self._memo: tuple[Sequence[Message], list[bytes], dict[str, str]] | None = None
 
     def join(
-        self, messages: tuple[Message, ...], before: bytes, first: bytes, after: bytes
-    ) -> bytes:
-        """``before``, ``first`` (an item or b""), the messages' items, ``after``."""
+        self, messages: Sequence[Message], before: bytes, first: bytes, after: bytes
+    ) -> list[bytes]:
+        """``before``, ``first`` (an item or b""), the messages' items, ``after``, in
+        parts (``_assemble``)."""
         with self._lock:
             memo = self._memo
             if memo is not None and _extends(messages, memo[0]):
@@ -174,9 +174,9 @@ class FlatEncoder:
                     piece = hit[0]
                 if piece:
                     pieces.append(piece)
-            _add_chunk(chunks, b",".join(pieces))
+            _add_chunk(chunks, pieces)
             self._memo = (messages, chunks, names)
-            return _assemble(before, first, chunks, after)
+            return _assemble(before, first, chunks, b"", after)
 
     def _piece(self, message: Message, names: dict[str, str], key: Hashable) -> bytes:
         hit = CACHE.get(message, key)
@@ -199,24 +199,47 @@ class FlatEncoder:
         return piece
 
 
-def _add_chunk(chunks: list[bytes], chunk: bytes) -> None:
-    """Keep ``chunk``; past a few dozen chunks they are joined into one (amortised)."""
-    if chunk:
-        chunks.append(chunk)
-        if len(chunks) > _MAX_CHUNKS:
-            chunks[:] = [b",".join(chunks)]
+def _add_chunk(chunks: list[bytes], pieces: list[bytes]) -> None:
+    """Append the comma-joined ``pieces`` to the kept ``chunks`` (every chunk but the
+    first starts with its comma). A chunk is merged into the one before it while that
+    one is less than twice its size, so there are O(log n) chunks, the older ones the
+    larger, and each byte is copied O(log n) times in all (as in a binary counter)."""
+    if not pieces:
+        return
+    chunks.append(b",".join([b"", *pieces]) if chunks else b",".join(pieces))
+    while len(chunks) > 1 and len(chunks[-2]) < 2 * len(chunks[-1]):
+        last = chunks.pop()
+        chunks[-1] += last
 
 
-_MAX_CHUNKS = 32
-
-
-def _assemble(before: bytes, first: bytes, chunks: list[bytes], after: bytes) -> bytes:
-    """One copy: ``before``, ``first``, the chunks comma-separated, ``after``."""
-    parts = [before, first] if first else [before]
+def _assemble(
+    before: bytes, first: bytes, chunks: list[bytes], tail: bytes, after: bytes
+) -> list[bytes]:
+    """``before``, ``first``, the kept chunks, ``tail`` (items not kept, no leading
+    comma), ``after``: the body as parts to send in order. A chunk of at least
+    ``_ALONE`` bytes is a part of its own (sent as it is kept, never copied); the small
+    pieces around them are joined."""
+    parts: list[bytes] = []
+    small = [before, first, b","] if first and chunks else [before, first]
     for chunk in chunks:
-        parts += (b",", chunk) if len(parts) > 1 else (chunk,)
-    parts.append(after)
-    return b"".join(parts)
+        if len(chunk) >= _ALONE:
+            if small:
+                parts.append(b"".join(small))
+            parts.append(chunk)
+            small = []
+        else:
+            small.append(chunk)
+    if tail:
+        if chunks or first:
+            small.append(b",")
+        small.append(tail)
+    small.append(after)
+    parts.append(b"".join(small))
+    return parts
+
+
+#: a kept chunk this long goes to the socket as its own part
+_ALONE = 64 * 1024
 
 
 #: message -> its Messages blocks (tool results first), or None for another role
@@ -236,10 +259,12 @@ class AnthropicEncoder:
         self._wire = wire
         self._marks = marks
         self._lock = threading.Lock()
-        self._memo: tuple[tuple[Message, ...], list[bytes], list[_Group]] | None = None
+        self._memo: tuple[Sequence[Message], list[bytes], list[_Group]] | None = None
 
-    def join(self, messages: tuple[Message, ...], before: bytes, after: bytes) -> bytes:
-        """``before``, the messages array's items, ``after``."""
+    def join(
+        self, messages: Sequence[Message], before: bytes, after: bytes
+    ) -> list[bytes]:
+        """``before``, the messages array's items, ``after``, in parts."""
         with self._lock:
             memo = self._memo
             if memo is not None and _extends(messages, memo[0]):
@@ -273,14 +298,12 @@ class AnthropicEncoder:
             if self._marks and users:
                 keep = min(keep, users[-2] if len(users) > 1 else users[-1])
             if keep:
-                _add_chunk(frozen, b",".join([_render(g, False) for g in tail[:keep]]))
+                _add_chunk(frozen, [_render(g, False) for g in tail[:keep]])
                 del tail[:keep]
             marked = {i - keep for i in users[-2:]} if self._marks else set()
             self._memo = (messages, frozen, tail)
             rendered = b",".join([_render(g, i in marked) for i, g in enumerate(tail)])
-            return _assemble(
-                before, b"", [*frozen, rendered] if rendered else frozen, after
-            )
+            return _assemble(before, b"", frozen, rendered, after)
 
     def _blocks(self, message: Message, key: Hashable) -> tuple[Any, ...]:
         """The message's blocks (tool results, others) and its unmarked group; () when
@@ -312,6 +335,9 @@ def _render(group: _Group, mark: bool) -> bytes:
     return b'{"role":"' + role.encode() + b'","content":[' + b",".join(blocks) + b"]}"
 
 
-def _extends(messages: tuple[Message, ...], done: tuple[Message, ...]) -> bool:
+def _extends(messages: Sequence[Message], done: Sequence[Message]) -> bool:
+    if isinstance(messages, History) and messages.extends(done):
+        return True  # views of one conversation: O(1)
     # Tuple equality compares by identity first: a C loop over the shared prefix.
-    return len(messages) >= len(done) and messages[: len(done)] == done
+    n = len(done)
+    return len(messages) >= n and tuple(messages[:n]) == tuple(done)

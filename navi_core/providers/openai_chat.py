@@ -108,10 +108,10 @@ class OpenAIChat(HTTPProvider):
         """The chat-completions JSON body for ``request`` (``options`` applied last)."""
         return self._body(request, build_messages(request.messages, request.system))
 
-    def encode_body(self, request: ProviderRequest) -> bytes:
-        """``orjson.dumps(build_body(request))``, from the messages' kept JSON."""
+    def encode_parts(self, request: ProviderRequest) -> list[bytes]:
+        """``orjson.dumps(build_body(request))`` in parts, from the messages' kept JSON."""
         if "messages" in self._options:
-            return super().encode_body(request)
+            return super().encode_parts(request)
         before, after = split_body(self._body(request, []), "messages")
         system = request.system
         first = orjson.dumps({"role": "system", "content": system}) if system else b""

@@ -83,10 +83,10 @@ class OpenAIResponses(HTTPProvider):
         """The Responses JSON body for ``request`` (``options`` applied last)."""
         return self._body(request, build_input(request.messages, self.wire))
 
-    def encode_body(self, request: ProviderRequest) -> bytes:
-        """``orjson.dumps(build_body(request))``, from the messages' kept JSON."""
+    def encode_parts(self, request: ProviderRequest) -> list[bytes]:
+        """``orjson.dumps(build_body(request))`` in parts, from the messages' kept JSON."""
         if "input" in self._options:
-            return super().encode_body(request)
+            return super().encode_parts(request)
         before, after = split_body(self._body(request, []), "input")
         return self._encoder.join(request.messages, before, b"", after)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from unittest import mock
 
 import orjson
 from hypothesis import given, settings, strategies as st
@@ -18,6 +19,7 @@ from loopback import LoopbackServer, Reply
 from navi_core.conversation import (
     Block,
     CompactionSummary,
+    Conversation,
     MediaPart,
     Message,
     RedactedThinking,
@@ -28,6 +30,7 @@ from navi_core.conversation import (
     ToolUse,
     WireIdentity,
 )
+from navi_core.providers import body_cache
 from navi_core.providers._http import HTTPProvider
 from navi_core.providers.anthropic import Anthropic
 from navi_core.providers.base import ProviderRequest
@@ -149,6 +152,33 @@ def test_growing_conversations_match(
         provider.close()
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(messages, max_size=14),
+    st.one_of(st.none(), st.just(""), texts),
+    st.sampled_from([1, 2, 40, 300]),
+    st.data(),
+)
+def test_bodies_in_parts_match_whatever_the_part_size(
+    history: list[Message], system: str | None, alone: int, data: st.DataObject
+) -> None:
+    """With any threshold for a part of its own, the parts of a conversation growing
+    as a Stream sends it (``Conversation.history()``) join to the built body."""
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(history)), max_size=6)))
+    with mock.patch.object(body_cache, "_ALONE", alone):
+        for provider in providers():
+            conversation = Conversation()
+            for cut in [*cuts, len(history)]:
+                conversation.messages.extend(history[len(conversation) : cut])
+                request = ProviderRequest(
+                    conversation.history(), system, (), Settings()
+                )
+                parts = provider.encode_parts(request)
+                assert all(parts)
+                assert b"".join(parts) == orjson.dumps(provider.build_body(request))
+            provider.close()
+
+
 def test_cached_images_follow_the_tool_names() -> None:
     """A tool result's image label names the call's tool; a kept encoding follows it."""
     result = Message("user", (ToolResult("call_1", (MediaPart("image/png", "AAAA"),)),))
@@ -266,5 +296,44 @@ def test_the_bytes_sent_over_http_are_the_built_body(loopback: LoopbackServer) -
             provider.open(request).close()
             expected.append(orjson.dumps(provider.build_body(request)))
     assert [r.body for r in loopback.requests] == expected
+    for provider in providers:
+        provider.close()
+
+
+def test_a_long_conversation_is_sent_in_parts_with_its_length(
+    loopback: LoopbackServer,
+) -> None:
+    """Past ``_ALONE`` bytes the kept JSON goes to the socket as it is kept: the server
+    still receives exactly the built body, sized by Content-Length, never chunked."""
+    providers = [
+        OpenAIChat("m", f"{loopback.url}/v1"),
+        OpenAIResponses("m", f"{loopback.url}/v1"),
+        Anthropic("m", loopback.url, cache=True),
+    ]
+    conversation = Conversation([Message("user", (Text("go"),))])
+    expected: list[bytes] = []
+    parted = 0
+    for i in range(45):  # ~4.5 KiB per round: the kept JSON passes 128 KiB
+        call = ToolUse(f"call_{i}", "look", f'{{"i": {i}}}')
+        result = ToolResult(f"call_{i}", (TextPart(f"line {i} é\n" * 400),))
+        conversation.messages += [
+            Message("assistant", (Text("looking"), call)),
+            Message("user", (result,)),
+        ]
+        request = ProviderRequest(conversation.history(), "be brief", (), Settings())
+        for provider in providers:
+            parts = provider.encode_parts(request)
+            if sum(map(len, parts)) > 160 * 1024:  # the oldest chunk is >= 64 KiB
+                assert len(parts) > 1 and max(map(len, parts)) >= 64 * 1024
+                parted += 1
+            assert b"".join(parts) == orjson.dumps(provider.build_body(request))
+            loopback.add(Reply.sse(b""))
+            provider.open(request).close()
+            expected.append(orjson.dumps(provider.build_body(request)))
+    assert parted >= 20
+    assert [r.body for r in loopback.requests] == expected
+    for r in loopback.requests:
+        assert r.headers["content-length"] == str(len(r.body))
+        assert "transfer-encoding" not in r.headers
     for provider in providers:
         provider.close()
