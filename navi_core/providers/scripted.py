@@ -10,6 +10,7 @@ per simulated network read unless ``deltas_per_read`` says more.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -59,13 +60,13 @@ class Scripted:
         chunk_chars: int = 4,
         deltas_per_read: int = 1,
     ) -> None:
-        self._items: list[Any] = list(items)
+        self._items: deque[Any] = deque(items)
         self._lock = threading.Lock()
         self._wire = WireIdentity("scripted", "scripted://local", model)
         self.chunk_chars = max(1, chunk_chars)
         self.deltas_per_read = max(1, deltas_per_read)
         self.calls = 0
-        self.requests: list[list[Message]] = []
+        self._requests: list[Sequence[Message]] = []
         self.last_request: ProviderRequest | None = None
 
     def __repr__(self) -> str:
@@ -81,6 +82,13 @@ class Scripted:
             self._items.extend(items)
 
     @property
+    def requests(self) -> list[list[Message]]:
+        """The messages of every request so far, in order (a fresh list on each read:
+        requests keep their immutable message sequences, so a long script costs no
+        copy per request)."""
+        return [list(messages) for messages in self._requests]
+
+    @property
     def remaining(self) -> int:
         """Responses not yet replayed."""
         return len(self._items)
@@ -88,13 +96,13 @@ class Scripted:
     def open(self, request: ProviderRequest) -> DeltaStream:
         with self._lock:
             self.calls += 1
-            self.requests.append(list(request.messages))
+            self._requests.append(request.messages)
             self.last_request = request
             if not self._items:
                 raise BadRequest(
                     "Scripted provider has no response left", status_code=400
                 )
-            item = self._items.pop(0)
+            item = self._items.popleft()
         if isinstance(item, BaseException):
             raise item
         fail: ProviderError | None = None
