@@ -89,6 +89,7 @@ class DaemonPool(Executor):
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
         self._active = 0  # workers serving this pool now
+        self._free = 0  # of those, the ones not inside a call (they take queued work)
         self._closed = False
 
     def submit(
@@ -115,24 +116,35 @@ class DaemonPool(Executor):
             if self._closed:
                 raise RuntimeError("cannot schedule new calls after shutdown")
             self._work.put((future, fn, args, kwargs))
-            lend = self._active < self._max
-            if lend:
-                self._active += 1
+            lend = self._lend_locked()
         if lend:
             _WORKERS.lend(self)
+
+    def _lend_locked(self) -> bool:
+        """Whether to borrow one more worker: only when none of this pool's is free to
+        take queued work. A worker that takes a call while more wait borrows the next
+        (a chain), so calls that return at once run on one or two threads instead of
+        waking one each, and calls that block still all run at once."""
+        if self._free or self._active >= self._max:
+            return False
+        self._active += 1
+        self._free += 1
+        return True
 
     def drain(self) -> None:
         """Run queued calls until none is left (on a borrowed worker)."""
         while True:
-            try:
-                future, fn, args, kwargs = self._work.get_nowait()
-            except queue.Empty:
-                with self._lock:
-                    if not self._work.empty():
-                        continue
+            with self._lock:
+                self._free -= 1
+                try:
+                    future, fn, args, kwargs = self._work.get_nowait()
+                except queue.Empty:
                     self._active -= 1
                     self._done.notify_all()
                     return
+                lend = not self._work.empty() and self._lend_locked()
+            if lend:
+                _WORKERS.lend(self)
             if future is None:  # post(): the callable reports its own outcome;
                 with contextlib.suppress(BaseException):  # the worker lives on
                     fn(*args)
@@ -142,6 +154,8 @@ class DaemonPool(Executor):
                 except BaseException as exc:  # the caller reads it from the future
                     future.set_exception(exc)
             del future, fn, args, kwargs
+            with self._lock:
+                self._free += 1  # looking for more work
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Take no more work; with ``cancel_futures`` drop what has not started."""

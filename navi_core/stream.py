@@ -198,7 +198,7 @@ class Stream:
         self._step: Callable[[], None] | None = self._turn_start
         self._reading = self._handlers[Phase.STREAMING]  # next()'s hot path
         self._config: Config = host.config
-        self._rng = rng or random.Random()
+        self._rng = rng  # made at the first retry: seeding one reads the OS's entropy
         self._request = RequestState()
         self._compaction: CompactionJob | None = None
         self._response: ProviderStream | None = None
@@ -783,6 +783,8 @@ class Stream:
     ) -> float:
         """Queue the ``ProviderRetry`` notice; return when the next attempt may start."""
         policy = self._config.retry
+        if self._rng is None:
+            self._rng = random.Random()
         delay = policy.delay_ms(attempt, exc.retry_after_ms, self._rng)
         self._queue.append(
             retry_notice(exc, attempt, policy, delay, compaction=compaction)

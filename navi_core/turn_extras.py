@@ -146,7 +146,13 @@ class TurnExtras:
         """The final ``TurnComplete``: usage of plan and sub-agents, held calls, the
         ``on_completion`` hooks run, and every hook failure."""
         usage = turn.usage + self.extra_usage
+        if not self.hooks:  # one copy of the event, not two
+            return replace(
+                turn,
+                usage=usage,
+                pending_approvals=self.pending,
+                hook_failures=self.hooks.failures,
+            )
         done = replace(turn, usage=usage, pending_approvals=self.pending)
-        if self.hooks:
-            self.hooks.completion(done)
+        self.hooks.completion(done)
         return replace(done, hook_failures=self.hooks.failures)

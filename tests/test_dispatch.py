@@ -32,6 +32,7 @@ from navi_core import (
     TurnComplete,
     tool,
 )
+from navi_core.runner import DaemonPool
 
 
 def drain(stream: Stream) -> list[AnyEvent]:
@@ -389,3 +390,41 @@ def test_tool_turns_run_in_a_forked_child_after_the_parent_ran_tools() -> None:
         "parent-after end_turn",
         "",
     ], done.stderr
+
+
+def test_a_call_posted_while_the_pool_s_worker_is_busy_gets_another() -> None:
+    """Workers are borrowed in a chain, one more only when none is free: a call posted
+    while the only worker is inside a long call must still start at once."""
+    pool = DaemonPool(4)
+    release = threading.Event()
+    second_ran = threading.Event()
+    pool.post(release.wait, 10)
+    time.sleep(0.05)  # the first call is running now
+    pool.post(second_ran.set)
+    assert second_ran.wait(5), "the second call waited behind the first"
+    release.set()
+    pool.shutdown(wait=True)
+
+
+def test_calls_posted_from_many_threads_all_run_and_the_pool_drains() -> None:
+    pool = DaemonPool(3)
+    done: list[int] = []
+    lock = threading.Lock()
+
+    def record(n: int) -> None:
+        if n % 7 == 0:
+            time.sleep(0.002)  # some calls block, most return at once
+        with lock:
+            done.append(n)
+
+    def poster(base: int) -> None:
+        for n in range(base, base + 200):
+            pool.post(record, n)
+
+    posters = [threading.Thread(target=poster, args=(k * 200,)) for k in range(4)]
+    for t in posters:
+        t.start()
+    for t in posters:
+        t.join()
+    pool.shutdown(wait=True)  # returns only once every borrowed worker went back
+    assert sorted(done) == list(range(800))
