@@ -6,11 +6,12 @@ machine): one delta per simulated network read (the worst case), 64 per read (wh
 fast server's reads hold), and 64 per read with ``Config(coalesce_deltas=True)``.
 Baseline (the floor): a plain Python generator yielding the very same event objects.
 
-Tool turns (5 calls of a tool that returns at once, then a final answer, on
-``Scripted``) are timed whole: with no tool time and no network, all of it is the
-loop's overhead. Once on one agent reused, once on a new ``Agent`` per turn (what a
-web app does), against a floor measured in the same run: one round trip to a waiting
-thread per call.
+Tool turns (5 calls of a tool that returns at once, then a final answer) are timed
+whole: with no tool time and no network, all of it is the loop's overhead. On
+``Scripted`` once on one agent reused, once on a new ``Agent`` per turn (what a web app
+does); then on ``prebuilt.PrebuiltToolTurns`` (a new ``Agent`` per turn), whose deltas
+are built before, so the provider costs nothing and what is left is the loop alone.
+Against a floor measured in the same run: one round trip to a waiting thread per call.
 
 Run: ``python bench/bench_loop.py`` (prints one table; best of several repeats).
 """
@@ -23,11 +24,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from prebuilt import Prebuilt
+from prebuilt import Prebuilt, PrebuiltToolTurns
 
 from navi_core import Agent, Config, NullStore, Scripted, Text, ToolUse, tool
 from navi_core.core import IMPLEMENTATION
-from navi_core.events import Event
+from navi_core.events import Event, ToolFinished
 
 
 @tool
@@ -140,8 +141,25 @@ def tool_rows(repeats: int, turns: int) -> None:
             samples.append(handoffs.seconds)  # type: ignore[attr-defined]
         return min(samples)
 
+    def prebuilt() -> float:
+        agents = [
+            Agent(PrebuiltToolTurns(5), tools=[noop], store=NullStore())
+            for _ in range(turns)
+        ]
+        t0 = time.perf_counter()
+        for agent in agents:
+            drain_stream(agent)
+        return (time.perf_counter() - t0) / turns
+
+    events = drain_stream(Agent(PrebuiltToolTurns(5), tools=[noop], store=NullStore()))
+    finished = [e for e in events if isinstance(e, ToolFinished) and not e.is_error]
+    assert len(finished) == 5 and events[-1].response == "all done here", events  # type: ignore[attr-defined]
     base = min(floor() for _ in range(repeats))
-    for label, run in (("one agent, reused", reused), ("a new Agent per turn", fresh)):
+    for label, run in (
+        ("one agent, reused", reused),
+        ("a new Agent per turn", fresh),
+        ("prebuilt, new Agent", prebuilt),
+    ):
         ms = min(run() for _ in range(repeats)) * 1e3
         print(
             f"5-call tool turn, {label:<22} {ms:>8.3f} ms   {ms / (base * 1e3):>6.1f}x"

@@ -18,8 +18,14 @@ that visit every T in turn:
 * CPU µs per event: the process's CPU time (all threads) over the events.
 
 The machine's cores are shared with the server process, so read the ratios, and run it
-twice. Run: ``python bench/bench_threads.py`` (``--quick`` for one smaller round,
-``--threads 1,8,64`` to choose T, ``--no-sdk`` to skip the openai SDK).
+twice. What is left between 1 and 64 threads is the interpreter's: every thread that
+waits for the GIL wakes each switch interval (5 ms) to ask for it, and the holder is
+made to give it up, so 63 waiting threads mean thousands of futex wake-ups and thread
+switches a second (``strace -f -c``: ~40,000 futex calls for 128 turns at 64 threads,
+130 at 1). ``--switch-interval 0.05`` shows what a host that sets a longer interval
+gets. Run: ``python bench/bench_threads.py`` (``--quick`` for one smaller round,
+``--threads 1,8,64`` to choose T, ``--no-sdk`` to skip the openai SDK,
+``--switch-interval S`` to run with ``sys.setswitchinterval(S)``).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import argparse
 import gc
 import os
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -271,7 +278,14 @@ def main() -> None:
     )
     parser.add_argument("--window", type=float, help="openai SDK: seconds per point")
     parser.add_argument("--no-sdk", action="store_true", help="skip the openai SDK")
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        help="sys.setswitchinterval for the run (the host's choice; default 0.005)",
+    )
     args = parser.parse_args()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     counts = [int(t) for t in args.threads.split(",")]
     budget = args.events or (256_000 if args.quick else 512_000)
     window = args.window or (0.5 if args.quick else 1.0)
@@ -280,7 +294,7 @@ def main() -> None:
         f"core: {IMPLEMENTATION}; {CHUNKS:,}-chunk turns; {rounds} round(s), each T"
         f" once per round; navi_core: whole turns, ~{budget:,} events per point;"
         f" openai SDK: {window:g} s windows; {os.cpu_count()} CPUs (the server in its"
-        " own process)"
+        f" own process); GIL switch interval {sys.getswitchinterval() * 1e3:g} ms"
     )
     results: dict[str, dict[int, list[Result]]] = {"navi_core": {}, "openai SDK": {}}
     with server(CHUNKS) as url:
