@@ -2,18 +2,20 @@
 
 ``validation.errors`` walks the schema on every call and builds messages as it goes;
 for a small tool call that walk is most of the call's cost. ``compile_schema``
-turns a schema from a common subset into nested closures, once: ``type`` (one name
-or several), ``enum`` of scalars, ``anyOf``/``oneOf``, ``properties``, ``required``,
-``additionalProperties`` and ``items``, with any keyword ``errors`` ignores
-(``description``, ``title``, ``default`` ...). The closure is exact one way: it
-answers True only when ``errors(schema, value)`` is empty. On False, or for a schema
-outside the subset (``compile_schema`` returns None), callers run ``errors`` as
-before, so every message still comes from ``validation``.
-"""
+turns a schema into nested closures, once, when it uses only ``type`` (one name or
+several), ``enum`` of scalars, ``anyOf``/``oneOf``, ``properties``, ``required``,
+``additionalProperties``, ``items``, ``prefixItems``, item and length limits,
+``pattern`` and number bounds, plus any keyword ``errors`` ignores (``description``,
+``title``, ``default`` ...). The closure is exact one way: it answers True only when
+``errors(schema, value)`` is empty. On False, or for a schema outside that subset
+(``$ref``, ``const``, ``allOf``, ``uniqueItems``, ``multipleOf``: ``compile_schema``
+returns None), callers run ``errors`` as before, so every message still comes from
+``validation``."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -60,6 +62,16 @@ _COMPILED: Final = frozenset(
         "required",
         "additionalProperties",
         "items",
+        "prefixItems",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
     }
 )
 _TYPE_NAMES: Final = frozenset(
@@ -120,8 +132,15 @@ def _node(schema: Any) -> Check:
     union = _union(schema)
     members = _members(schema)
     kinds = _kinds(schema.get("type"))
-    obj = _object(schema)
-    items = _items(schema)
+    number = _number(schema)
+    parts = {
+        "object": _object(schema),
+        "array": _array(schema),
+        "string": _string(schema),
+        "integer": number,
+        "number": number,
+    }
+    by_kind = {kind: part for kind, part in parts.items() if part is not None}
 
     def check(value: Any) -> bool:
         kind = _kind(value)
@@ -137,11 +156,8 @@ def _node(schema: Any) -> Check:
             return False
         if kinds is not None and kind not in kinds:
             return False
-        if kind == "object":
-            return obj is None or obj(value)
-        if kind == "array":
-            return items is None or all(items(v) for v in value)
-        return True
+        part = by_kind.get(kind)
+        return part is None or part(value)
 
     return check
 
@@ -224,7 +240,87 @@ def _object(schema: Mapping[str, Any]) -> Check | None:
     return check
 
 
-def _items(schema: Mapping[str, Any]) -> Check | None:
-    """``items`` for an array value (``errors`` ignores it unless it is an object)."""
-    items = schema.get("items")
-    return _node(items) if isinstance(items, Mapping) else None
+def _limit(schema: Mapping[str, Any], key: str) -> float | None:
+    """A count limit (``minItems`` ...), which ``errors`` compares as it is."""
+    if key not in schema:
+        return None
+    limit = schema[key]
+    if not isinstance(limit, (int, float)) or isinstance(limit, bool):
+        raise _Outside
+    return limit
+
+
+def _array(schema: Mapping[str, Any]) -> Check | None:
+    """``minItems``, ``maxItems``, ``prefixItems`` and ``items`` (ignored unless it
+    is a schema object) for an array value; None when they cannot fail."""
+    low, high = _limit(schema, "minItems"), _limit(schema, "maxItems")
+    raw_prefix = schema.get("prefixItems", ())
+    if not isinstance(raw_prefix, (list, tuple)):
+        raise _Outside
+    prefix = tuple(_node(s) for s in raw_prefix)
+    raw_items = schema.get("items")
+    items = _node(raw_items) if isinstance(raw_items, Mapping) else None
+    if low is None and high is None and not prefix and items is None:
+        return None
+    start = len(prefix)
+
+    def check(value: Any) -> bool:
+        n = len(value)
+        if (low is not None and n < low) or (high is not None and n > high):
+            return False
+        for sub, item in zip(prefix, value):
+            if not sub(item):
+                return False
+        return items is None or all(items(v) for v in value[start:])
+
+    return check
+
+
+def _string(schema: Mapping[str, Any]) -> Check | None:
+    """``minLength``, ``maxLength`` and ``pattern`` (one Python cannot read is no
+    rule, as in ``errors``) for a string value; None when they cannot fail."""
+    low, high = _limit(schema, "minLength"), _limit(schema, "maxLength")
+    pattern = schema.get("pattern")
+    search = None
+    if isinstance(pattern, str):
+        try:
+            search = re.compile(pattern).search
+        except re.error:
+            pass
+        except Exception as exc:  # errors() raises it at each check: keep that path
+            raise _Outside from exc
+    if low is None and high is None and search is None:
+        return None
+
+    def check(value: str) -> bool:
+        n = len(value)
+        if (low is not None and n < low) or (high is not None and n > high):
+            return False
+        return search is None or search(value) is not None
+
+    return check
+
+
+def _number(schema: Mapping[str, Any]) -> Check | None:
+    """``minimum``, ``maximum`` and the exclusive bounds for a number (a bound that
+    is not a number is no rule, as in ``errors``); None when there are none."""
+    bounds = []
+    for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        bound = schema.get(key)
+        if isinstance(bound, (int, float)) and not isinstance(bound, bool):
+            bounds.append(bound)
+        else:
+            bounds.append(None)
+    low, high, above, below = bounds
+    if bounds == [None, None, None, None]:
+        return None
+
+    def check(value: float) -> bool:
+        return (
+            (low is None or value >= low)
+            and (high is None or value <= high)
+            and (above is None or value > above)
+            and (below is None or value < below)
+        )
+
+    return check
