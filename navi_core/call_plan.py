@@ -9,9 +9,12 @@ argument on each call, errors included.
 
 from __future__ import annotations
 
+import types
+import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Literal, Union
 
+from . import pydantic_types
 from .fast_validation import Check, compile_schema
 from .schema import convert
 
@@ -27,6 +30,16 @@ def _converts_from(tp: Any) -> type | None:
         return float
     if tp is float:
         return int
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return None
+    if origin is Annotated and not pydantic_types.has_validators(tp.__metadata__):
+        return _converts_from(typing.get_args(tp)[0])
+    if origin in (Union, types.UnionType):
+        # None stays None; else the first other type converts, unless it raises,
+        # and these never raise a conversion error
+        first = next(a for a in typing.get_args(tp) if a is not type(None))
+        return _converts_from(first)
     return object
 
 

@@ -268,7 +268,7 @@ def _array(schema: Mapping[str, Any]) -> Check | None:
         n = len(value)
         if (low is not None and n < low) or (high is not None and n > high):
             return False
-        for sub, item in zip(prefix, value):
+        for sub, item in zip(prefix, value, strict=False):
             if not sub(item):
                 return False
         return items is None or all(items(v) for v in value[start:])
@@ -304,7 +304,7 @@ def _string(schema: Mapping[str, Any]) -> Check | None:
 def _number(schema: Mapping[str, Any]) -> Check | None:
     """``minimum``, ``maximum`` and the exclusive bounds for a number (a bound that
     is not a number is no rule, as in ``errors``); None when there are none."""
-    bounds = []
+    bounds: list[float | None] = []
     for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         bound = schema.get(key)
         if isinstance(bound, (int, float)) and not isinstance(bound, bool):

@@ -23,7 +23,7 @@ from . import pydantic_types
 from .call_plan import CallPlan
 from .errors import ToolRegistrationError
 from .events import Event
-from .schema import convert, function_schema, parse_docstring, schema_for, type_hints
+from .schema import function_schema, parse_docstring, schema_for, type_hints
 from .validation import ArgumentError, errors, summary
 
 if TYPE_CHECKING:

@@ -8,12 +8,13 @@ import asyncio
 import copy
 import dataclasses
 import enum
+import functools
 import math
 import pickle
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Optional, TypedDict
+from typing import Annotated, Any, Literal, Optional, TypedDict, Union
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -145,6 +146,16 @@ def records(point: Point, box: Box, path: list[Point] | None = None) -> str:
 
 
 @tool
+def unions(
+    a: Union[str, int],  # noqa: UP007
+    b: Annotated[int, "a count"],
+    c: Optional[Annotated[float, "a weight"]] = None,  # noqa: UP045
+    d: Union[Literal["x"], Color] = "x",  # noqa: UP007
+) -> dict[str, Any]:
+    return seen(a=a, b=b, c=c, d=d)
+
+
+@tool
 def with_context(n: int, context: ToolContext) -> str:
     return f"{n} {context.call_id} {context.name}"
 
@@ -186,13 +197,14 @@ ENUMS = Tool(
     {},
 )
 
-TOOLS = [
+TOOLS: list[Tool] = [
     noop,
     plain,
     optional,
     shapes,
     choices,
     records,
+    unions,
     with_context,
     maybe_context,
     slow_add,
@@ -265,6 +277,13 @@ CASES: dict[str, list[Any]] = {
         },
         {"point": {"x": 1, "z": 0}, "box": {"corner": {"x": 0}, "label": "b"}},
     ],
+    "unions": [
+        {"a": 1.0, "b": 2.0},
+        {"a": "s", "b": 2, "c": 1, "d": "red"},
+        {"a": True, "b": 2.5, "c": 1.5, "d": "x"},
+        {"a": None, "b": 1, "c": None, "d": "green"},
+        {"a": [], "b": 1},
+    ],
     "with_context": [{"n": 1}, {"n": 1, "context": "forged"}, {"n": "1"}],
     "maybe_context": [{"label": "l"}, {"label": "l", "context": None}, {}],
     "slow_add": [{"a": 1, "b": 2}, {"a": 1.0, "b": 0.5}, {"a": 1}],
@@ -307,14 +326,17 @@ def test_invoke_matches_the_reference(t: Tool, arguments: Mapping[str, Any]) -> 
 
 
 def test_every_case_is_exercised_and_both_outcomes_occur() -> None:
-    kinds = {outcome(lambda: t.invoke(a))[0] for t in TOOLS for a in CASES[t.name]}
+    kinds = set()
+    for t in TOOLS:
+        for arguments in CASES[t.name]:
+            kinds.add(outcome(functools.partial(t.invoke, arguments))[0])
     assert kinds == {"value", "error"}
     assert set(CASES) == {t.name for t in TOOLS}
 
 
 @pytest.mark.parametrize(
     "t",
-    [noop, plain, optional, shapes, choices, records, with_context, validated, OPEN],
+    [noop, plain, optional, shapes, choices, records, unions, validated, OPEN],
     ids=lambda t: t.name,
 )
 def test_the_schemas_tool_writes_compile(t: Tool) -> None:
@@ -322,7 +344,7 @@ def test_the_schemas_tool_writes_compile(t: Tool) -> None:
 
 
 def test_schemas_outside_the_subset_do_not_compile() -> None:
-    for extra in (
+    extras: list[dict[str, Any]] = [
         {"$ref": "#/$defs/x"},
         {"const": 1},
         {"allOf": []},
@@ -335,7 +357,8 @@ def test_schemas_outside_the_subset_do_not_compile() -> None:
         {"maxLength": None},
         {"prefixItems": {}},
         {"pattern": "a{99999999999}"},
-    ):
+    ]
+    for extra in extras:
         schema = {"type": "object", "properties": {"p": {"type": "integer", **extra}}}
         assert compile_schema(schema) is None, extra
     looped: dict[str, Any] = {"type": "object"}
@@ -511,10 +534,9 @@ def schemas() -> st.SearchStrategy[Any]:
 
 #: the values where JSON and Python disagree: bool vs integer, 3.0 as an integer,
 #: non-finite floats, -0.0, None, empty text
-TRICKY = st.sampled_from(
-    [True, False, 0, 1, 2, 1.0, 3.0, 2.5, -0.0, math.inf, -math.inf, math.nan, None]
-    + ["a", "b", "", "ab", 10**20, 1e20]
-)
+TRICKY_VALUES: list[Any] = [True, False, 0, 1, 2, 1.0, 3.0, 2.5, -0.0, None]
+TRICKY_VALUES += [math.inf, -math.inf, math.nan, "a", "b", "", "ab", 10**20, 1e20]
+TRICKY = st.sampled_from(TRICKY_VALUES)
 
 
 def scalars() -> st.SearchStrategy[Any]:
@@ -600,7 +622,8 @@ def test_outside_the_subset_nothing_compiles(
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_random_arguments_invoke_as_the_reference(data: st.DataObject) -> None:
-    t = data.draw(st.sampled_from([noop, plain, optional, shapes, choices, ENUMS]))
+    pool: list[Tool] = [noop, plain, optional, shapes, choices, unions, ENUMS]
+    t = data.draw(st.sampled_from(pool))
     keys = [*t.parameters.get("properties", {}), "other"]
     arguments = data.draw(st.dictionaries(st.sampled_from(keys), values(), max_size=5))
     assert outcome(lambda: t.invoke(arguments)) == outcome(
