@@ -156,8 +156,8 @@ class Tool(Generic[P, R]):
     )
     #: every call waits for ``Agent.approve`` before it runs
     needs_approval: bool = field(default=False, compare=False)
-    #: worked out on the first ``invoke`` (a copy from ``dataclasses.replace``
-    #: starts without one)
+    #: worked out from ``parameters`` and ``hints`` on the first ``invoke`` (a copy
+    #: from ``dataclasses.replace`` starts without one)
     _plan: CallPlan | None = field(
         default=None, init=False, repr=False, compare=False, hash=False
     )
