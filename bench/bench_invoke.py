@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import functools
 import timeit
 import types
 import typing
@@ -160,14 +161,12 @@ def main() -> None:
         context = ctx if t is with_context else None
         assert t.invoke(arguments, context) == previous_invoke(t, arguments, context)
         before = best_us(
-            lambda t=t, a=arguments, c=context: previous_invoke(t, a, c),
+            functools.partial(previous_invoke, t, arguments, context),
             args.number,
             args.repeat,
         )
         after = best_us(
-            lambda t=t, a=arguments, c=context: t.invoke(a, c),
-            args.number,
-            args.repeat,
+            functools.partial(t.invoke, arguments, context), args.number, args.repeat
         )
         print(f"{label:<26}{before:>12.2f}{after:>10.2f}{before / after:>7.1f}x")
 
