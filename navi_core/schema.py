@@ -280,6 +280,16 @@ def convert(tp: Any, value: Any) -> Any:
     """``value`` (decoded JSON) as the type ``tp`` names, where JSON has no such type:
     enums, dataclasses, floats from integers, tuples, sets and their nested forms.
     A value that does not convert is returned as it is."""
+    if tp is str or tp is bool or tp is Any or tp is object:
+        return value  # plain types first: no typing introspection for them
+    if tp is int:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+    if tp is float:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        return value
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is typing.Annotated:

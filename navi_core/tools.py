@@ -16,13 +16,14 @@ import re
 import threading
 import typing
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Generic, Protocol, overload, runtime_checkable
 
 from . import pydantic_types
+from .call_plan import CallPlan
 from .errors import ToolRegistrationError
 from .events import Event
-from .schema import convert, function_schema, parse_docstring, schema_for, type_hints
+from .schema import function_schema, parse_docstring, schema_for, type_hints
 from .validation import ArgumentError, errors, summary
 
 if TYPE_CHECKING:
@@ -155,6 +156,11 @@ class Tool(Generic[P, R]):
     )
     #: every call waits for ``Agent.approve`` before it runs
     needs_approval: bool = field(default=False, compare=False)
+    #: worked out from ``parameters`` and ``hints`` on the first ``invoke`` (a copy
+    #: from ``dataclasses.replace`` starts without one)
+    _plan: CallPlan | None = field(
+        default=None, init=False, repr=False, compare=False, hash=False
+    )
 
     __signature__ = _FunctionSignature()
 
@@ -183,28 +189,41 @@ class Tool(Generic[P, R]):
             ArgumentError: the arguments do not match the schema (the function was
                 not called); the message names each field and what was expected.
         """
-        hints = self.hints
-        problems = errors(self.parameters, arguments)
-        if problems:
-            raise ArgumentError(f"invalid arguments: {summary(problems)}")
-        fn: Callable[..., Any] = self.fn
+        plan = self._plan
+        if plan is None:
+            plan = CallPlan(self.parameters, self.hints, context_parameters(self.hints))
+            object.__setattr__(self, "_plan", plan)
+        if plan.valid is None or not plan.valid(arguments):
+            problems = errors(self.parameters, arguments)
+            if problems:
+                raise ArgumentError(f"invalid arguments: {summary(problems)}")
         try:
-            kwargs = {
-                k: convert(hints.get(k, Any), v)
-                for k, v in arguments.items()
-                if not _is_context(hints.get(k))
-            }
+            kwargs = plan.keywords(arguments)
         except (TypeError, ValueError) as exc:
             lines = pydantic_types.error_lines(exc) or [str(exc)]
             raise ArgumentError(f"invalid arguments: {summary(lines)}") from exc
-        if context is None:
-            context = ToolContext("", self.name)
-        for k in context_parameters(hints):
-            kwargs[k] = context
+        if plan.context:
+            if context is None:
+                context = ToolContext("", self.name)
+            for k in plan.context:
+                kwargs[k] = context
+        fn: Callable[..., Any] = self.fn
         result = fn(**kwargs)
         if inspect.iscoroutine(result):
-            return run_coroutine(result, context.cancelled)
+            return run_coroutine(
+                result, context.cancelled if context is not None else None
+            )
         return result
+
+    def __getstate__(self) -> list[Any]:
+        # the plan holds closures; a copy or an unpickled tool works out its own
+        return [getattr(self, f.name) for f in fields(self) if f.name != "_plan"]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        names = [f.name for f in fields(self) if f.name != "_plan"]
+        for name, value in zip(names, state, strict=True):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_plan", None)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
