@@ -72,7 +72,7 @@ class Agent(Oversight):
         self._config = config or Config()
         registry = ToolRegistry()
         for t in tools:
-            if isinstance(t, ToolSource) and not isinstance(t, Tool):
+            if not isinstance(t, Tool) and isinstance(t, ToolSource):
                 registry.register_source(t)
             else:
                 registry.register_tool(t)

@@ -252,28 +252,44 @@ def valid_text(text: str) -> str:
 
 
 def _clean_block(block: Block) -> Block:
+    """``block`` with its text made ``valid_text``: the same object when it is valid."""
     if isinstance(block, Text):
-        return Text(valid_text(block.text))
+        text = valid_text(block.text)
+        return block if text is block.text else Text(text)
     if isinstance(block, ToolResult):
-        parts = tuple(
-            TextPart(valid_text(p.text)) if isinstance(p, TextPart) else p
-            for p in block.parts
+        parts = block.parts
+        cleaned = tuple(
+            TextPart(valid_text(p.text))
+            if isinstance(p, TextPart) and valid_text(p.text) is not p.text
+            else p
+            for p in parts
         )
-        return ToolResult(block.tool_use_id, parts, block.is_error)
+        if all(a is b for a, b in zip(cleaned, parts, strict=True)):
+            return block
+        return ToolResult(block.tool_use_id, cleaned, block.is_error)
     if isinstance(block, System):
-        return System(valid_text(block.text), block.mode)
+        text = valid_text(block.text)
+        return block if text is block.text else System(text, block.mode)
     if isinstance(block, CompactionSummary):
-        return CompactionSummary(valid_text(block.text))
+        text = valid_text(block.text)
+        return block if text is block.text else CompactionSummary(text)
     return block
 
 
 def scrub_text(message: Message) -> Message:
     """The message with its text made ``valid_text``; the same object when already valid."""
-    content = tuple(_clean_block(b) for b in message.content)
-    if content == message.content:
+    content = message.content
+    for block in content:
+        if _clean_block(block) is not block:
+            break
+    else:
         return message
     return Message(
-        message.role, content, message.usage, message.stop_reason, message.wire
+        message.role,
+        tuple(_clean_block(b) for b in content),
+        message.usage,
+        message.stop_reason,
+        message.wire,
     )
 
 

@@ -60,6 +60,10 @@ class Phase(enum.Enum):
     #: the turn failed; ``next()`` raises
     FAILED = "failed"
 
+    # members are singletons compared by identity: hash them so too (in C), as the
+    # phase machine looks up (phase, trigger) and handlers on every step
+    __hash__ = object.__hash__
+
 
 class Trigger(enum.Enum):
     """What makes the phase change."""
@@ -78,6 +82,8 @@ class Trigger(enum.Enum):
     FINISHED = "finished"
     #: ``cancel()`` was noticed
     CANCELLED = "cancelled"
+
+    __hash__ = object.__hash__  # as Phase's
     #: an error ended the turn (also ``close()`` before the end)
     FAILED = "failed"
     #: ``resume()`` found a held batch whose calls are decided: run the approved ones

@@ -109,13 +109,21 @@ _EXPECTED = (
 )
 
 
+#: classes whose instances passed ``check_provider`` (an Agent per request checks again)
+_PROVIDER_TYPES: set[type] = set()
+
+
 def check_provider(value: object) -> Provider:
     """``value`` if it is a provider; else a ``TypeError`` that says what is expected.
 
     A model name, a provider class not yet created, or a vendor SDK client are the
     usual mistakes; each is named in the message.
     """
+    kind = type(value)
+    if kind in _PROVIDER_TYPES:
+        return value  # type: ignore[return-value]
     if isinstance(value, Provider) and not isinstance(value, type):
+        _PROVIDER_TYPES.add(kind)  # a Protocol check walks the protocol each time
         return value
     if isinstance(value, type):
         got = f"the class {value.__name__} itself; create one: {value.__name__}(...)"

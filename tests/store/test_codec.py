@@ -25,6 +25,7 @@ from navi_core.conversation import (
     ToolUse,
     Usage,
     WireIdentity,
+    scrub_text,
 )
 
 _text = st.text(max_size=40)
@@ -233,3 +234,35 @@ def test_codec_imports_no_http_client() -> None:
         check=True,
     ).stdout
     assert out == "[]\n"
+
+
+def test_scrub_text_keeps_valid_messages_and_blocks_as_they_are() -> None:
+    image = MediaPart("image/png", "AAAA")
+    valid = Message(
+        "user",
+        (
+            Text("héllo"),
+            ToolResult("c1", (TextPart("ok"), image)),
+            System("rules", "replace"),
+            CompactionSummary("sum"),
+        ),
+    )
+    assert scrub_text(valid) is valid
+    broken = Message(
+        "user",
+        (
+            Text("fine"),
+            ToolResult("c1", (TextPart("a\udc80"), image, TextPart("ok")), True),
+            System("r\ud800", "replace"),
+            CompactionSummary("s\udc80"),
+        ),
+    )
+    clean = scrub_text(broken)
+    assert clean.content == (
+        Text("fine"),
+        ToolResult("c1", (TextPart("a\ufffd"), image, TextPart("ok")), True),
+        System("r\ufffd", "replace"),
+        CompactionSummary("s\ufffd"),
+    )
+    assert clean.content[0] is broken.content[0]  # a valid block is not copied
+    assert clean.content[1].parts[1] is image  # type: ignore[union-attr]
