@@ -8,7 +8,9 @@ prints the difference per unit, so start-up and import cost cancel out:
   provider whose deltas were built before (``prebuilt.py``: the loop alone), one delta
   per simulated network read (the worst case) and 64 per read (what a fast server's
   reads hold), without and with ``Config(coalesce_deltas=True)``;
-- per tool turn: a turn with 5 tool calls and a final answer.
+- per tool turn: a turn with 5 tool calls and a final answer, on ``Scripted`` with one
+  agent, and on ``prebuilt.PrebuiltToolTurns`` (nothing to parse) with a new ``Agent``
+  per turn.
 
 Compare two trees in one sitting, e.g. ``PYTHONPATH=/path/to/other/checkout python
 bench/loop_instructions.py``. Needs ``valgrind`` (``apt-get install valgrind``).
@@ -76,12 +78,32 @@ def tool_turns(turns: int) -> None:
     agent.close()
 
 
+def prebuilt_tool_turns(turns: int) -> None:
+    from prebuilt import PrebuiltToolTurns
+
+    from navi_core import Agent, tool
+    from navi_core.store.null import NullStore
+
+    @tool
+    def noop(n: int) -> str:
+        """Return n as text."""
+        return str(n)
+
+    for _ in range(turns):  # a new agent per turn, as a web app makes one
+        agent = Agent(PrebuiltToolTurns(5), tools=[noop], store=NullStore())
+        stream = agent.run("q")
+        while stream.next():
+            pass
+        agent.close()
+
+
 SCENARIOS: dict[str, Callable[[int], None]] = {
     "floor": floor,
     "delta": delta_turns,
     "delta64": lambda turns: delta_turns(turns, 64),
     "coalesced64": lambda turns: delta_turns(turns, 64, coalesce=True),
     "tool": tool_turns,
+    "toolprebuilt": prebuilt_tool_turns,
 }
 
 
@@ -131,12 +153,16 @@ def main() -> None:
     ):
         n = per_unit(name, DELTAS)
         print(f"{label:<44} {n:>13,.0f} {n / base:>7.1f}x")
-    print(f"{'per 5-call tool turn':<44} {per_unit('tool', 1):>13,.0f}")
+    print(f"{'per 5-call tool turn (Scripted)':<44} {per_unit('tool', 1):>13,.0f}")
+    print(
+        f"{'per 5-call tool turn (prebuilt, new Agent)':<44}"
+        f" {per_unit('toolprebuilt', 1):>13,.0f}"
+    )
 
 
 def per_unit(scenario: str, units: int) -> float:
     """Instructions per unit: two runs, so start-up and imports cancel out."""
-    small, large = (1, 3) if scenario != "tool" else (1, 21)
+    small, large = (1, 3) if not scenario.startswith("tool") else (1, 21)
     diff = instructions(scenario, large) - instructions(scenario, small)
     return diff / ((large - small) * units)
 
