@@ -398,7 +398,11 @@ def test_a_call_posted_while_the_pool_s_worker_is_busy_gets_another() -> None:
     pool = DaemonPool(4)
     release = threading.Event()
     second_ran = threading.Event()
-    pool.post(release.wait, 10)
+
+    def hold() -> None:
+        release.wait(10)
+
+    pool.post(hold)
     time.sleep(0.05)  # the first call is running now
     pool.post(second_ran.set)
     assert second_ran.wait(5), "the second call waited behind the first"
