@@ -265,4 +265,4 @@ def test_scrub_text_keeps_valid_messages_and_blocks_as_they_are() -> None:
         CompactionSummary("s\ufffd"),
     )
     assert clean.content[0] is broken.content[0]  # a valid block is not copied
-    assert clean.content[1].parts[1] is image  # type: ignore[union-attr]
+    assert clean.content[1].parts[1] is image
