@@ -121,13 +121,15 @@ class ServeApp:
         """The response to one request (errors included)."""
         request = Request(environ, self.max_body)
         try:
-            name, params, public = match_route(request.method, request.path)
+            name, params, public, known = match_route(request.method, request.path)
             if (
                 not public
                 and self.auth is not None
                 and not self.auth.allows(request.header("Authorization"))
             ):
                 raise HTTPError(401, "unauthorized", "a valid bearer token is needed")
+            if not public:
+                request.only_query(known)
             return self._handlers[name](request, **params)
         except HTTPError as exc:
             if exc.status == 405:  # the route table names the allowed methods

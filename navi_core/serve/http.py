@@ -125,6 +125,19 @@ class Request:
             raise HTTPError(400, "bad_json", "the body must be a JSON object", "body")
         return obj
 
+    def only_query(self, known: tuple[str, ...]) -> None:
+        """400 naming the first query parameter not in ``known``."""
+        for name in self.query:
+            if name not in known:
+                takes = ", ".join(known) if known else "none"
+                raise HTTPError(
+                    400,
+                    "bad_request",
+                    f"unknown query parameter {name[:40]!r} (this endpoint takes: "
+                    f"{takes})",
+                    name[:40],
+                )
+
     def query_one(self, name: str) -> str | None:
         """Query parameter ``name``, or None; 400 naming it when given twice."""
         values = self.query.get(name)

@@ -1,7 +1,9 @@
 """The route table of ``navi-core serve``: (method, path pattern) -> handler name.
 
 Path segments in braces are parameters; ``public`` routes need no bearer token (the
-chat page and the OpenAPI document hold nothing secret).
+chat page and the OpenAPI document hold nothing secret). ``query`` names the query
+parameters an API route takes: any other is a 400 naming it, so a misspelt
+``?limt=5`` is not silently ignored.
 """
 
 from __future__ import annotations
@@ -20,15 +22,19 @@ class Route(NamedTuple):
     pattern: str
     name: str
     public: bool = False
+    query: tuple[str, ...] = ()
+
+
+_PAGED = ("limit", "cursor")
 
 
 ROUTES: Final = (
     Route("GET", "/", "page", public=True),
     Route("GET", "/openapi.json", "openapi", public=True),
-    Route("GET", "/v1/sessions", "list_sessions"),
+    Route("GET", "/v1/sessions", "list_sessions", query=_PAGED),
     Route("POST", "/v1/sessions", "create_session"),
     Route("GET", "/v1/sessions/{session_id}", "get_session"),
-    Route("GET", "/v1/sessions/{session_id}/messages", "list_messages"),
+    Route("GET", "/v1/sessions/{session_id}/messages", "list_messages", query=_PAGED),
     Route("POST", "/v1/sessions/{session_id}/turns", "start_turn"),
     Route("POST", "/v1/sessions/{session_id}/cancel", "cancel_turn"),
     Route("POST", "/v1/sessions/{session_id}/steer", "steer_turn"),
@@ -58,8 +64,10 @@ def _match(pattern: str, parts: tuple[str, ...]) -> dict[str, str] | None:
     return params
 
 
-def match_route(method: str, path: str) -> tuple[str, dict[str, str], bool]:
-    """(handler name, path parameters, public) of the request.
+def match_route(
+    method: str, path: str
+) -> tuple[str, dict[str, str], bool, tuple[str, ...]]:
+    """(handler name, path parameters, public, query parameter names) of the request.
 
     Raises:
         HTTPError: 404 for an unknown path, 405 (``field`` holds the allowed methods)
@@ -72,7 +80,7 @@ def match_route(method: str, path: str) -> tuple[str, dict[str, str], bool]:
         if params is None:
             continue
         if route.method == method:
-            return route.name, params, route.public
+            return route.name, params, route.public, route.query
         allowed.append(route.method)
     if allowed:
         raise HTTPError(

@@ -110,3 +110,23 @@ def test_bad_json_and_bad_fields_are_400_naming_the_field(client: Client) -> Non
         assert r.status_code == 400, (path, body, r.text)
         assert r.json()["field"] == field, (path, body, r.json())
     assert client.messages(sid) == []
+
+
+def test_unknown_query_parameters_are_400_naming_them(client: Client) -> None:
+    """A misspelt parameter is refused, not silently ignored; the known ones work."""
+    sid = client.new_session()
+    cases = [
+        ("GET", "/v1/sessions?limt=5", "limt"),
+        ("GET", f"/v1/sessions/{sid}/messages?limit=5&curser=0", "curser"),
+        ("POST", f"/v1/sessions/{sid}/compact?keep=1", "keep"),
+    ]
+    for method, path, field in cases:
+        r = client.http.request(method, path)
+        assert r.status_code == 400, (path, r.text)
+        assert r.json()["field"] == field, r.json()
+        assert "unknown query parameter" in r.json()["message"], r.json()
+    assert client.http.get("/v1/sessions?limit=1").status_code == 200
+    assert client.http.get(f"/v1/sessions/{sid}/messages?cursor=0").status_code == 200
+    # the token is checked first: an unauthenticated caller learns nothing more
+    r = client.http.get("/v1/sessions?limt=5", headers={"Authorization": "Bearer no"})
+    assert r.status_code == 401
