@@ -295,8 +295,12 @@ class HTTPProvider:
         """
         parts = self.encode_parts(request)
         size = sum(map(len, parts))
-        content: bytes | list[bytes] = parts[0] if len(parts) == 1 else parts
         client = self._client
+        if len(parts) > 1 and client.event_hooks["request"]:
+            # a request hook may read ``request.content``, which httpx only has for
+            # a body given as bytes
+            parts = [b"".join(parts)]
+        content: bytes | list[bytes] = parts[0] if len(parts) == 1 else parts
         shown = self._wire.base_url + self.path  # the public form: no credentials
         _log.debug(
             "POST %s: %d messages, %d tools, %d bytes of JSON",
