@@ -10,6 +10,7 @@ the base URL is shown only in its public form (both from ``navi_core._secrets``)
 
 from __future__ import annotations
 
+import functools
 import socket
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -185,6 +186,17 @@ class ResponseStream(DeltaStream):
 
 
 _DRAIN_BATCHES = 16
+
+
+@functools.cache
+def _encodes_bytes(cls: type) -> bool:
+    """Whether ``cls`` overrides ``encode_body`` below its ``encode_parts`` (a subclass
+    written when ``open`` sent ``encode_body``): then ``open`` sends those bytes."""
+    body = next(k for k in cls.__mro__ if "encode_body" in k.__dict__)
+    parts = next(k for k in cls.__mro__ if "encode_parts" in k.__dict__)
+    return body is not parts and issubclass(body, parts)
+
+
 _log = get_logger("navi_core.http")
 _P = TypeVar("_P", bound="HTTPProvider")
 
@@ -293,7 +305,10 @@ class HTTPProvider:
         Raises:
             ProviderError: the mapped error of a non-2xx status, or ``TransportError``.
         """
-        parts = self.encode_parts(request)
+        if _encodes_bytes(type(self)):
+            parts = [self.encode_body(request)]
+        else:
+            parts = self.encode_parts(request)
         size = sum(map(len, parts))
         client = self._client
         if len(parts) > 1 and client.event_hooks["request"]:

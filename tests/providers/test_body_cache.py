@@ -386,3 +386,30 @@ def test_request_hooks_of_a_client_passed_in_can_read_the_body(
                 history.append(Message("assistant", (Text("ok"),)))
     assert [r.body for r in loopback.requests] == seen
     assert len(seen) == 6
+
+
+def test_a_subclass_that_overrides_encode_body_sends_its_bytes(
+    loopback: LoopbackServer,
+) -> None:
+    """``open`` sends ``encode_body``'s bytes (the contract): a provider subclass that
+    overrides only ``encode_body`` is not bypassed by the parts of its base class."""
+
+    class Tagged(OpenAIChat):
+        def encode_body(self, request: ProviderRequest) -> bytes:
+            body = super().encode_body(request)
+            return body[:-1] + b',"tag":"mine"}'
+
+    class Both(Tagged):  # overriding both: the parts are sent
+        def encode_parts(self, request: ProviderRequest) -> list[bytes]:
+            return [b"".join(super().encode_parts(request))[:-1], b',"tag":"parts"}']
+
+    long = Message("user", (Text("x" * (200 * 1024)),))
+    request = ProviderRequest((long,), None, (), Settings())
+    for cls, tag in ((Tagged, "mine"), (Both, "parts")):
+        with cls("m", f"{loopback.url}/v1") as provider:
+            for _ in range(2):
+                loopback.add(Reply.sse(b""))
+                provider.open(request).close()
+                sent = loopback.requests[-1]
+                assert orjson.loads(sent.body)["tag"] == tag
+                assert sent.headers["content-length"] == str(len(sent.body))
