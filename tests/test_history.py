@@ -110,9 +110,9 @@ def test_an_index_that_is_no_integer_is_a_type_error_as_for_a_tuple(
 ) -> None:
     view = History([said("a"), said("b")])
     with pytest.raises(TypeError):
-        tuple(view)[index]  # type: ignore[index]
+        tuple(view)[index]  # type: ignore[call-overload]
     with pytest.raises(TypeError):
-        view[index]  # type: ignore[index]
+        view[index]  # type: ignore[call-overload]
 
 
 def test_scripted_requests_is_a_list_a_test_can_clear_and_reassign() -> None:

@@ -10,7 +10,6 @@ the base URL is shown only in its public form (both from ``navi_core._secrets``)
 
 from __future__ import annotations
 
-import functools
 import socket
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -188,13 +187,15 @@ class ResponseStream(DeltaStream):
 _DRAIN_BATCHES = 16
 
 
-@functools.cache
-def _encodes_bytes(cls: type) -> bool:
+def _encodes_bytes(cls: type, _known: dict[type, bool] = {}) -> bool:  # noqa: B006
     """Whether ``cls`` overrides ``encode_body`` below its ``encode_parts`` (a subclass
     written when ``open`` sent ``encode_body``): then ``open`` sends those bytes."""
-    body = next(k for k in cls.__mro__ if "encode_body" in k.__dict__)
-    parts = next(k for k in cls.__mro__ if "encode_parts" in k.__dict__)
-    return body is not parts and issubclass(body, parts)
+    known = _known.get(cls)
+    if known is None:
+        body = next(k for k in cls.__mro__ if "encode_body" in k.__dict__)
+        parts = next(k for k in cls.__mro__ if "encode_parts" in k.__dict__)
+        known = _known[cls] = body is not parts and issubclass(body, parts)
+    return known
 
 
 _log = get_logger("navi_core.http")
