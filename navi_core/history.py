@@ -10,6 +10,7 @@ encoded the previous request tells in O(1) that the next one extends it (``exten
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any, TypeVar, overload
@@ -95,7 +96,12 @@ class History(Sequence[T]):
                 return tuple(self._items[start:stop])
             return tuple(self._items[: self._n][i])
         n = self._n
-        j = i.__index__()
+        try:
+            j = operator.index(i)
+        except TypeError:
+            raise TypeError(
+                f"History indices must be integers or slices, not {type(i).__name__}"
+            ) from None
         if j < 0:
             j += n
         if not 0 <= j < n:

@@ -216,12 +216,26 @@ class Tool(Generic[P, R]):
         return result
 
     def __getstate__(self) -> list[Any]:
-        # the plan holds closures; a copy or an unpickled tool works out its own
-        return [getattr(self, f.name) for f in fields(self) if f.name != "_plan"]
+        # the plan holds closures; a copy or an unpickled tool works out its own.
+        # A subclass's own attributes (SubAgent's factory) follow the fields.
+        names = {f.name for f in fields(self)}
+        extra = {
+            name: getattr(self, name)
+            for cls in type(self).__mro__
+            for name in cls.__dict__.get("__slots__", ())
+            if name not in names and hasattr(self, name)
+        }
+        extra.update(getattr(self, "__dict__", {}))
+        state = [getattr(self, f.name) for f in fields(self) if f.name != "_plan"]
+        return [*state, extra] if extra else state
 
     def __setstate__(self, state: list[Any]) -> None:
         names = [f.name for f in fields(self) if f.name != "_plan"]
-        for name, value in zip(names, state, strict=True):
+        extra = state[len(names)] if len(state) > len(names) else {}
+        for name, value in [
+            *zip(names, state[: len(names)], strict=True),
+            *extra.items(),
+        ]:
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_plan", None)
 

@@ -12,7 +12,9 @@ import pickle
 import pytest
 from hypothesis import given, strategies as st
 
+from navi_core import Agent, Config, Scripted
 from navi_core.conversation import Conversation, History, Message, System, Text
+from navi_core.providers.base import ProviderRequest
 
 
 def said(text: str, role: str = "user") -> Message:
@@ -100,3 +102,33 @@ def test_a_view_pickles_as_its_messages() -> None:
     messages = [said("a"), said("b"), said("c")]
     view = pickle.loads(pickle.dumps(History(messages, 2)))
     assert isinstance(view, History) and view == tuple(messages[:2])
+
+
+@pytest.mark.parametrize("index", ["1", 1.0, None, (0,)])
+def test_an_index_that_is_no_integer_is_a_type_error_as_for_a_tuple(
+    index: object,
+) -> None:
+    view = History([said("a"), said("b")])
+    with pytest.raises(TypeError):
+        tuple(view)[index]  # type: ignore[call-overload]
+    with pytest.raises(TypeError):
+        view[index]  # type: ignore[call-overload]
+
+
+def test_scripted_requests_is_a_list_a_test_can_clear_and_reassign() -> None:
+    """``Scripted.requests`` was a plain list of lists: code that clears it between
+    turns, appends to it or assigns it must keep working, and each entry shows the
+    messages as they were when the request was opened."""
+    provider = Scripted([[Text("one")], [Text("two")], [Text("three")]])
+    agent = Agent(provider)
+    list(agent.run("a"))
+    assert [len(r) for r in provider.requests] == [1]
+    provider.requests.clear()
+    list(agent.run("b"))
+    assert [len(r) for r in provider.requests] == [3]
+    assert provider.requests is provider.requests  # one list, kept between reads
+    provider.requests = []
+    history = [said("x")]
+    provider.open(ProviderRequest(history, None, (), Config())).close()
+    history.append(said("y", "assistant"))  # the caller's list changes after open
+    assert provider.requests == [[history[0]]]

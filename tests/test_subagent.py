@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -229,3 +230,25 @@ def test_sub_agent_is_a_plain_tool() -> None:
     )
     with pytest.raises(ValueError, match="max_iterations"):
         SubAgent("x", "y", lambda: scripted_child(), max_iterations=0)
+
+
+@pytest.mark.parametrize("copier", [copy.copy, copy.deepcopy])
+def test_a_copied_sub_agent_keeps_its_factory_and_limits(
+    copier: Callable[[SubAgent], SubAgent],
+) -> None:
+    """A ``SubAgent`` holds more than ``Tool``'s fields (its factory and limits): a
+    copy keeps them and runs its child as the original does."""
+
+    def child() -> Agent:
+        return Agent(Scripted([[Text("child answer")]]))
+
+    original = SubAgent("helper", "Help.", child, max_iterations=3, timeout=9.0)
+    original.invoke({"task": "warm up"})  # a tool that already worked out its plan
+    twin = copier(original)
+    assert (twin.max_iterations, twin.timeout, twin.max_thinking_chars) == (
+        3,
+        9.0,
+        None,
+    )
+    assert twin.name == "helper" and twin.agent_factory is child
+    assert "child answer" in twin.invoke({"task": "go"})

@@ -185,6 +185,19 @@ class ResponseStream(DeltaStream):
 
 
 _DRAIN_BATCHES = 16
+
+
+def _encodes_bytes(cls: type, _known: dict[type, bool] = {}) -> bool:  # noqa: B006
+    """Whether ``cls`` overrides ``encode_body`` below its ``encode_parts`` (a subclass
+    written when ``open`` sent ``encode_body``): then ``open`` sends those bytes."""
+    known = _known.get(cls)
+    if known is None:
+        body = next(k for k in cls.__mro__ if "encode_body" in k.__dict__)
+        parts = next(k for k in cls.__mro__ if "encode_parts" in k.__dict__)
+        known = _known[cls] = body is not parts and issubclass(body, parts)
+    return known
+
+
 _log = get_logger("navi_core.http")
 _P = TypeVar("_P", bound="HTTPProvider")
 
@@ -293,10 +306,17 @@ class HTTPProvider:
         Raises:
             ProviderError: the mapped error of a non-2xx status, or ``TransportError``.
         """
-        parts = self.encode_parts(request)
+        if _encodes_bytes(type(self)):
+            parts = [self.encode_body(request)]
+        else:
+            parts = self.encode_parts(request)
         size = sum(map(len, parts))
-        content: bytes | list[bytes] = parts[0] if len(parts) == 1 else parts
         client = self._client
+        if len(parts) > 1 and client.event_hooks["request"]:
+            # a request hook may read ``request.content``, which httpx only has for
+            # a body given as bytes
+            parts = [b"".join(parts)]
+        content: bytes | list[bytes] = parts[0] if len(parts) == 1 else parts
         shown = self._wire.base_url + self.path  # the public form: no credentials
         _log.debug(
             "POST %s: %d messages, %d tools, %d bytes of JSON",

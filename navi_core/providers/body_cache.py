@@ -175,7 +175,7 @@ class FlatEncoder:
                 if piece:
                     pieces.append(piece)
             _add_chunk(chunks, pieces)
-            self._memo = (messages, chunks, names)
+            self._memo = (_kept(messages), chunks, names)
             return _assemble(before, first, chunks, b"", after)
 
     def _piece(self, message: Message, names: dict[str, str], key: Hashable) -> bytes:
@@ -301,7 +301,7 @@ class AnthropicEncoder:
                 _add_chunk(frozen, [_render(g, False) for g in tail[:keep]])
                 del tail[:keep]
             marked = {i - keep for i in users[-2:]} if self._marks else set()
-            self._memo = (messages, frozen, tail)
+            self._memo = (_kept(messages), frozen, tail)
             rendered = b",".join([_render(g, i in marked) for i, g in enumerate(tail)])
             return _assemble(before, b"", frozen, rendered, after)
 
@@ -333,6 +333,15 @@ def _render(group: _Group, mark: bool) -> bytes:
         blocks[-1] = blocks[-1][:-1] + _MARK
     role: str = group[0]
     return b'{"role":"' + role.encode() + b'","content":[' + b",".join(blocks) + b"]}"
+
+
+def _kept(messages: Sequence[Message]) -> Sequence[Message]:
+    """``messages`` as the memo may keep them: a ``History`` or a tuple as it is, any
+    other sequence (a list the caller goes on editing) as the tuple of what it holds
+    now, so the next request is compared with what was encoded."""
+    if type(messages) is History or type(messages) is tuple:
+        return messages
+    return tuple(messages)
 
 
 def _extends(messages: Sequence[Message], done: Sequence[Message]) -> bool:

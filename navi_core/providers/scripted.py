@@ -28,6 +28,7 @@ from ..conversation import (
     WireIdentity,
 )
 from ..errors import BadRequest, ProviderError
+from ..history import History
 from .base import ProviderRequest
 from .delta_stream import DeltaStream
 
@@ -66,7 +67,8 @@ class Scripted:
         self.chunk_chars = max(1, chunk_chars)
         self.deltas_per_read = max(1, deltas_per_read)
         self.calls = 0
-        self._requests: list[Sequence[Message]] = []
+        self._requests: list[list[Message]] = []
+        self._unread: list[Sequence[Message]] = []  # immutable: listed when read
         self.last_request: ProviderRequest | None = None
 
     def __repr__(self) -> str:
@@ -83,10 +85,19 @@ class Scripted:
 
     @property
     def requests(self) -> list[list[Message]]:
-        """The messages of every request so far, in order (a fresh list on each read:
-        requests keep their immutable message sequences, so a long script costs no
-        copy per request)."""
-        return [list(messages) for messages in self._requests]
+        """The messages of every request so far, in order: one list, which a test may
+        clear, edit or replace. A request's immutable messages are listed only when
+        this is read, so a long script costs no copy per request."""
+        with self._lock:
+            unread, self._unread = self._unread, []
+            self._requests.extend(list(messages) for messages in unread)
+            return self._requests
+
+    @requests.setter
+    def requests(self, value: list[list[Message]]) -> None:
+        with self._lock:
+            self._unread = []
+            self._requests = value
 
     @property
     def remaining(self) -> int:
@@ -96,7 +107,10 @@ class Scripted:
     def open(self, request: ProviderRequest) -> DeltaStream:
         with self._lock:
             self.calls += 1
-            self._requests.append(request.messages)
+            messages = request.messages
+            if type(messages) is not History and type(messages) is not tuple:
+                messages = tuple(messages)  # a list the caller may change later
+            self._unread.append(messages)
             self.last_request = request
             if not self._items:
                 raise BadRequest(

@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass
 from unittest import mock
 
+import httpx
 import orjson
 from hypothesis import given, settings, strategies as st
 from loopback import LoopbackServer, Reply
@@ -337,3 +338,78 @@ def test_a_long_conversation_is_sent_in_parts_with_its_length(
         assert "transfer-encoding" not in r.headers
     for provider in providers:
         provider.close()
+
+
+def test_a_list_of_messages_grown_or_edited_in_place_is_encoded_anew() -> None:
+    """``ProviderRequest.messages`` may be any sequence: a list the caller keeps and
+    appends to (or edits) between requests must not pass for the one encoded before,
+    or the body would leave out what was added."""
+    for provider in providers():
+        history = [Message("user", (Text("one"),))]
+        same(provider, ProviderRequest(history, None, (), Settings()))
+        history += [Message("assistant", (Text("two"),)), Message("user", (Text("3"),))]
+        request = ProviderRequest(history, None, (), Settings())
+        same(provider, request)
+        assert b'"3"' in provider.encode_body(request)
+        history[0] = Message("user", (Text("ONE"),))
+        same(provider, request)
+        del history[1:]
+        same(provider, request)
+        provider.close()
+
+
+def test_request_hooks_of_a_client_passed_in_can_read_the_body(
+    loopback: LoopbackServer,
+) -> None:
+    """An httpx request hook (a logger, a signer) reads ``request.content``: a body
+    in parts is joined for a client with such hooks, so the hook sees the bytes sent."""
+    seen: list[bytes] = []
+
+    def hook(request: httpx.Request) -> None:
+        seen.append(request.content)
+
+    long = Message("user", (Text("x" * (200 * 1024)),))
+    for make in (
+        lambda c: OpenAIChat("m", f"{loopback.url}/v1", client=c),
+        lambda c: OpenAIResponses("m", f"{loopback.url}/v1", client=c),
+        lambda c: Anthropic("m", loopback.url, client=c),
+    ):
+        with httpx.Client(event_hooks={"request": [hook]}) as client:
+            provider = make(client)
+            history = [long, Message("assistant", (Text("ok"),))]
+            for turn in range(2):  # the second request has kept chunks to send
+                history.append(Message("user", (Text(f"turn {turn}"),)))
+                request = ProviderRequest(tuple(history), None, (), Settings())
+                loopback.add(Reply.sse(b""))
+                provider.open(request).close()
+                assert seen[-1] == orjson.dumps(provider.build_body(request))
+                history.append(Message("assistant", (Text("ok"),)))
+    assert [r.body for r in loopback.requests] == seen
+    assert len(seen) == 6
+
+
+def test_a_subclass_that_overrides_encode_body_sends_its_bytes(
+    loopback: LoopbackServer,
+) -> None:
+    """``open`` sends ``encode_body``'s bytes (the contract): a provider subclass that
+    overrides only ``encode_body`` is not bypassed by the parts of its base class."""
+
+    class Tagged(OpenAIChat):
+        def encode_body(self, request: ProviderRequest) -> bytes:
+            body = super().encode_body(request)
+            return body[:-1] + b',"tag":"mine"}'
+
+    class Both(Tagged):  # overriding both: the parts are sent
+        def encode_parts(self, request: ProviderRequest) -> list[bytes]:
+            return [b"".join(super().encode_parts(request))[:-1], b',"tag":"parts"}']
+
+    long = Message("user", (Text("x" * (200 * 1024)),))
+    request = ProviderRequest((long,), None, (), Settings())
+    for cls, tag in ((Tagged, "mine"), (Both, "parts")):
+        with cls("m", f"{loopback.url}/v1") as provider:
+            for _ in range(2):
+                loopback.add(Reply.sse(b""))
+                provider.open(request).close()
+                sent = loopback.requests[-1]
+                assert orjson.loads(sent.body)["tag"] == tag
+                assert sent.headers["content-length"] == str(len(sent.body))
