@@ -100,6 +100,9 @@ class GuardedDispatch(Dispatch):
     def _admit(self, i: int, call: ToolCall, needs_approval: bool) -> bool:
         """Run the start hooks and the approval rule; False: blocked or held here."""
         self._calls[i] = call
+        guard = self._guard
+        if not guard.hooks and (guard.approved or not needs_approval):
+            return True  # nothing to screen: the common case, without a call
         decision = self._guard.screen(call, needs_approval, self._cancel)
         if isinstance(decision, NeedsApproval):
             self._held[call.id] = decision.reason
@@ -113,6 +116,9 @@ class GuardedDispatch(Dispatch):
         return True
 
     def _ended(self, i: int, parts: tuple[Part, ...], error: bool) -> None:
+        guard = self._guard
+        if not guard.hooks and guard.on_result is None:
+            return  # no end hook and no sink: no result to build here
         call = self._calls.get(i)
         if call is not None:
             self._guard.finished(call, ToolResult(call.id, parts, error))
@@ -130,7 +136,10 @@ class GuardedDispatch(Dispatch):
     def message(self) -> Message:
         """Every result in the model's order; a held call reads as not run."""
         if not self._held:
-            return self._merged(super().message())
+            ran = super().message()
+            if not self._preset and self._order == self._uses:
+                return ran  # every call ran, in the model's order already
+            return self._merged(ran)
         results = []
         finished = self.finished_results()
         for u in self._uses:
