@@ -258,14 +258,15 @@ def _clean_block(block: Block) -> Block:
         return block if text is block.text else Text(text)
     if isinstance(block, ToolResult):
         parts = block.parts
+        for p in parts:
+            if isinstance(p, TextPart) and valid_text(p.text) is not p.text:
+                break
+        else:
+            return block
         cleaned = tuple(
-            TextPart(valid_text(p.text))
-            if isinstance(p, TextPart) and valid_text(p.text) is not p.text
-            else p
+            TextPart(valid_text(p.text)) if isinstance(p, TextPart) else p
             for p in parts
         )
-        if all(a is b for a, b in zip(cleaned, parts, strict=True)):
-            return block
         return ToolResult(block.tool_use_id, cleaned, block.is_error)
     if isinstance(block, System):
         text = valid_text(block.text)
