@@ -144,6 +144,13 @@ class Agent(Oversight):
             factory=factory,
         )
 
+    def turn_ended(self, stream: Stream) -> None:
+        """Let go of a stream whose turn ended (used by ``Stream``): the agent and the
+        stream no longer hold each other, so both are freed as soon as the host drops
+        them, with no work left for the cyclic collector."""
+        if self._stream is stream:
+            self._stream = None
+
     # -- configuration -----------------------------------------------------------------
 
     def set_config(self, config: Config) -> None:
@@ -299,7 +306,8 @@ class Agent(Oversight):
             x.hooks.turn_start(TurnInfo(x.turn_id, session.id, prompt))
         self._steering.begin_turn()
         stream = Stream(self, resume=resume, steered=steered, extras=x, output=output)
-        self._stream = stream
+        if stream.running:  # else it ended at once (a resume with nothing to do)
+            self._stream = stream
         return stream
 
     def _answer_dangling(self) -> None:

@@ -29,6 +29,7 @@ from .conversation import (
 from .errors import Cancelled
 from .events import Event, SubagentEvent, ToolFinished, ToolProgress, ToolStarted
 from .logs import get_logger
+from .pool import DaemonPool
 from .tool_results import (
     cancelled_before_start,
     describe,
@@ -59,6 +60,10 @@ __all__ = [
 #: Exceptions that abort the whole turn instead of becoming an error result.
 ABORTING: tuple[type[BaseException], ...] = (Cancelled, KeyboardInterrupt, MemoryError)
 
+#: Seconds a poll waits before it starts calls queued behind a call that has not
+#: reported its start (its ``on_tool_start`` hook or approval screen still runs).
+_GRACE = 0.001
+
 
 @dataclass(slots=True)
 class _Outcome:
@@ -87,6 +92,7 @@ class Dispatch:
         "_limits",
         "_outcomes",
         "_pending",
+        "_pool",
         "_session_id",
         "_started",
         "_uses",
@@ -136,7 +142,13 @@ class Dispatch:
                 batches.setdefault(id(owner), (owner, []))[1].append(
                     (i, ToolCall(use.id, use.name, args))
                 )
-        run = getattr(executor, "post", executor.submit)  # DaemonPool: no Future
+        # a watched DaemonPool starts queued calls when poll() asks (no Future either)
+        self._pool: DaemonPool | None = (
+            executor
+            if isinstance(executor, DaemonPool) and not executor.chains
+            else None
+        )
+        run = getattr(executor, "post", executor.submit)
         for t, i, args in tool_groups:
             run(self._run_tool, t, i, args)
         for source, calls in batches.values():
@@ -256,17 +268,33 @@ class Dispatch:
         """
         events: list[Event] = []
         block = True
+        pool = self._pool
         while self._pending:
+            wait = timeout if block else None
+            short = block and pool is not None and pool.waiting
+            if short:  # calls wait behind one that may block before it starts
+                wait = _GRACE if timeout is None else min(_GRACE, timeout)
             try:
-                item = self._inbox.get(block=block, timeout=timeout if block else None)
+                item = self._inbox.get(block=block, timeout=wait)
             except queue.Empty:
-                if block:
+                if not block:
+                    break
+                if not short:
                     raise TimeoutError("no tool progressed in time") from None
-                break
+                pool.catch_up()  # type: ignore[union-attr]
+                if timeout is not None:
+                    timeout -= wait  # type: ignore[operator]
+                    if timeout <= 0:
+                        raise TimeoutError("no tool progressed in time") from None
+                continue
             block = False
             if item[0] == "wake":
                 break
             self._take(item, events)
+        if pool is not None:
+            # the calls still queued wait behind running ones: the driver got the GIL
+            # because those block (or ran past the switch interval), so start the rest
+            pool.catch_up()
         return events
 
     def _take(self, item: tuple[Any, ...], events: list[Event]) -> None:

@@ -1,178 +1,17 @@
-"""``ToolRunner``: the tool registry and the thread pool that tool batches run on.
-
-The pool's threads are daemons (``DaemonPool``): a tool that hangs after its turn was
-cancelled never holds up the exit of the host program, as the threads of a
-``ThreadPoolExecutor`` would (they are joined at interpreter exit). Idle threads are
-shared by every pool of the process, so a new ``Agent`` starts no thread.
-"""
+"""``ToolRunner``: the tool registry and the thread pool (``DaemonPool``) that tool
+batches run on."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import queue
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future
-from typing import Any
 
 from .config import ImageLimits
 from .conversation import ToolUse, WireIdentity
 from .dispatch import Dispatch
+from .pool import DaemonPool
 from .tools import ToolRegistry
 
 __all__ = ["DaemonPool", "ToolRunner"]
-
-
-class _Workers:
-    """Idle daemon threads shared by every pool in the process.
-
-    Starting a thread costs far more than a quick tool call, and a web app may build
-    an ``Agent`` per request: a pool borrows a worker for as long as it has work and
-    gives it back, so a new agent's first batch runs on threads that already exist.
-    A worker busy with a hung tool is simply not given back until the tool returns.
-    """
-
-    _MAX_IDLE = 64
-
-    def __init__(self) -> None:
-        self._idle: list[queue.SimpleQueue[DaemonPool]] = []
-        self._lock = threading.Lock()
-        self._count = 0
-
-    def lend(self, pool: DaemonPool) -> None:
-        """Have a worker run ``pool``'s queued work until the queue is empty."""
-        with self._lock:
-            inbox = self._idle.pop() if self._idle else None
-            if inbox is None:
-                self._count += 1
-                name = f"{pool.name}-{self._count}"
-        if inbox is None:
-            inbox = queue.SimpleQueue()
-            threading.Thread(
-                target=self._serve, args=(inbox,), name=name, daemon=True
-            ).start()
-        inbox.put(pool)
-
-    def forget(self) -> None:
-        """In a forked child: the parent's workers do not exist there, and the lock
-        may have been held by one of its threads at the fork."""
-        self._idle = []
-        self._lock = threading.Lock()
-
-    def _serve(self, inbox: queue.SimpleQueue[DaemonPool]) -> None:
-        while True:
-            inbox.get().drain()
-            with self._lock:
-                if len(self._idle) >= self._MAX_IDLE:
-                    return
-                self._idle.append(inbox)
-
-
-_WORKERS = _Workers()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_WORKERS.forget)
-
-
-class DaemonPool(Executor):
-    """Runs calls on at most ``max_workers`` daemon threads at once, borrowed from
-    the process's idle workers (``_Workers``) as work arrives."""
-
-    def __init__(self, max_workers: int, name: str = "navi-tool") -> None:
-        self._max = max(1, max_workers)
-        self.name = name
-        self._work: queue.SimpleQueue[
-            tuple[
-                Future[Any] | None, Callable[..., Any], tuple[Any, ...], dict[str, Any]
-            ]
-        ] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._done = threading.Condition(self._lock)
-        self._active = 0  # workers serving this pool now
-        self._free = 0  # of those, the ones not inside a call (they take queued work)
-        self._closed = False
-
-    def submit(
-        self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
-    ) -> Future[Any]:
-        """Run ``fn(*args, **kwargs)`` on a pool thread."""
-        future: Future[Any] = Future()
-        self._put(future, fn, args, kwargs)
-        return future
-
-    def post(self, fn: Callable[..., None], /, *args: Any) -> None:
-        """Run ``fn(*args)`` on a pool thread, for a caller that takes no result
-        (a tool batch reports through its own queue): no ``Future`` to make."""
-        self._put(None, fn, args, {})
-
-    def _put(
-        self,
-        future: Future[Any] | None,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> None:
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("cannot schedule new calls after shutdown")
-            self._work.put((future, fn, args, kwargs))
-            lend = self._lend_locked()
-        if lend:
-            _WORKERS.lend(self)
-
-    def _lend_locked(self) -> bool:
-        """Whether to borrow one more worker: only when none of this pool's is free to
-        take queued work. A worker that takes a call while more wait borrows the next
-        (a chain), so calls that return at once run on one or two threads instead of
-        waking one each, and calls that block still all run at once."""
-        if self._free or self._active >= self._max:
-            return False
-        self._active += 1
-        self._free += 1
-        return True
-
-    def drain(self) -> None:
-        """Run queued calls until none is left (on a borrowed worker)."""
-        while True:
-            with self._lock:
-                self._free -= 1
-                try:
-                    future, fn, args, kwargs = self._work.get_nowait()
-                except queue.Empty:
-                    self._active -= 1
-                    self._done.notify_all()
-                    return
-                lend = not self._work.empty() and self._lend_locked()
-            if lend:
-                _WORKERS.lend(self)
-            if future is None:  # post(): the callable reports its own outcome;
-                with contextlib.suppress(BaseException):  # the worker lives on
-                    fn(*args)
-            elif future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn(*args, **kwargs))
-                except BaseException as exc:  # the caller reads it from the future
-                    future.set_exception(exc)
-            del future, fn, args, kwargs
-            with self._lock:
-                self._free += 1  # looking for more work
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Take no more work; with ``cancel_futures`` drop what has not started."""
-        with self._lock:
-            self._closed = True
-        if cancel_futures:
-            while True:
-                try:
-                    item = self._work.get_nowait()
-                except queue.Empty:
-                    break
-                if item[0] is not None:
-                    item[0].cancel()
-        if wait:
-            with self._lock:
-                while self._active:
-                    self._done.wait()
 
 
 class ToolRunner:
@@ -206,7 +45,7 @@ class ToolRunner:
         if executor is None or self._size != threads:
             if executor is not None:
                 executor.shutdown(wait=False)
-            executor = self._executor = DaemonPool(threads)
+            executor = self._executor = DaemonPool(threads, watched=True)
             self._size = threads
         return factory(
             uses,

@@ -68,11 +68,11 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from threading import get_ident
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, ClassVar, Final, Protocol
 
 from .compaction import (
     PendingCompaction,
@@ -158,6 +158,10 @@ class TurnHost(Protocol):
         """Start running a response's tool calls."""
         ...
 
+    def turn_ended(self, stream: Stream) -> None:
+        """``stream`` reached DONE or FAILED: the host lets go of it (breaks a cycle)."""
+        ...
+
 
 class Stream:
     """One turn, advanced one event per ``next()``.
@@ -189,14 +193,9 @@ class Stream:
         self._queue: deque[AnyEvent] = deque(Steered(m) for m in steered)
         self._observers = self._x.observers
         self._phase = Phase.TURN_START
-        self._handlers: dict[Phase, Callable[[], None]] = {
-            Phase.TURN_START: self._turn_start,
-            Phase.STREAMING: self._streaming,
-            Phase.AFTER_RESPONSE: self._after_response,
-        }
-        # the live phase's handler, None once terminal (saves a lookup per event)
-        self._step: Callable[[], None] | None = self._turn_start
-        self._reading = self._handlers[Phase.STREAMING]  # next()'s hot path
+        # the live phase's handler, None once terminal (a function: a bound method is a cycle)
+        self._step: Callable[[Stream], None] | None = self._HANDLERS[Phase.TURN_START]
+        self._reading = self._HANDLERS[Phase.STREAMING]  # next()'s hot path
         self._config: Config = host.config
         self._rng = rng  # made at the first retry: seeding one reads the OS's entropy
         self._request = RequestState()
@@ -294,7 +293,7 @@ class Stream:
                     self._wait_closed()
                     continue
                 try:
-                    step()
+                    step(self)
                 except ProviderError as exc:
                     if ctl.stop is None:
                         self._fail(exc)
@@ -322,7 +321,7 @@ class Stream:
                         elif ctl.op is not None:
                             ctl.resume()
                         else:
-                            step()
+                            step(self)
                     except NotYet:
                         return PENDING
                     except ProviderError as exc:
@@ -447,10 +446,11 @@ class Stream:
         if to is None:
             raise RuntimeError(f"no move from {self._phase.name} on {trigger.value!r}")
         self._phase = to
-        self._step = self._handlers.get(to)
+        self._step = self._HANDLERS.get(to)
         if self._step is None:  # the turn ended: later steering waits for the next
             self._host.steering.end_turn()
             self._ctl.end()
+            self._host.turn_ended(self)
 
     def _fail(self, exc: BaseException) -> None:
         self._error = exc
@@ -790,6 +790,13 @@ class Stream:
             retry_notice(exc, attempt, policy, delay, compaction=compaction)
         )
         return time.monotonic() + delay / 1000.0
+
+    #: The handler of each live phase (the terminal ones have none).
+    _HANDLERS: ClassVar[Mapping[Phase, Callable[[Stream], None]]] = {
+        Phase.TURN_START: _turn_start,
+        Phase.STREAMING: _streaming,
+        Phase.AFTER_RESPONSE: _after_response,
+    }
 
 
 def _read_some(
