@@ -16,6 +16,7 @@ from navi_core import (
     AnyEvent,
     Cancelled,
     Config,
+    Hook,
     Scripted,
     Stream,
     StreamPoisoned,
@@ -30,6 +31,7 @@ from navi_core import (
     ToolStarted,
     ToolUse,
     TurnComplete,
+    Veto,
     tool,
 )
 from navi_core.runner import DaemonPool
@@ -432,3 +434,79 @@ def test_calls_posted_from_many_threads_all_run_and_the_pool_drains() -> None:
         t.join()
     pool.shutdown(wait=True)  # returns only once every borrowed worker went back
     assert sorted(done) == list(range(800))
+
+
+def test_a_watched_pool_starts_queued_calls_only_when_asked() -> None:
+    """Watched, a worker inside a call does not borrow another for the queued ones:
+    ``catch_up`` (what ``Dispatch.poll`` calls) starts them."""
+    pool = DaemonPool(4, watched=True)
+    release = threading.Event()
+    second_ran = threading.Event()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1.0)  # both are queued before the worker takes the first
+    try:
+        pool.post(release.wait, 10)
+        pool.post(second_ran.set)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not second_ran.wait(0.2) and pool.waiting
+    pool.catch_up()
+    assert second_ran.wait(5), "catch_up did not start the queued call"
+    release.set()
+    pool.shutdown(wait=True)
+    assert not pool.waiting
+
+
+def test_quick_calls_of_a_batch_run_on_one_tool_thread() -> None:
+    """Calls that return at once wake one worker, not one each."""
+    names: list[str] = []
+
+    @tool
+    def quick(n: int) -> str:
+        """Return n."""
+        names.append(threading.current_thread().name)
+        return str(n)
+
+    calls = [ToolUse(f"c{i}", "quick", f'{{"n": {i}}}') for i in range(5)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(
+        1.0
+    )  # the driver takes the GIL back only when the worker waits
+    try:
+        agent, _, _ = run_turn([quick], calls)
+    finally:
+        sys.setswitchinterval(interval)
+    assert [r.text for r in agent.conversation.messages[2].tool_results] == [
+        "0",
+        "1",
+        "2",
+        "3",
+        "4",
+    ]
+    assert len(names) == 5 and len(set(names)) == 1, names
+
+
+def test_calls_behind_a_start_hook_that_waits_start_while_it_waits() -> None:
+    """Each call's start hook runs on its tool thread before the call reports a start:
+    hooks that wait for one another still all run at once (the poll starts the calls
+    queued behind a hook after a millisecond)."""
+    meet = threading.Barrier(4, timeout=5)
+
+    class Gate(Hook):
+        def on_tool_start(self, call: ToolCall) -> Veto | None:
+            meet.wait()
+            return None
+
+    @tool
+    def mark(n: int) -> str:
+        """Return n."""
+        return str(n)
+
+    calls = [ToolUse(f"c{i}", "mark", f'{{"n": {i}}}') for i in range(4)]
+    p = Scripted([list(calls), [Text("done")]])
+    agent = Agent(p, tools=[mark], hooks=[Gate()])
+    drain(agent.run("go"))
+    results = agent.conversation.messages[2].tool_results
+    assert [(r.text, r.is_error) for r in results] == [
+        (str(i), False) for i in range(4)
+    ]
