@@ -271,7 +271,7 @@ class Dispatch:
         pool = self._pool
         while self._pending:
             wait = timeout if block else None
-            short = block and pool is not None and pool.waiting
+            short = block and pool is not None and pool.stalled
             if short:  # calls wait behind one that may block before it starts
                 wait = _GRACE if timeout is None else min(_GRACE, timeout)
             try:

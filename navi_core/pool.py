@@ -135,10 +135,21 @@ class DaemonPool(Executor):
         """True while calls are queued (not taken by a worker yet)."""
         return not self._work.empty()
 
+    @property
+    def stalled(self) -> bool:
+        """True while ``catch_up`` would borrow a worker: calls are queued that no free
+        worker will take, and the pool has fewer than ``max_workers`` (a hint: the
+        counts are read without the lock)."""
+        return (
+            not self._work.empty()
+            and self._work.qsize() > self._free
+            and self._active < self._max
+        )
+
     def catch_up(self) -> None:
         """Borrow a worker for each queued call no free worker will take (up to
         ``max_workers``): the calls that wait behind calls still running start now."""
-        if self._work.empty():
+        if not self.stalled:
             return
         lend = 0
         with self._lock:

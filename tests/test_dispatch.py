@@ -449,7 +449,7 @@ def test_a_watched_pool_starts_queued_calls_only_when_asked() -> None:
         pool.post(second_ran.set)
     finally:
         sys.setswitchinterval(interval)
-    assert not second_ran.wait(0.2) and pool.waiting
+    assert not second_ran.wait(0.2) and pool.waiting and pool.stalled
     pool.catch_up()
     assert second_ran.wait(5), "catch_up did not start the queued call"
     release.set()
