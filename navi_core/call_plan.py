@@ -48,19 +48,25 @@ class CallPlan:
 
     ``valid`` answers True only for arguments ``validation.errors`` accepts (None
     when the schema is outside the compiled subset); ``context`` names the
-    parameters given the ``ToolContext``; ``keywords`` converts the arguments.
+    parameters given the ``ToolContext``; ``takes_context`` says whether the call
+    reads one at all; ``keywords`` converts the arguments.
     """
 
-    __slots__ = ("_plain", "_skip", "_targets", "context", "valid")
+    __slots__ = ("_plain", "_skip", "_targets", "context", "takes_context", "valid")
 
     def __init__(
         self,
         parameters: Mapping[str, Any],
         hints: Mapping[str, Any],
         context: tuple[str, ...],
+        *,
+        awaits: bool = True,
     ) -> None:
         self.valid: Check | None = compile_schema(parameters)
         self.context = context
+        #: the call reads its ``ToolContext``: a parameter takes it, or the function
+        #: may return a coroutine (``awaits``), which is cancelled through it
+        self.takes_context = bool(context) or awaits
         self._skip = frozenset(context)
         self._targets: dict[str, tuple[Any, type]] = {}
         for name, tp in hints.items():

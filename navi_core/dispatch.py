@@ -71,11 +71,6 @@ class _Outcome:
     is_error: bool
     seconds: float
 
-    @property
-    def error(self) -> str | None:
-        """The short error text for ``ToolFinished.error`` (None on success)."""
-        return short_error(self.parts) if self.is_error else None
-
 
 class Dispatch:
     """One batch of tool calls in flight; ``poll`` returns events as calls progress.
@@ -93,6 +88,7 @@ class Dispatch:
         "_outcomes",
         "_pending",
         "_pool",
+        "_screens",
         "_session_id",
         "_started",
         "_uses",
@@ -120,6 +116,8 @@ class Dispatch:
         self._started = [False] * len(self._uses)
         self._inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._pending = len(self._uses)
+        if not hasattr(self, "_screens"):  # a subclass that screens sets it first
+            self._screens = False
         tool_groups: list[tuple[Tool, int, dict[str, Any]]] = []
         batches: dict[int, tuple[ToolSource, list[tuple[int, ToolCall]]]] = {}
         for i, use in enumerate(self._uses):
@@ -159,15 +157,18 @@ class Dispatch:
         self._inbox.put(("finished", i, _Outcome((TextPart(text),), True, 0.0)))
 
     def _admit(self, i: int, call: ToolCall, needs_approval: bool) -> bool:
-        """Whether call ``i`` may run (on its tool thread); a subclass screens here."""
+        """Whether call ``i`` may run (on its tool thread); a subclass screens here
+        (every call when it sets ``_screens``, else the calls that need approval)."""
         return True
 
     def _ended(self, i: int, parts: tuple[Part, ...], error: bool) -> None:
-        """Call ``i`` has its result (on its tool thread); a subclass watches here."""
+        """Call ``i`` has its result (on its tool thread); a subclass that sets
+        ``_screens`` watches here."""
 
     def _finished(self, i: int, parts: tuple[Part, ...], error: bool, t: float) -> None:
         """Report call ``i`` finished, on its tool thread."""
-        self._ended(i, parts, error)
+        if self._screens:
+            self._ended(i, parts, error)
         self._inbox.put(("finished", i, _Outcome(parts, error, t)))
 
     def _context(self, i: int) -> ToolContext:
@@ -184,14 +185,16 @@ class Dispatch:
 
     def _run_tool(self, t: Tool, i: int, args: dict[str, Any]) -> None:
         use = self._uses[i]
-        if not self._admit(i, ToolCall(use.id, use.name, args), t.needs_approval):
+        if (self._screens or t.needs_approval) and not self._admit(
+            i, ToolCall(use.id, use.name, args), t.needs_approval
+        ):
             return
         self._inbox.put(("started", i))
         if self._cancel.is_set():  # set before cancel() drains: it sees no start
             return
         t0 = time.perf_counter()
         try:
-            value = t.invoke(args, self._context(i))
+            value = t.invoke(args, self._context(i) if t.takes_context else None)
             parts, error = to_parts(value, self._limits), False
         except ABORTING as exc:
             self._inbox.put(("abort", exc))
@@ -318,10 +321,9 @@ class Dispatch:
             outcome: _Outcome = item[2]
             self._outcomes[i] = outcome
             self._pending -= 1
+            error = short_error(outcome.parts) if outcome.is_error else None
             events.append(
-                ToolFinished(
-                    use.id, use.name, outcome.is_error, outcome.seconds, outcome.error
-                )
+                ToolFinished(use.id, use.name, outcome.is_error, outcome.seconds, error)
             )
 
     def wake(self) -> None:

@@ -83,6 +83,8 @@ class GuardedDispatch(Dispatch):
         self._held: dict[str, str] = {}
         self._preset = dict(preset or {})
         self._order = tuple(order if order is not None else uses)
+        # every call is screened and watched when a hook or a sink wants to see it
+        self._screens = bool(guard.hooks.hooks) or guard.on_result is not None
         super().__init__(uses, *args, **kwargs)
 
     @property
@@ -101,8 +103,8 @@ class GuardedDispatch(Dispatch):
         """Run the start hooks and the approval rule; False: blocked or held here."""
         self._calls[i] = call
         guard = self._guard
-        if not guard.hooks and (guard.approved or not needs_approval):
-            return True  # nothing to screen: the common case, without a call
+        if not guard.hooks.hooks and (guard.approved or not needs_approval):
+            return True  # nothing to screen
         decision = self._guard.screen(call, needs_approval, self._cancel)
         if isinstance(decision, NeedsApproval):
             self._held[call.id] = decision.reason
@@ -116,9 +118,6 @@ class GuardedDispatch(Dispatch):
         return True
 
     def _ended(self, i: int, parts: tuple[Part, ...], error: bool) -> None:
-        guard = self._guard
-        if not guard.hooks and guard.on_result is None:
-            return  # no end hook and no sink: no result to build here
         call = self._calls.get(i)
         if call is not None:
             self._guard.finished(call, ToolResult(call.id, parts, error))

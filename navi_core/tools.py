@@ -11,10 +11,11 @@ model.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import re
 import threading
-import typing
+import types
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Generic, Protocol, overload, runtime_checkable
@@ -22,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, overload, runtime_chec
 from . import pydantic_types
 from .call_plan import CallPlan
 from .errors import ToolRegistrationError
-from .events import Event
 from .schema import function_schema, parse_docstring, schema_for, type_hints
+from .tool_context import ToolContext, context_parameters
 from .validation import ArgumentError, errors, summary
 
 if TYPE_CHECKING:
@@ -72,62 +73,19 @@ class ToolCall:
     arguments: dict[str, Any] = field(hash=False)
 
 
-class ToolContext:
-    """What a running call may know and do; a parameter annotated ``ToolContext`` gets it.
-
-    The parameter is left out of the schema the model sees. ``cancelled`` is set when
-    the turn is cancelled or closed: a long tool should check it and return early.
-    ``emit(text)`` reports progress, returned by the stream as ``ToolProgress``.
-    """
-
-    __slots__ = ("_emit", "_forward", "call_id", "cancelled", "name", "session_id")
-
-    def __init__(
-        self,
-        call_id: str,
-        name: str,
-        session_id: str | None = None,
-        cancelled: threading.Event | None = None,
-        emit: Callable[[str], None] | None = None,
-        forward: Callable[[Event], None] | None = None,
-    ) -> None:
-        self.call_id = call_id
-        self.name = name
-        self.session_id = session_id
-        self.cancelled = cancelled if cancelled is not None else threading.Event()
-        self._emit = emit
-        self._forward = forward
-
-    def emit(self, text: str) -> None:
-        """Report progress of this call (``ToolProgress(call_id, text)``)."""
-        if self._emit is not None:
-            self._emit(str(text))
-
-    def forward(self, event: Event) -> None:
-        """Hand an event of a sub-agent this call runs to the parent stream, where it
-        arrives as ``SubagentEvent(call_id, event)`` (a no-op outside a stream)."""
-        if self._forward is not None:
-            self._forward(event)
-
-    def __repr__(self) -> str:
-        return f"ToolContext(call_id={self.call_id!r}, name={self.name!r})"
-
-
-def context_parameters(hints: Mapping[str, Any]) -> tuple[str, ...]:
-    """The names of the parameters annotated ``ToolContext`` or ``ToolContext | None``
-    (injected, not in the schema)."""
-    return tuple(k for k, v in hints.items() if _is_context(v))
-
-
-def _is_context(hint: Any) -> bool:
-    if hint is ToolContext:
+def _may_await(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` may return a coroutine: an ``async def`` (also under
+    ``functools.wraps`` or in a ``partial``), or any callable that is not a plain
+    function, whose result cannot be told before it is called."""
+    try:
+        inner = inspect.unwrap(fn)
+        while isinstance(inner, functools.partial):
+            inner = inspect.unwrap(inner.func)
+    except ValueError:  # a cycle of __wrapped__
         return True
-    args = typing.get_args(hint)  # Optional[ToolContext], ToolContext | None
-    return (
-        bool(args)
-        and ToolContext in args
-        and all(a is ToolContext or a is type(None) for a in args)
-    )
+    if inspect.iscoroutinefunction(inner):
+        return True
+    return not (inspect.isfunction(inner) or inspect.ismethod(inner))
 
 
 class _FunctionSignature:
@@ -189,10 +147,7 @@ class Tool(Generic[P, R]):
             ArgumentError: the arguments do not match the schema (the function was
                 not called); the message names each field and what was expected.
         """
-        plan = self._plan
-        if plan is None:
-            plan = CallPlan(self.parameters, self.hints, context_parameters(self.hints))
-            object.__setattr__(self, "_plan", plan)
+        plan = self._plan if self._plan is not None else self._call_plan()
         if plan.valid is None or not plan.valid(arguments):
             problems = errors(self.parameters, arguments)
             if problems:
@@ -209,11 +164,28 @@ class Tool(Generic[P, R]):
                 kwargs[k] = context
         fn: Callable[..., Any] = self.fn
         result = fn(**kwargs)
-        if inspect.iscoroutine(result):
+        if isinstance(result, types.CoroutineType):
             return run_coroutine(
                 result, context.cancelled if context is not None else None
             )
         return result
+
+    @property
+    def takes_context(self) -> bool:
+        """Whether ``invoke`` reads its ``context``: a parameter annotated
+        ``ToolContext``, a function that may return a coroutine (``async def``, also
+        wrapped; cancelled through the context) or a subclass's own ``invoke``. A
+        dispatcher builds no context for the others."""
+        plan = self._plan if self._plan is not None else self._call_plan()
+        return plan.takes_context
+
+    def _call_plan(self) -> CallPlan:
+        awaits = type(self).invoke is not Tool.invoke or _may_await(self.fn)
+        plan = CallPlan(
+            self.parameters, self.hints, context_parameters(self.hints), awaits=awaits
+        )
+        object.__setattr__(self, "_plan", plan)
+        return plan
 
     def __getstate__(self) -> list[Any]:
         # the plan holds closures; a copy or an unpickled tool works out its own.

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import re
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional, TypedDict
@@ -16,10 +17,13 @@ import pytest
 from navi_core import (
     Agent,
     Scripted,
+    Text,
     Tool,
     ToolCall,
+    ToolContext,
     ToolRegistrationError,
     ToolSpec,
+    ToolUse,
     tool,
 )
 from navi_core.schema import schema_for
@@ -252,3 +256,86 @@ def test_type_checkers_see_the_function_signature(tmp_path: Path) -> None:
     assert re.fullmatch(r'Revealed type is "(builtins\.)?str"', revealed[1]), out
     assert out.splitlines()[2].endswith("[arg-type]"), out
     assert status == 1
+
+
+def _plain(n: int) -> str:
+    """Return n."""
+    return str(n)
+
+
+async def _later(n: int) -> str:
+    """Return n, awaited."""
+    return str(n)
+
+
+def _wrapped_later() -> Any:
+    @functools.wraps(_later)
+    def wrapper(n: int) -> Any:
+        return _later(n)
+
+    return wrapper
+
+
+class _Callable:
+    def __call__(self, n: int) -> str:
+        return str(n)
+
+
+def _with_context(n: int, ctx: ToolContext) -> str:
+    """Return n and the call id."""
+    return f"{n} {ctx.call_id}"
+
+
+@pytest.mark.parametrize(
+    ("fn", "takes"),
+    [
+        (_plain, False),
+        (_with_context, True),
+        (_later, True),
+        (_wrapped_later(), True),
+        (functools.partial(_later), True),
+        (_Callable(), True),
+    ],
+    ids=["plain", "context-parameter", "async", "wrapped-async", "partial", "object"],
+)
+def test_takes_context_only_when_the_call_may_read_one(
+    fn: Callable[..., Any], takes: bool
+) -> None:
+    if inspect.isfunction(fn):
+        t: Tool = tool(name="t", description="d")(fn)
+    else:  # tool() reads type hints, which a partial or an object does not have
+        t = Tool("t", "d", {"type": "object", "properties": {}}, fn)
+    assert t.takes_context is takes
+
+
+def test_a_subclass_with_its_own_invoke_takes_a_context() -> None:
+    seen: list[str] = []
+
+    @dataclass(frozen=True, slots=True)
+    class Recording(Tool):
+        def invoke(self, arguments: Any, context: ToolContext | None = None) -> Any:
+            seen.append(context.call_id if context is not None else "none")
+            return "ok"
+
+    t = Recording("rec", "d", {"type": "object", "properties": {}}, _plain)
+    assert t.takes_context
+    p = Scripted([[ToolUse("c7", "rec", "{}")], [Text("done")]])
+    agent = Agent(p, tools=[t])
+    list(agent.run("go"))
+    assert seen == ["c7"]
+
+
+def test_a_dispatched_call_gets_its_context_and_a_plain_one_runs_without() -> None:
+    p = Scripted(
+        [
+            [
+                ToolUse("c1", "_with_context", '{"n": 1}'),
+                ToolUse("c2", "_plain", '{"n": 2}'),
+            ],
+            [Text("done")],
+        ]
+    )
+    agent = Agent(p, tools=[tool(_with_context), tool(_plain)])
+    list(agent.run("go"))
+    results = agent.conversation.messages[2].tool_results
+    assert [r.text for r in results] == ["1 c1", "2"]
