@@ -114,6 +114,38 @@ def _kind(value: Any) -> str | None:
     return _KINDS.get(cls)
 
 
+def _is_string(value: Any) -> bool:
+    return value.__class__ is str
+
+
+def _is_integer(value: Any) -> bool:
+    cls = value.__class__
+    return cls is int or (cls is float and value.is_integer())
+
+
+def _is_number(value: Any) -> bool:
+    cls = value.__class__
+    return cls is int or (cls is float and math.isfinite(value))
+
+
+def _is_boolean(value: Any) -> bool:
+    return value.__class__ is bool
+
+
+def _is_null(value: Any) -> bool:
+    return value is None
+
+
+#: the checks of a schema that holds nothing ``errors`` reads but one type name
+_LEAVES: Final[dict[str, Check]] = {
+    "string": _is_string,
+    "integer": _is_integer,
+    "number": _is_number,
+    "boolean": _is_boolean,
+    "null": _is_null,
+}
+
+
 def _accept(value: Any) -> bool:
     return True
 
@@ -127,8 +159,12 @@ def _node(schema: Any) -> Check:
         return _reject
     if not isinstance(schema, Mapping):
         return _accept  # ``errors`` ignores a schema that is not an object
-    if not schema.keys() & _READ <= _COMPILED:
+    read = schema.keys() & _READ
+    if not read <= _COMPILED:
         raise _Outside
+    declared = schema.get("type")
+    if read == {"type"} and isinstance(declared, str) and declared in _LEAVES:
+        return _LEAVES[declared]  # one call: most tool parameters are these
     union = _union(schema)
     members = _members(schema)
     kinds = _kinds(schema.get("type"))
