@@ -92,7 +92,8 @@ class DaemonPool(Executor):
             ]
         ] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._done = threading.Condition(self._lock)
+        # made by the first shutdown(wait=True): most pools are never waited for
+        self._done: threading.Condition | None = None
         self._active = 0  # workers serving this pool now
         self._free = 0  # of those, the ones not inside a call (they take queued work)
         self._closed = False
@@ -180,7 +181,8 @@ class DaemonPool(Executor):
                     future, fn, args, kwargs = self._work.get_nowait()
                 except queue.Empty:
                     self._active -= 1
-                    self._done.notify_all()
+                    if self._done is not None:
+                        self._done.notify_all()
                     return
                 lend = self._chain and not self._work.empty() and self._lend_locked()
             if lend:
@@ -211,5 +213,7 @@ class DaemonPool(Executor):
                     item[0].cancel()
         if wait:
             with self._lock:
+                if self._done is None:
+                    self._done = threading.Condition(self._lock)
                 while self._active:
                     self._done.wait()

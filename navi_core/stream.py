@@ -103,7 +103,6 @@ from .events import (
     StopReason,
     ToolDispatchComplete,
     ToolDispatchStart,
-    TurnComplete,
 )
 from .offload import Op
 from .output import OutputCheck, OutputSpec
@@ -493,10 +492,10 @@ class Stream:
         self._release_response()
         response = self._last.text if self._last is not None else ""
         counts = (self._iterations, self._tool_calls, self._usage)
-        done = TurnComplete(
+        done = self._x.complete(
             reason, response, *counts, self._turn_id, self._output.value
         )
-        self._queue.append(self._x.complete(done))
+        self._queue.append(done)
         normal = reason not in (StopReason.CANCELLED, StopReason.TIMEOUT)
         self._move(Trigger.FINISHED if normal else Trigger.CANCELLED)
 

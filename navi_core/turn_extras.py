@@ -9,7 +9,6 @@ builds one per turn.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
@@ -19,9 +18,16 @@ from .approvals import ResumePlan
 from .config import Config
 from .conversation import Message, ToolResult, ToolUse, Usage
 from .dispatch import Dispatch
-from .events import Event, MessageComplete, SubagentEvent, TurnComplete
+from .events import (
+    Event,
+    MessageComplete,
+    StopReason,
+    SubagentEvent,
+    TurnComplete,
+)
 from .guarded import CallGuard, GuardedDispatch
 from .hooks import Hook, HookRunner
+from .ids import new_id
 from .offload import Op
 from .planning import PlanStep
 from .providers.base import ProviderStream
@@ -59,7 +65,7 @@ class TurnExtras:
     ) -> None:
         self.session = session
         #: the turn's id (``Stream.turn_id``, ``TurnComplete.turn_id``)
-        self.turn_id = uuid.uuid4().hex
+        self.turn_id = new_id()
         self.hooks = HookRunner(hooks)
         self.observers = observers if observers is not None else Observers()
         #: the planning request still to make before the first response
@@ -142,17 +148,40 @@ class TurnExtras:
         )
         return True
 
-    def complete(self, turn: TurnComplete) -> TurnComplete:
+    def complete(
+        self,
+        reason: StopReason,
+        response: str,
+        iterations: int,
+        tool_calls: int,
+        usage: Usage,
+        turn_id: str,
+        output: object,
+    ) -> TurnComplete:
         """The final ``TurnComplete``: usage of plan and sub-agents, held calls, the
         ``on_completion`` hooks run, and every hook failure."""
-        usage = turn.usage + self.extra_usage
-        if not self.hooks:  # one copy of the event, not two
-            return replace(
-                turn,
-                usage=usage,
-                pending_approvals=self.pending,
-                hook_failures=self.hooks.failures,
+        usage = usage + self.extra_usage
+        if not self.hooks:  # built once, with nothing to add later
+            return TurnComplete(
+                reason,
+                response,
+                iterations,
+                tool_calls,
+                usage,
+                turn_id,
+                output,
+                self.hooks.failures,
+                self.pending,
             )
-        done = replace(turn, usage=usage, pending_approvals=self.pending)
+        done = TurnComplete(
+            reason,
+            response,
+            iterations,
+            tool_calls,
+            usage,
+            turn_id,
+            output,
+            pending_approvals=self.pending,
+        )
         self.hooks.completion(done)
         return replace(done, hook_failures=self.hooks.failures)

@@ -442,10 +442,14 @@ def test_a_watched_pool_starts_queued_calls_only_when_asked() -> None:
     pool = DaemonPool(4, watched=True)
     release = threading.Event()
     second_ran = threading.Event()
+
+    def hold() -> None:
+        release.wait(10)
+
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1.0)  # both are queued before the worker takes the first
     try:
-        pool.post(release.wait, 10)
+        pool.post(hold)
         pool.post(second_ran.set)
     finally:
         sys.setswitchinterval(interval)

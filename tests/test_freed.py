@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,8 +21,10 @@ from navi_core import (
     SQLiteStore,
     Text,
     ToolUse,
+    TurnComplete,
     tool,
 )
+from navi_core.conversation import Block
 
 
 @tool
@@ -42,7 +44,7 @@ def no_collector() -> Iterator[None]:
         gc.enable()
 
 
-def tool_script() -> list[object]:
+def tool_script() -> list[Sequence[Block]]:
     uses = [ToolUse(f"c{i}", "echo", f'{{"n": {i}}}') for i in range(3)]
     return [[Text("calling"), *uses], [Text("done")]]
 
@@ -61,9 +63,10 @@ def test_a_tool_turn_frees_agent_and_stream_without_the_collector() -> None:
     agent = Agent(Scripted(tool_script()), tools=[echo], store=NullStore())
     stream = agent.run("go")
     events = list(stream)
-    assert events[-1].response == "done"  # type: ignore[attr-defined]
-    refs = (weakref.ref(agent), weakref.ref(stream))
-    del agent, stream, events
+    done = events[-1]
+    assert isinstance(done, TurnComplete) and done.response == "done"
+    refs: tuple[weakref.ref[object], ...] = (weakref.ref(agent), weakref.ref(stream))
+    del agent, stream, events, done
     assert_freed(*refs)
 
 
@@ -89,7 +92,7 @@ def test_many_turns_on_sqlite_leave_nothing_to_collect(tmp_path: Path) -> None:
     )
     for _ in range(3):
         drain(agent)
-    refs = (weakref.ref(agent),)
+    refs: tuple[weakref.ref[object], ...] = (weakref.ref(agent),)
     agent.close()
     del agent
     assert_freed(*refs)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import builtins
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..conversation import Conversation, Message, ToolResult
 from ..errors import AmbiguousSession, SessionBusy, SessionNotFound
+from ..ids import new_id
 from .base import (
     Approval,
     ApprovalState,
@@ -131,7 +131,7 @@ class MemoryStore:
 
     def create(self) -> SessionInfo:
         now = time.time()
-        s = _Session(uuid.uuid4().hex, now, now)
+        s = _Session(new_id(), now, now)
         with self._mutex:
             self._sessions[s.id] = s
         return self._info(s)

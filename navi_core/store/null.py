@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import builtins
 import time
-import uuid
 from collections.abc import Sequence
 
 from ..conversation import Conversation, Message, ToolResult
 from ..errors import SessionNotFound
+from ..ids import new_id
 from .base import Approval, ApprovalState, HistoryPage, SessionInfo, check_page_limit
 from .memory import ApprovalBook
 
@@ -34,7 +34,7 @@ class NullStore:
 
     def create(self) -> SessionInfo:
         now = time.time()
-        return SessionInfo(uuid.uuid4().hex, now, now, 0, None, None)
+        return SessionInfo(new_id(), now, now, 0, None, None)
 
     def list(self) -> list[SessionInfo]:
         return []

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import abc
 import builtins
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar
@@ -30,6 +29,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar
 from .. import codec
 from ..conversation import Conversation, Message, valid_text
 from ..errors import AmbiguousSession, SessionError, SessionNotFound
+from ..ids import new_id
 from .base import SessionInfo, SessionLock
 from .memory import session_summary
 from .sql_extras import SQLExtras
@@ -229,7 +229,7 @@ class SQLStore(SQLExtras, abc.ABC, Generic[ConnT]):
     # -- SessionStore -----------------------------------------------------------
 
     def create(self) -> SessionInfo:
-        sid = uuid.uuid4().hex
+        sid = new_id()
         row = self._run(
             lambda conn: conn.execute(self.STATEMENTS.create, (sid,)).fetchone(),
             write=True,
