@@ -48,6 +48,7 @@ __all__ = [
     "ToolRegistry",
     "ToolSource",
     "ToolSpec",
+    "context_parameters",
     "schema_for",
     "tool",
 ]
