@@ -161,18 +161,6 @@ class TurnExtras:
         """The final ``TurnComplete``: usage of plan and sub-agents, held calls, the
         ``on_completion`` hooks run, and every hook failure."""
         usage = usage + self.extra_usage
-        if not self.hooks:  # built once, with nothing to add later
-            return TurnComplete(
-                reason,
-                response,
-                iterations,
-                tool_calls,
-                usage,
-                turn_id,
-                output,
-                self.hooks.failures,
-                self.pending,
-            )
         done = TurnComplete(
             reason,
             response,
@@ -183,5 +171,7 @@ class TurnExtras:
             output,
             pending_approvals=self.pending,
         )
+        if not self.hooks:  # no hook, so no hook failure: built once
+            return done
         self.hooks.completion(done)
         return replace(done, hook_failures=self.hooks.failures)
