@@ -82,6 +82,7 @@ class Dispatch:
 
     __slots__ = (
         "_abandon",
+        "_batch_context",
         "_cancel",
         "_inbox",
         "_limits",
@@ -112,6 +113,8 @@ class Dispatch:
         self._session_id = session_id
         self._abandon = on_abandon
         self._cancel = threading.Event()
+        # for calls that read no context: a coroutine a lambda returns is cancelled by it
+        self._batch_context = ToolContext("", "", session_id, self._cancel)
         self._outcomes: list[_Outcome | None] = [None] * len(self._uses)
         self._started = [False] * len(self._uses)
         self._inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
@@ -194,7 +197,8 @@ class Dispatch:
             return
         t0 = time.perf_counter()
         try:
-            value = t.invoke(args, self._context(i) if t.takes_context else None)
+            context = self._context(i) if t.takes_context else self._batch_context
+            value = t.invoke(args, context)
             parts, error = to_parts(value, self._limits), False
         except ABORTING as exc:
             self._inbox.put(("abort", exc))

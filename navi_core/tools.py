@@ -75,18 +75,26 @@ class ToolCall:
 
 
 def _may_await(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` may return a coroutine: an ``async def`` (also under
-    ``functools.wraps`` or in a ``partial``), or any callable that is not a plain
-    function, whose result cannot be told before it is called."""
-    try:
-        inner = inspect.unwrap(fn)
-        while isinstance(inner, functools.partial):
-            inner = inspect.unwrap(inner.func)
-    except ValueError:  # a cycle of __wrapped__
-        return True
-    if inspect.iscoroutinefunction(inner):
-        return True
-    return not (inspect.isfunction(inner) or inspect.ismethod(inner))
+    """Whether ``fn`` may return a coroutine: an ``async def`` at any layer of
+    ``functools.wraps`` wrappers and partials (an async wrapper of a sync function
+    too), or any callable that is not a plain function, whose result cannot be told
+    before it is called."""
+    seen: set[int] = set()
+    layer: Any = fn
+    while id(layer) not in seen:  # a cycle of __wrapped__ cannot be told either
+        seen.add(id(layer))
+        if isinstance(layer, functools.partial):
+            layer = layer.func
+            continue
+        if inspect.iscoroutinefunction(layer):
+            return True
+        if not (inspect.isfunction(layer) or inspect.ismethod(layer)):
+            return True
+        inner = getattr(layer, "__wrapped__", None)
+        if inner is None:
+            return False
+        layer = inner
+    return True
 
 
 class _FunctionSignature:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import os
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import pytest
 
@@ -514,3 +517,48 @@ def test_calls_behind_a_start_hook_that_waits_start_while_it_waits() -> None:
     assert [(r.text, r.is_error) for r in results] == [
         (str(i), False) for i in range(4)
     ]
+
+
+@pytest.mark.parametrize("kind", ["lambda", "async-wrapper"])
+def test_a_cancel_cancels_the_coroutine_a_plain_function_returns(kind: str) -> None:
+    """A dispatcher cannot always tell that a call awaits (a lambda returning a
+    coroutine, an ``async def`` wrapper of a sync function): its coroutine is still
+    cancelled with the turn."""
+    cancelled = threading.Event()
+
+    async def nap() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    def label(n: int) -> str:
+        """Return n."""
+        return str(n)
+
+    def in_background(fn: Callable[..., str]) -> Callable[..., Awaitable[str]]:
+        @functools.wraps(fn)
+        async def wrapper(**kwargs: Any) -> str:
+            await nap()
+            return fn(**kwargs)
+
+        return wrapper
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    returns_one: Callable[[int], Awaitable[None]] = lambda n: nap()  # noqa: E731
+    t: Tool = (
+        Tool("nap", "Sleep.", schema, returns_one)
+        if kind == "lambda"
+        else tool(name="nap")(in_background(label))
+    )
+    p = Scripted([[ToolUse("c1", "nap", '{"n": 1}')], [Text("done")]])
+    stream = Agent(p, tools=[t]).run("go")
+    done = None
+    for ev in stream:
+        if isinstance(ev, ToolStarted):
+            stream.cancel()
+        elif isinstance(ev, TurnComplete):
+            done = ev
+    assert done is not None and done.stop_reason == "cancelled"
+    assert cancelled.wait(5), "the tool's coroutine ran on after the cancel"

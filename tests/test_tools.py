@@ -276,6 +276,14 @@ def _wrapped_later() -> Any:
     return wrapper
 
 
+def _async_wrapper_of_plain() -> Any:
+    @functools.wraps(_plain)
+    async def wrapper(n: int) -> str:
+        return _plain(n)
+
+    return wrapper
+
+
 class _Callable:
     def __call__(self, n: int) -> str:
         return str(n)
@@ -293,10 +301,21 @@ def _with_context(n: int, ctx: ToolContext) -> str:
         (_with_context, True),
         (_later, True),
         (_wrapped_later(), True),
+        (_async_wrapper_of_plain(), True),
+        (functools.partial(_plain), False),
         (functools.partial(_later), True),
         (_Callable(), True),
     ],
-    ids=["plain", "context-parameter", "async", "wrapped-async", "partial", "object"],
+    ids=[
+        "plain",
+        "context-parameter",
+        "async",
+        "wrapped-async",
+        "async-wrapper-of-plain",
+        "partial-plain",
+        "partial",
+        "object",
+    ],
 )
 def test_takes_context_only_when_the_call_may_read_one(
     fn: Callable[..., Any], takes: bool
