@@ -39,13 +39,7 @@ from .tool_results import (
     short_error,
     to_parts,
 )
-from .tools import (
-    Tool,
-    ToolCall,
-    ToolContext,
-    ToolRegistry,
-    ToolSource,
-)
+from .tools import Tool, ToolCall, ToolContext, ToolRegistry, ToolSource
 
 __all__ = [
     "ABORTING",
@@ -60,8 +54,7 @@ __all__ = [
 #: Exceptions that abort the whole turn instead of becoming an error result.
 ABORTING: tuple[type[BaseException], ...] = (Cancelled, KeyboardInterrupt, MemoryError)
 
-#: Seconds a poll waits before it starts calls queued behind a call that has not
-#: reported its start (its ``on_tool_start`` hook or approval screen still runs).
+#: Seconds a poll waits before it starts calls queued behind one not started yet.
 _GRACE = 0.001
 
 
@@ -119,8 +112,7 @@ class Dispatch:
         self._started = [False] * len(self._uses)
         self._inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._pending = len(self._uses)
-        if not hasattr(self, "_screens"):  # a subclass that screens sets it first
-            self._screens = False
+        self._screens = getattr(self, "_screens", False)  # a subclass may set it first
         tool_groups: list[tuple[Tool, int, dict[str, Any]]] = []
         batches: dict[int, tuple[ToolSource, list[tuple[int, ToolCall]]]] = {}
         for i, use in enumerate(self._uses):
@@ -266,6 +258,15 @@ class Dispatch:
         """True when every call has finished."""
         return self._pending == 0
 
+    def begin(self, timeout: float | None = None) -> list[Event]:
+        """The events of the batch's first millisecond (at most ``timeout``): calls queued
+        behind one that blocks at once get threads now, not at the host's next pull."""
+        wait = _GRACE if timeout is None else min(_GRACE, timeout)
+        try:
+            return self.poll(wait) if wait > 0 else []  # timeout=0: at the next poll
+        except TimeoutError:
+            return []
+
     def poll(self, timeout: float | None = None) -> list[Event]:
         """Wait for progress and return the events it produced (at least one).
 
@@ -299,8 +300,7 @@ class Dispatch:
                 break
             self._take(item, events)
         if pool is not None:
-            # the calls still queued wait behind running ones: the driver got the GIL
-            # because those block (or ran past the switch interval), so start the rest
+            # calls still queued wait behind ones that block (or run long): start them
             pool.catch_up()
         return events
 

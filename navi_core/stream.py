@@ -686,7 +686,8 @@ class Stream:
                 )
                 return
             self._queue.append(ToolDispatchStart(len(uses)))
-            self._dispatch = self._host.start_tools(uses, self._config)
+            self._dispatch = dispatch = self._host.start_tools(uses, self._config)
+            self._queue.extend(self._x.polled(dispatch.begin(self._ctl.remaining())))  # type: ignore[arg-type]
             return
         try:
             self._queue.extend(self._x.polled(dispatch.poll(self._ctl.remaining())))  # type: ignore[arg-type]

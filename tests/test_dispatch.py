@@ -562,3 +562,27 @@ def test_a_cancel_cancels_the_coroutine_a_plain_function_returns(kind: str) -> N
             done = ev
     assert done is not None and done.stop_reason == "cancelled"
     assert cancelled.wait(5), "the tool's coroutine ran on after the cancel"
+
+
+def test_calls_behind_a_blocking_call_start_while_a_slow_host_looks_away() -> None:
+    """A host that takes its time over ``ToolDispatchStart`` (a GUI drawing, a server
+    writing to a slow client) does not hold up the calls queued behind one that
+    blocks: they start as the batch does, not at the host's next ``next()``."""
+    meet = threading.Barrier(4, timeout=0.5)
+
+    @tool
+    def gather(n: int) -> str:
+        """Wait for the others."""
+        meet.wait()
+        return str(n)
+
+    calls = [ToolUse(f"c{i}", "gather", f'{{"n": {i}}}') for i in range(4)]
+    agent = Agent(Scripted([list(calls), [Text("done")]]), tools=[gather])
+    stream = agent.run("go")
+    while (ev := stream.next()) is not None:
+        if isinstance(ev, ToolDispatchStart):
+            time.sleep(1.5)  # longer than the barrier waits
+    results = agent.conversation.messages[2].tool_results
+    assert [(r.text, r.is_error) for r in results] == [
+        (str(i), False) for i in range(4)
+    ]
