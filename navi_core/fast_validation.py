@@ -52,28 +52,8 @@ _READ: Final = frozenset(
         "multipleOf",
     }
 )
-_COMPILED: Final = frozenset(
-    {
-        "anyOf",
-        "oneOf",
-        "enum",
-        "type",
-        "properties",
-        "required",
-        "additionalProperties",
-        "items",
-        "prefixItems",
-        "minItems",
-        "maxItems",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-    }
-)
+#: the keywords ``compile_schema`` compiles: all ``validation`` reads but these five
+_COMPILED: Final = _READ - {"$ref", "allOf", "const", "uniqueItems", "multipleOf"}
 _TYPE_NAMES: Final = frozenset(
     {"string", "integer", "number", "boolean", "null", "array", "object"}
 )
