@@ -131,7 +131,7 @@ cdef class Assembler:
         self.model = None
         self.usage = None
 
-    def feed(self, deltas, push):
+    cpdef feed(self, deltas, push):
         """Apply ``deltas`` in order, calling ``push`` with each event."""
         cdef list run = []
         cdef long run_kind = -1

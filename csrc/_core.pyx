@@ -14,12 +14,14 @@ __all__ = [
     "Assembler",
     "OpenAIChatParser",
     "OpenAIResponsesParser",
+    "Reader",
     "SSEDecoder",
     "SSEEvent",
     "b64encode",
     "estimate_tokens",
     "next_event",
     "next_or_stop",
+    "produce",
 ]
 
 include "_fast_scan.pxi"

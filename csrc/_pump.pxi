@@ -1,8 +1,12 @@
-# The hot path of Stream.next(): the compiled twin of navi_core/_pump_py.py, which
-# documents it. Both are plain functions that Stream takes as methods, so a Stream
-# stays a plain Python object (an instance of a subclass of an extension type would
-# make every attribute access of the phase machine slower).
+# The compiled twin of navi_core/_pump_py.py, which documents it: the hot paths of
+# Stream.next() and of a response's reads. next_event, next_or_stop and produce are
+# plain functions that Stream and DeltaStream take as methods, so both stay plain
+# Python objects (an instance of a subclass of an extension type would make every
+# attribute access of the phase machine slower); a Reader keeps what a read needs in
+# C fields, since every attribute a C function reads from a Python object costs a
+# type lookup and a dict lookup.
 
+from navi_core.errors import ProviderError as _ProviderError
 from navi_core.events import ModelInfo as _ModelInfo
 
 
@@ -19,17 +23,197 @@ def next_event(self, timeout=None):
         StreamPoisoned on every later call, with the failure as ``__cause__``.
     """
     cdef object queue = self._queue
-    if queue and not self._observers.subscriptions and type(queue[0]) is not _ModelInfo:
-        return queue.popleft()
+    cdef object reader
+    if queue:
+        if not self._observers.subscriptions and type(queue[0]) is not _ModelInfo:
+            return queue.popleft()
+    elif timeout is None:
+        reader = self._reader
+        if reader is not None and (<Reader>reader).read(self):
+            return queue.popleft()
     return self._advance(timeout)
 
 
 def next_or_stop(self):
     """``next()`` for iteration: StopIteration after ``TurnComplete``."""
     cdef object queue = self._queue
-    if queue and not self._observers.subscriptions and type(queue[0]) is not _ModelInfo:
-        return queue.popleft()
+    cdef object reader
+    if queue:
+        if not self._observers.subscriptions and type(queue[0]) is not _ModelInfo:
+            return queue.popleft()
+    else:
+        reader = self._reader
+        if reader is not None and (<Reader>reader).read(self):
+            return queue.popleft()
     cdef object ev = self._advance(None)
     if ev is None:
         raise StopIteration
     return ev
+
+
+cdef extern from "pythread.h":
+    unsigned long PyThread_get_thread_ident()
+
+
+cdef class Reader:
+    """Reads one open response into a stream's queue (``Stream._reader``)."""
+
+    cdef object _response, _queue, _ctl, _observers, _push, _batches
+    cdef Assembler _core
+    cdef tuple _secrets
+    cdef bint _direct
+    cdef Py_ssize_t _stop, _op, _deadline, _subscriptions
+    cdef public bint closing, close_pending
+    cdef readonly unsigned long driver
+
+    def __init__(self, stream):
+        cdef object response = stream._response
+        cdef object queue = stream._queue
+        cdef object ctl = stream._ctl
+        cdef object observers = stream._observers
+        self._response = response
+        self._queue = queue
+        self._ctl = ctl
+        self._observers = observers
+        self._push = queue.append
+        self.closing = False
+        self.close_pending = False
+        self.driver = 0
+        self._stop = _slot_offset(type(ctl), "stop")
+        self._op = _slot_offset(type(ctl), "op")
+        self._deadline = _slot_offset(type(ctl), "deadline")
+        self._subscriptions = _slot_offset(type(observers), "subscriptions")
+        self._direct = (
+            getattr(type(response), "produce", None) is produce
+            and type(response._core) is Assembler
+        )
+        if self._direct:
+            self._batches = response._batches
+            self._core = response._core
+            self._secrets = tuple(response._secrets)
+
+    cdef bint read(self, object stream) except -1:
+        cdef object ctl = self._ctl
+        if not (
+            _is_none(ctl, self._stop, "stop")
+            and _is_none(ctl, self._op, "op")
+            and _is_none(ctl, self._deadline, "deadline")
+        ):
+            return False
+        self.driver = PyThread_get_thread_ident()
+        if self.closing:
+            self.driver = 0
+            return False
+        try:
+            if self.pump():
+                stream._read_ended(self._response, None)
+        except BaseException as exc:
+            stream._read_ended(self._response, exc)
+        self.driver = 0
+        if self.closing:
+            ctl.wake()
+        if self.close_pending:
+            self.close_pending = False
+            stream.close()
+        cdef object queue = self._queue
+        return (
+            bool(queue)
+            and type(queue[0]) is not _ModelInfo
+            and not _get(self._observers, self._subscriptions, "subscriptions")
+        )
+
+    cpdef bint pump(self) except -1:
+        """Read until the response pushes an event or a stop is asked for (False), or
+        until it completes (True)."""
+        cdef object response = self._response
+        cdef object queue = self._queue
+        cdef object ctl = self._ctl
+        if not self._direct:
+            while not response.produce(queue):
+                if queue or not _is_none(ctl, self._stop, "stop"):
+                    return False
+            return True
+        cdef object clean
+        try:
+            while not _read_batch(self._batches, self._core, self._push, response):
+                if queue or not _is_none(ctl, self._stop, "stop"):
+                    return False
+        except _ProviderError as exc:
+            if not self._secrets:
+                raise
+            clean = response._scrubbed(exc)
+            if clean is exc:
+                raise
+        else:
+            response._finish(queue)
+            return True
+        # raised outside the handler: the unredacted original is not its context
+        raise clean
+
+
+cdef Py_ssize_t _slot_offset(type cls, str name) except -2:
+    cdef object member = getattr(cls, name, None)
+    if type(member).__name__ == "member_descriptor" and (
+        (<PyMemberDescrObject*>member).d_member.type == Py_T_OBJECT_EX
+    ):
+        return (<PyMemberDescrObject*>member).d_member.offset
+    return -1
+
+
+cdef inline object _get(object obj, Py_ssize_t offset, str name):
+    cdef PyObject* value
+    if offset >= 0:
+        value = (<PyObject**>((<char*><PyObject*>obj) + offset))[0]
+        if value is not NULL:
+            return <object>value
+    return getattr(obj, name)
+
+
+cdef inline bint _is_none(object obj, Py_ssize_t offset, str name) except -1:
+    cdef PyObject* value
+    if offset >= 0:
+        value = (<PyObject**>((<char*><PyObject*>obj) + offset))[0]
+        if value is not NULL:
+            return value == <PyObject*>None
+    return getattr(obj, name) is None
+
+
+def produce(self, queue):
+    """Push the events of the next batch; True once the message is complete.
+
+    Raises:
+        MalformedStream: the batches ran out before the terminator.
+        ProviderError: whatever the batches raised, with the stream's secrets
+            redacted from its message.
+    """
+    if self._complete:
+        return True
+    cdef object clean
+    try:
+        if _read_batch(self._batches, self._core, queue.append, self):
+            self._finish(queue)
+        return self._complete
+    except _ProviderError as exc:
+        if not self._secrets:
+            raise
+        clean = self._scrubbed(exc)
+        if clean is exc:
+            raise
+    # raised outside the handler: the unredacted original is not its context
+    raise clean
+
+
+cdef bint _read_batch(
+    object batches, Assembler core, object push, object response
+) except -1:
+    cdef object batch
+    try:
+        batch = next(batches)
+    except StopIteration:
+        raise response._ended() from None
+    if batch:
+        try:
+            core.feed(batch, push)
+        except ValueError as exc:
+            raise response._malformed(exc) from None
+    return core.done

@@ -12,12 +12,14 @@ __all__ = [
     "Assembler",
     "OpenAIChatParser",
     "OpenAIResponsesParser",
+    "Reader",
     "SSEDecoder",
     "SSEEvent",
     "b64encode",
     "estimate_tokens",
     "next_event",
     "next_or_stop",
+    "produce",
 ]
 
 _Buffer: TypeAlias = bytes | bytearray | memoryview
@@ -84,3 +86,8 @@ class Assembler:
 
 def next_event(self: Any, timeout: float | None = None) -> Any: ...
 def next_or_stop(self: Any) -> Any: ...
+def produce(self: Any, queue: Any) -> bool: ...
+
+class Reader:
+    def __init__(self, response: Any, queue: Any, ctl: Any, observers: Any) -> None: ...
+    def pump(self) -> bool: ...

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ._assemble_py import Assembler
 from ._framing_py import SSEDecoder, SSEEvent
-from ._pump_py import next_event, next_or_stop
+from ._pump_py import Reader, next_event, next_or_stop, produce
 from ._responses_py import OpenAIResponsesParser
 from ._sse_py import AnthropicParser, OpenAIChatParser
 from ._text_py import b64encode, estimate_tokens
@@ -24,10 +24,12 @@ __all__ = [
     "Assembler",
     "OpenAIChatParser",
     "OpenAIResponsesParser",
+    "Reader",
     "SSEDecoder",
     "SSEEvent",
     "b64encode",
     "estimate_tokens",
     "next_event",
     "next_or_stop",
+    "produce",
 ]

@@ -1,19 +1,34 @@
-"""The hot path of ``Stream.next()``: hand out an event that is already queued.
+"""The hot paths of ``Stream.next()`` and of a response's reads.
 
-Pure twin of ``csrc/_pump.pxi``. ``stream.Stream`` takes these functions as its
-``next`` and ``__next__`` methods; they read the stream's ``_queue`` and
-``_observers`` and call its ``_advance(timeout)``, the phase machine, for everything
-else: an empty queue, a ``ModelInfo`` (which the stream deduplicates) or a turn with
-subscribers (which see every event as it is handed out).
+Pure twin of ``csrc/_pump.pxi``. ``stream.Stream`` takes ``next_event`` and
+``next_or_stop`` as its ``next`` and ``__next__`` methods, and ``DeltaStream`` takes
+``produce`` as its own:
+
+* an event already queued is handed out at once (the stream deduplicates a
+  ``ModelInfo``, and a turn with subscribers publishes each event: both go to
+  ``Stream._advance``, the phase machine);
+* with the queue empty, while the turn streams a response (``Stream._reader``, a
+  ``Reader``) with nothing else due (no ``next(timeout)``, no stop asked for, no call
+  waiting off-thread, no ``close()`` from another thread), the reader reads the
+  response until it pushes an event. For a ``DeltaStream`` whose class keeps this
+  ``produce``, it feeds the batches to the assembler itself, from fields it took
+  once, with no attribute of the response read per batch. A response that completed
+  or failed goes back to the stream (``Stream._read_ended``);
+* everything else is ``Stream._advance``.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable, Iterator
+from threading import get_ident
 from typing import Any
 
+from ._assemble_py import Assembler
+from .errors import ProviderError
 from .events import ModelInfo
 
-__all__ = ["next_event", "next_or_stop"]
+__all__ = ["Reader", "next_event", "next_or_stop", "produce"]
 
 
 def next_event(self: Any, timeout: float | None = None) -> Any:
@@ -29,17 +44,166 @@ def next_event(self: Any, timeout: float | None = None) -> Any:
         StreamPoisoned on every later call, with the failure as ``__cause__``.
     """
     queue = self._queue
-    if queue and not self._observers.subscriptions and type(queue[0]) is not ModelInfo:
-        return queue.popleft()
+    if queue:
+        if not self._observers.subscriptions and type(queue[0]) is not ModelInfo:
+            return queue.popleft()
+    elif timeout is None:
+        reader = self._reader
+        if reader is not None and reader.read(self):
+            return queue.popleft()
     return self._advance(timeout)
 
 
 def next_or_stop(self: Any) -> Any:
     """``next()`` for iteration: StopIteration after ``TurnComplete``."""
     queue = self._queue
-    if queue and not self._observers.subscriptions and type(queue[0]) is not ModelInfo:
-        return queue.popleft()
+    if queue:
+        if not self._observers.subscriptions and type(queue[0]) is not ModelInfo:
+            return queue.popleft()
+    else:
+        reader = self._reader
+        if reader is not None and reader.read(self):
+            return queue.popleft()
     ev = self._advance(None)
     if ev is None:
         raise StopIteration
     return ev
+
+
+class Reader:
+    """Reads one open response into a stream's queue (``Stream._reader``).
+
+    ``driver`` is the thread inside a read (0: none); ``closing`` and
+    ``close_pending`` are ``Stream.close``'s: the handshake with a close from another
+    thread, and a close asked for inside a read (by a hook), which runs after it.
+    """
+
+    __slots__ = (
+        "_batches",
+        "_core",
+        "_ctl",
+        "_direct",
+        "_observers",
+        "_push",
+        "_queue",
+        "_response",
+        "_secrets",
+        "close_pending",
+        "closing",
+        "driver",
+    )
+
+    def __init__(self, stream: Any) -> None:
+        response = stream._response
+        queue = stream._queue
+        self._response = response
+        self._queue = queue
+        self._ctl = stream._ctl
+        self._observers = stream._observers
+        self._push = queue.append
+        self.closing = False
+        self.close_pending = False
+        self.driver = 0
+        self._direct = (
+            getattr(type(response), "produce", None) is produce
+            and type(response._core) is Assembler
+        )
+        if self._direct:
+            self._batches = response._batches
+            self._core = response._core
+            self._secrets = tuple(response._secrets)
+
+    def read(self, stream: Any) -> bool:
+        """One blocking read when nothing else is due; True when the queue's first
+        event can be handed out as it is. ``driver`` is set before ``closing`` is
+        read: the handshake ``Stream.close`` relies on."""
+        ctl = self._ctl
+        if ctl.stop is not None or ctl.op is not None or ctl.deadline is not None:
+            return False
+        self.driver = get_ident()
+        if self.closing:
+            self.driver = 0
+            return False
+        try:
+            if self.pump():
+                stream._read_ended(self._response, None)
+        except BaseException as exc:  # the stream fails the turn or retries
+            stream._read_ended(self._response, exc)
+        self.driver = 0
+        if self.closing:
+            ctl.wake()
+        if self.close_pending:
+            self.close_pending = False
+            stream.close()
+        queue = self._queue
+        return (
+            bool(queue)
+            and type(queue[0]) is not ModelInfo
+            and not self._observers.subscriptions
+        )
+
+    def pump(self) -> bool:
+        """Read until the response pushes an event or a stop is asked for (False), or
+        until it completes (True)."""
+        response = self._response
+        queue = self._queue
+        ctl = self._ctl
+        if not self._direct:
+            while not response.produce(queue):
+                if queue or ctl.stop is not None:
+                    return False
+            return True
+        try:
+            while not _read_batch(self._batches, self._core, self._push, response):
+                if queue or ctl.stop is not None:
+                    return False
+        except ProviderError as exc:
+            if not self._secrets:
+                raise
+            clean = response._scrubbed(exc)
+            if clean is exc:
+                raise
+        else:
+            response._finish(queue)
+            return True
+        # raised outside the handler: the unredacted original is not its context
+        raise clean
+
+
+def produce(self: Any, queue: deque[Any]) -> bool:
+    """Push the events of the next batch; True once the message is complete.
+
+    Raises:
+        MalformedStream: the batches ran out before the terminator.
+        ProviderError: whatever the batches raised, with the stream's secrets
+            redacted from its message.
+    """
+    if self._complete:
+        return True
+    try:
+        if _read_batch(self._batches, self._core, queue.append, self):
+            self._finish(queue)
+        return bool(self._complete)
+    except ProviderError as exc:
+        if not self._secrets:
+            raise
+        clean = self._scrubbed(exc)
+        if clean is exc:
+            raise
+    # raised outside the handler: the unredacted original is not its context
+    raise clean
+
+
+def _read_batch(
+    batches: Iterator[Any], core: Assembler, push: Callable[[Any], None], response: Any
+) -> bool:
+    try:
+        batch = next(batches)
+    except StopIteration:
+        raise response._ended() from None
+    if batch:
+        try:
+            core.feed(batch, push)
+        except ValueError as exc:
+            raise response._malformed(exc) from None
+    return bool(core.done)

@@ -27,12 +27,14 @@ __all__ = [
     "Assembler",
     "OpenAIChatParser",
     "OpenAIResponsesParser",
+    "Reader",
     "SSEDecoder",
     "SSEEvent",
     "b64encode",
     "estimate_tokens",
     "next_event",
     "next_or_stop",
+    "produce",
 ]
 
 _TRUTHY: Final = frozenset({"1", "true", "yes", "on"})
@@ -58,12 +60,14 @@ if TYPE_CHECKING or FORCE_PURE:
         Assembler,
         OpenAIChatParser,
         OpenAIResponsesParser,
+        Reader,
         SSEDecoder,
         SSEEvent,
         b64encode,
         estimate_tokens,
         next_event,
         next_or_stop,
+        produce,
     )
 
     IMPLEMENTATION: str = "python"
@@ -74,12 +78,14 @@ else:
             Assembler,
             OpenAIChatParser,
             OpenAIResponsesParser,
+            Reader,
             SSEDecoder,
             SSEEvent,
             b64encode,
             estimate_tokens,
             next_event,
             next_or_stop,
+            produce,
         )
 
         IMPLEMENTATION = "cython"
@@ -105,12 +111,14 @@ else:
             Assembler,
             OpenAIChatParser,
             OpenAIResponsesParser,
+            Reader,
             SSEDecoder,
             SSEEvent,
             b64encode,
             estimate_tokens,
             next_event,
             next_or_stop,
+            produce,
         )
 
         IMPLEMENTATION = "python"

@@ -36,12 +36,15 @@ State beside the phase, each in one field:
   ``CompactionStarted`` and not yet run — its plan, the summary attempt and the retry
   notice to return after it.
 * ``_dispatch`` (``Dispatch | None``): the tool batch running in AFTER_RESPONSE.
-* ``_response``: the open provider response, in STREAMING only.
+* ``_response``: the open provider response, in STREAMING only; ``_reader``
+  (``core.Reader``) reads it in ``next()``'s hot path, with no frame of this file.
 * ``_ctl`` (``TurnControl``): the ``next(timeout)`` deadline, the requested stop, and
   a blocking call waiting off-thread with its continuation.
 * ``_driver`` / ``_closing``: the handshake with a ``close()`` from another thread —
   the driver marks itself before it looks at ``_closing``, the closer sets
-  ``_closing`` before it looks at ``_driver`` and waits while it is set.
+  ``_closing`` before it looks at ``_driver`` and waits while it is set. A read of
+  the hot path marks ``_reader.driver`` and looks at ``_reader.closing`` instead;
+  the closer sets both after ``_closing``, and a new reader takes ``_closing``.
 * ``_x`` (``TurnExtras``): hooks, observers, planning, a resumed or held approval
   batch and the usage of sub-agents; called at publish, open, dispatch and finish.
 
@@ -72,7 +75,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from threading import get_ident
 from types import TracebackType
-from typing import TYPE_CHECKING, ClassVar, Final, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from .compaction import (
     PendingCompaction,
@@ -83,7 +86,7 @@ from .compaction import (
 from .config import Config
 from .control import NotYet, TurnControl
 from .conversation import Message, ToolUse, Usage
-from .core import next_event, next_or_stop
+from .core import Reader, next_event, next_or_stop
 from .dispatch import Dispatch, cancelled_before_start, describe
 from .errors import (
     Cancelled,
@@ -121,9 +124,6 @@ from .tools import ToolSpec
 from .turn_extras import TurnExtras
 
 __all__ = ["TRANSITIONS", "Phase", "Stream", "Trigger", "TurnHost"]
-
-
-_READING: Final = -1  # ``Stream._driver`` in next()'s hot path (not a thread id)
 
 
 class TurnHost(Protocol):
@@ -170,8 +170,8 @@ class Stream:
     Drive it from one thread at a time; ``cancel()`` and ``close()`` may be called from
     any thread, also while another thread is inside ``next()``.
 
-    ``next()`` is the core's ``next_event``: it hands out an event already queued, and
-    runs ``_advance``, the phase machine, for everything else.
+    ``next()`` is the core's ``next_event``: it hands out an event already queued or
+    reads the open response (``_reader``); ``_advance``, the phase machine, does the rest.
     """
 
     def __init__(
@@ -194,7 +194,7 @@ class Stream:
         self._phase = Phase.TURN_START
         # the live phase's handler, None once terminal (a function: a bound method is a cycle)
         self._step: Callable[[Stream], None] | None = self._HANDLERS[Phase.TURN_START]
-        self._reading = self._HANDLERS[Phase.STREAMING]  # next()'s hot path
+        self._reader: Reader | None = None  # in STREAMING: next()'s hot path
         self._config: Config = host.config
         self._rng = rng  # made at the first retry: seeding one reads the OS's entropy
         self._request = RequestState()
@@ -273,35 +273,11 @@ class Stream:
                 if self._observers.subscriptions:
                     self._observers.publish(self._turn_id, ev)
                 return ev
-            step = self._step
-            if step is None:
+            if self._step is None:
                 if self._phase is Phase.FAILED:
                     self._raise_failure()
                 return None
             ctl = self._ctl
-            if (  # the hot path: a blocking read of the open response, nothing else due
-                step is self._reading
-                and timeout is None
-                and ctl.stop is None
-                and ctl.op is None
-                and ctl.deadline is None
-            ):
-                self._driver = _READING  # set before _closing is read: see close()
-                if self._closing:
-                    self._driver = None
-                    self._wait_closed()
-                    continue
-                try:
-                    step(self)
-                except ProviderError as exc:
-                    if ctl.stop is None:
-                        self._fail(exc)
-                except BaseException as exc:  # nothing escapes: no finally needed
-                    self._fail(exc)
-                self._driver = None
-                if self._closing:
-                    ctl.wake()
-                continue
             # run steps until one queues an event (or the turn ends); _driver tells a
             # close() on another thread to wait, _closing tells this one to stand back
             self._driver = get_ident()
@@ -357,11 +333,16 @@ class Stream:
         if self._driver == get_ident():  # from a hook inside next()
             self._close_pending = True  # closed when the step returns
             return
+        if (reader := self._reader) is not None and reader.driver == get_ident():
+            reader.close_pending = True  # the same, inside a read of the hot path
+            return
         self._closing = True
+        if (reader := self._reader) is not None:  # read again, now _closing is set
+            reader.closing = True
         self._request_stop(StopReason.CANCELLED)
         ctl = self._ctl
         with ctl.cv:  # another thread inside next(): it returns within milliseconds
-            while self._driver is not None:
+            while self._driver is not None or (reader is not None and reader.driver):
                 ctl.cv.wait(0.05)
         with self._close_lock:
             if self._closed:
@@ -446,6 +427,10 @@ class Stream:
             raise RuntimeError(f"no move from {self._phase.name} on {trigger.value!r}")
         self._phase = to
         self._step = self._HANDLERS.get(to)
+        self._reader = None
+        if to is Phase.STREAMING:  # _closing is read once it is set: see close()
+            self._reader = reader = Reader(self)
+            reader.closing = self._closing
         if self._step is None:  # the turn ended: later steering waits for the next
             self._host.steering.end_turn()
             self._ctl.end()
@@ -604,21 +589,35 @@ class Stream:
 
     def _streaming(self) -> None:
         """Pump the response; commit the message once it is complete."""
-        response = self._response
-        assert response is not None
+        response, reader = self._response, self._reader
+        assert response is not None and reader is not None
         if self._ctl.deadline is not None:
             self._ctl.offload(lambda: _read_some(response), self._streamed)
             return
-        queue = self._queue
         try:
-            while not response.produce(queue):  # type: ignore[arg-type]
-                if queue or self._ctl.stop is not None:
-                    return
+            done = reader.pump()
         except ProviderError as exc:
             if self._ctl.stop is None:  # else: the read a stop interrupted
                 self._stream_failed(response, exc)
             return
-        self._completed()
+        if done:
+            self._completed()
+
+    def _read_ended(self, response: ProviderStream, exc: BaseException | None) -> None:
+        """A read of ``next()``'s hot path completed the response (``exc`` None) or
+        failed: handled as ``_streaming`` and ``_advance`` handle them."""
+        try:
+            if exc is None:
+                self._completed()
+            elif not isinstance(exc, ProviderError):
+                self._fail(exc)
+            elif self._ctl.stop is None:  # else: the read a stop interrupted
+                self._stream_failed(response, exc)
+        except ProviderError as err:
+            if self._ctl.stop is None:
+                self._fail(err)
+        except BaseException as err:
+            self._fail(err)
 
     def _streamed(
         self, op: Op[tuple[deque[AnyEvent], bool, ProviderError | None]]

@@ -11,7 +11,6 @@ the base URL is shown only in its public form (both from ``navi_core._secrets``)
 from __future__ import annotations
 
 import socket
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any, ClassVar, TypeVar
@@ -24,7 +23,6 @@ from .._secrets import check_headers, clip, public_url, redact, request_secrets
 from ..config import Timeout
 from ..conversation import WireIdentity, decode_arguments
 from ..errors import MalformedStream, ProviderError
-from ..events import Event
 from ..interrupt import Interrupter
 from ..logs import get_logger, protect
 from ._body import Parser, Tap, body_batches
@@ -125,7 +123,7 @@ class ResponseStream(DeltaStream):
     sent inside the stream is the server's text, and a server may echo the key.
     """
 
-    __slots__ = ("_body", "_held", "_secrets", "_socket")
+    __slots__ = ("_body", "_held", "_socket")
 
     def __init__(
         self,
@@ -150,22 +148,9 @@ class ResponseStream(DeltaStream):
             self._held = interrupter
             interrupter.hold(self._socket)
 
-    def produce(self, queue: deque[Event]) -> bool:
-        """``DeltaStream.produce``, with secrets redacted from any ``ProviderError``.
-
-        Raises:
-            ProviderError: of the class the failure mapped to, its message redacted
-                and cut to ``MAX_MESSAGE_CHARS``.
-        """
-        try:
-            return super().produce(queue)
-        except ProviderError as exc:
-            clean = scrubbed(exc, self._secrets)
-            if clean is exc:
-                raise
-        # Raised outside the handler, so the unredacted original is neither the
-        # cause nor the context of what the caller sees (tracebacks print both).
-        raise clean
+    def _scrubbed(self, exc: ProviderError) -> ProviderError:
+        """``exc`` redacted and cut to ``MAX_MESSAGE_CHARS`` (``produce`` raises it)."""
+        return scrubbed(exc, self._secrets)
 
     def close(self) -> None:
         """Drain the end of a complete body (keeping the connection), then release it."""

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..conversation import Usage, WireIdentity
-from ..errors import MalformedStream
+from ..core import produce as core_produce
+from ..errors import MalformedStream, ProviderError
 from ..events import Event, MessageComplete
 from .assembler import ResponseAssembler
 
@@ -27,7 +28,7 @@ class DeltaStream:
     of one kind in one batch become one event.
     """
 
-    __slots__ = ("_asm", "_batches", "_complete", "_core", "_on_close")
+    __slots__ = ("_asm", "_batches", "_complete", "_core", "_on_close", "_secrets")
 
     def __init__(
         self,
@@ -42,39 +43,44 @@ class DeltaStream:
         self._core = self._asm.core  # fed directly: one call per batch fewer
         self._complete = False
         self._on_close = on_close
+        self._secrets: tuple[str, ...] = ()  # redacted from errors (``_scrubbed``)
 
     @property
     def complete(self) -> bool:
         """True once the ``MessageComplete`` event was queued."""
         return self._complete
 
-    def produce(self, queue: deque[Event]) -> bool:
-        """Push the events of the next batch; True once the message is complete.
+    if TYPE_CHECKING:
 
-        Raises:
-            MalformedStream: the batches ran out before the terminator.
-            ProviderError: whatever the batches raised.
-        """
-        if self._complete:
-            return True
-        core = self._core
-        try:
-            batch = next(self._batches)
-        except StopIteration:
-            raise MalformedStream(
-                "response ended before its terminator", offset=None
-            ) from None
-        if batch:
-            try:
-                core.feed(batch, queue.append)
-            except ValueError as exc:
-                raise MalformedStream(str(exc)) from None
-        if core.done:
-            message = self._asm.finish()
-            queue.append(MessageComplete(message, message.usage or _ZERO))
-            self._complete = True
-            self.close()
-        return self._complete
+        def produce(self, queue: deque[Event]) -> bool:
+            """Push the events of the next batch; True once the message is complete.
+
+            Raises:
+                MalformedStream: the batches ran out before the terminator.
+                ProviderError: whatever the batches raised, secrets redacted.
+            """
+            ...
+    else:  # the core's: Stream.next() calls it without a frame of its own
+        produce = core_produce
+
+    def _ended(self) -> MalformedStream:
+        """The batches ran out before the terminator (``produce`` raises it)."""
+        return MalformedStream("response ended before its terminator", offset=None)
+
+    def _malformed(self, exc: ValueError) -> MalformedStream:
+        """The assembler refused a delta (``produce`` raises it)."""
+        return MalformedStream(str(exc))
+
+    def _scrubbed(self, exc: ProviderError) -> ProviderError:
+        """``exc`` with the secrets redacted (``produce`` raises it when set)."""
+        return exc
+
+    def _finish(self, queue: deque[Event]) -> None:
+        """The terminator arrived: queue the ``MessageComplete`` and close."""
+        message = self._asm.finish()
+        queue.append(MessageComplete(message, message.usage or _ZERO))
+        self._complete = True
+        self.close()
 
     def shown(self) -> tuple[int, int, int]:
         """Characters of text and thinking, and tool calls, pushed so far: what a

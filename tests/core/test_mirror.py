@@ -57,7 +57,11 @@ C_ONLY = {
         "_responses_event",  # the byte scanner of the delta events
         "_echo",  # the events the scanner steps over
     },
-    "_pump.pxi": set(),
+    "_pump.pxi": {
+        "_slot_offset",  # reads a slotted object's fields at their offsets; the twin
+        "_get",  # reads them as attributes
+        "_is_none",
+    },
     "_assemble.pxi": {
         "_Maker",  # events built with their slots set in place, not through __init__
     },
