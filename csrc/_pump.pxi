@@ -23,28 +23,38 @@ def next_event(self, timeout=None):
         StreamPoisoned on every later call, with the failure as ``__cause__``.
     """
     cdef object queue = self._queue
-    cdef object reader
-    if queue:
-        if not self._observers.subscriptions and type(queue[0]) is not _ModelInfo:
-            return queue.popleft()
-    elif timeout is None:
-        reader = self._reader
-        if reader is not None and (<Reader>reader).read(self):
-            return queue.popleft()
+    cdef object reader = self._reader
+    if reader is not None:
+        if queue:
+            if (<Reader>reader).ready():
+                return (<Reader>reader).take()
+        elif timeout is None and (<Reader>reader).read(self):
+            return (<Reader>reader).take()
+    elif (
+        queue
+        and not self._observers.subscriptions
+        and type(queue[0]) is not _ModelInfo
+    ):
+        return queue.popleft()
     return self._advance(timeout)
 
 
 def next_or_stop(self):
     """``next()`` for iteration: StopIteration after ``TurnComplete``."""
     cdef object queue = self._queue
-    cdef object reader
-    if queue:
-        if not self._observers.subscriptions and type(queue[0]) is not _ModelInfo:
-            return queue.popleft()
-    else:
-        reader = self._reader
-        if reader is not None and (<Reader>reader).read(self):
-            return queue.popleft()
+    cdef object reader = self._reader
+    if reader is not None:
+        if queue:
+            if (<Reader>reader).ready():
+                return (<Reader>reader).take()
+        elif (<Reader>reader).read(self):
+            return (<Reader>reader).take()
+    elif (
+        queue
+        and not self._observers.subscriptions
+        and type(queue[0]) is not _ModelInfo
+    ):
+        return queue.popleft()
     cdef object ev = self._advance(None)
     if ev is None:
         raise StopIteration
@@ -58,7 +68,7 @@ cdef extern from "pythread.h":
 cdef class Reader:
     """Reads one open response into a stream's queue (``Stream._reader``)."""
 
-    cdef object _response, _queue, _ctl, _observers, _push, _batches
+    cdef object _response, _queue, _ctl, _observers, _push, _pop, _batches
     cdef Assembler _core
     cdef tuple _secrets
     cdef bint _direct
@@ -76,6 +86,7 @@ cdef class Reader:
         self._ctl = ctl
         self._observers = observers
         self._push = queue.append
+        self._pop = queue.popleft
         self.closing = False
         self.close_pending = False
         self.driver = 0
@@ -115,11 +126,17 @@ cdef class Reader:
         if self.close_pending:
             self.close_pending = False
             stream.close()
-        cdef object queue = self._queue
-        return (
-            bool(queue)
-            and type(queue[0]) is not _ModelInfo
-            and not _get(self._observers, self._subscriptions, "subscriptions")
+        return bool(self._queue) and self.ready()
+
+    cdef inline object take(self):
+        """The first queued event, taken off the queue."""
+        return self._pop()
+
+    cdef bint ready(self) except -1:
+        """Whether the first queued event can be handed out as it is: not a
+        ``ModelInfo`` (deduplicated) and no subscriber (published) to see it."""
+        return type(self._queue[0]) is not _ModelInfo and not _get(
+            self._observers, self._subscriptions, "subscriptions"
         )
 
     cpdef bint pump(self) except -1:

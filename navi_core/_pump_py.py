@@ -44,26 +44,34 @@ def next_event(self: Any, timeout: float | None = None) -> Any:
         StreamPoisoned on every later call, with the failure as ``__cause__``.
     """
     queue = self._queue
-    if queue:
-        if not self._observers.subscriptions and type(queue[0]) is not ModelInfo:
-            return queue.popleft()
-    elif timeout is None:
-        reader = self._reader
-        if reader is not None and reader.read(self):
-            return queue.popleft()
+    reader = self._reader
+    if reader is not None:
+        if queue:
+            if reader.ready():
+                return reader.take()
+        elif timeout is None and reader.read(self):
+            return reader.take()
+    elif (
+        queue and not self._observers.subscriptions and type(queue[0]) is not ModelInfo
+    ):
+        return queue.popleft()
     return self._advance(timeout)
 
 
 def next_or_stop(self: Any) -> Any:
     """``next()`` for iteration: StopIteration after ``TurnComplete``."""
     queue = self._queue
-    if queue:
-        if not self._observers.subscriptions and type(queue[0]) is not ModelInfo:
-            return queue.popleft()
-    else:
-        reader = self._reader
-        if reader is not None and reader.read(self):
-            return queue.popleft()
+    reader = self._reader
+    if reader is not None:
+        if queue:
+            if reader.ready():
+                return reader.take()
+        elif reader.read(self):
+            return reader.take()
+    elif (
+        queue and not self._observers.subscriptions and type(queue[0]) is not ModelInfo
+    ):
+        return queue.popleft()
     ev = self._advance(None)
     if ev is None:
         raise StopIteration
@@ -84,6 +92,7 @@ class Reader:
         "_ctl",
         "_direct",
         "_observers",
+        "_pop",
         "_push",
         "_queue",
         "_response",
@@ -101,6 +110,7 @@ class Reader:
         self._ctl = stream._ctl
         self._observers = stream._observers
         self._push = queue.append
+        self._pop = queue.popleft
         self.closing = False
         self.close_pending = False
         self.driver = 0
@@ -135,11 +145,17 @@ class Reader:
         if self.close_pending:
             self.close_pending = False
             stream.close()
-        queue = self._queue
+        return bool(self._queue) and self.ready()
+
+    def take(self) -> Any:
+        """The first queued event, taken off the queue."""
+        return self._pop()
+
+    def ready(self) -> bool:
+        """Whether the first queued event can be handed out as it is: not a
+        ``ModelInfo`` (deduplicated) and no subscriber (published) to see it."""
         return (
-            bool(queue)
-            and type(queue[0]) is not ModelInfo
-            and not self._observers.subscriptions
+            type(self._queue[0]) is not ModelInfo and not self._observers.subscriptions
         )
 
     def pump(self) -> bool:
