@@ -8,6 +8,7 @@ into random batches, and check the close handshake a read takes part in.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from loopback import LoopbackServer, Reply
 
 from navi_core import (
     Agent,
@@ -33,11 +35,13 @@ from navi_core import (
     TurnComplete,
     deltas as D,
 )
+from navi_core._secrets import MAX_MESSAGE_CHARS
 from navi_core.conversation import WireIdentity
 from navi_core.events import Event
 from navi_core.providers._http import ResponseStream
 from navi_core.providers.base import ProviderRequest
 from navi_core.providers.delta_stream import DeltaStream
+from navi_core.providers.openai_chat import OpenAIChat
 
 WIRE = WireIdentity("scripted", "scripted://reader", "reader")
 ONCE = Config(retry=RetryPolicy(max_attempts=1))
@@ -262,3 +266,23 @@ def test_a_close_from_another_thread_waits_for_the_read_under_way() -> None:
     assert events[-1] == ("Cancelled", "the stream was closed before the turn ended")
     with pytest.raises(StreamPoisoned):
         stream.next()
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0])
+def test_an_in_stream_error_is_clipped_without_secrets_to_redact(
+    loopback: LoopbackServer, timeout: float | None
+) -> None:
+    # a local server with no key: the server's error text is still cut to size, on
+    # the hot path (timeout None) and through produce on the worker (a timeout)
+    words = "upstream said: " + "w" * 3_000
+    chunk = {"choices": [{"index": 0, "delta": {"content": "par"}}]}
+    error = {"error": {"message": words, "type": "invalid_request_error"}}
+    body = b"".join(b"data: %b\n\n" % json.dumps(o).encode() for o in (chunk, error))
+    loopback.add(Reply.sse(body))
+    with OpenAIChat("gpt-test", loopback.url) as provider:
+        agent = Agent(provider, store=NullStore(), config=ONCE)
+        seen = outcome(agent.run("hi"), timeout)
+    name, message = seen[-1]  # type: ignore[misc]
+    assert name == "BadRequest"
+    assert message.startswith("upstream said: www")
+    assert len(message) == MAX_MESSAGE_CHARS and message.endswith("...")
