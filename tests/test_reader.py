@@ -22,6 +22,7 @@ from loopback import LoopbackServer, Reply
 from navi_core import (
     Agent,
     AnyEvent,
+    BadRequest,
     Config,
     MessageComplete,
     ModelInfo,
@@ -286,3 +287,62 @@ def test_an_in_stream_error_is_clipped_without_secrets_to_redact(
     assert name == "BadRequest"
     assert message.startswith("upstream said: www")
     assert len(message) == MAX_MESSAGE_CHARS and message.endswith("...")
+
+
+class _SlowShown(DeltaStream):
+    """Keeps the core's ``produce``; says what it showed only once ``release`` is set
+    (a step of the failed read that runs after the phase moved on)."""
+
+    __slots__ = ()
+    inside = threading.Event()
+    release = threading.Event()
+
+    def shown(self) -> tuple[int, int, int]:
+        self.inside.set()
+        self.release.wait(10)
+        return super().shown()
+
+
+@pytest.mark.parametrize("retryable", [False, True])
+def test_a_close_from_another_thread_waits_while_a_failed_read_is_handled(
+    retryable: bool,
+) -> None:
+    _SlowShown.inside.clear()
+    _SlowShown.release.clear()
+    error = ServerError("went away") if retryable else BadRequest("refused")
+
+    def body() -> Iterator[list[tuple[Any, ...]]]:
+        yield [(D.TEXT, "one")]
+        raise error
+
+    fast = Config(retry=RetryPolicy(max_attempts=2, initial_delay_ms=1, jitter=False))
+    agent = Agent(Batches([body()], _SlowShown), store=NullStore(), config=fast)
+    stream = agent.run("q")
+    got: list[object] = []
+
+    def drive() -> None:
+        try:
+            got.append(outcome(stream, None))
+        except BaseException as exc:  # escaped the stream: the test fails below
+            got.append(exc)
+
+    driver = threading.Thread(target=drive)
+    driver.start()
+    assert _SlowShown.inside.wait(10)
+    closed = threading.Event()
+
+    def close() -> None:
+        stream.close()
+        closed.set()
+
+    closer = threading.Thread(target=close)
+    closer.start()
+    waited = not closed.wait(0.3)
+    _SlowShown.release.set()
+    assert closed.wait(10)
+    driver.join(10)
+    assert not driver.is_alive()
+    assert waited, "close() ran while next() was handling the failed read"
+    (events,) = got
+    assert isinstance(events, list)
+    assert events[-1] == ("Cancelled", "the stream was closed before the turn ended")
