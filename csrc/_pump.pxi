@@ -70,7 +70,6 @@ cdef class Reader:
 
     cdef object _response, _queue, _ctl, _observers, _push, _pop, _batches
     cdef Assembler _core
-    cdef tuple _secrets
     cdef bint _direct
     cdef Py_ssize_t _stop, _op, _deadline, _subscriptions
     cdef public bint closing, close_pending
@@ -101,7 +100,6 @@ cdef class Reader:
         if self._direct:
             self._batches = response._batches
             self._core = response._core
-            self._secrets = tuple(response._secrets)
 
     cdef bint read(self, object stream) except -1:
         cdef object ctl = self._ctl
@@ -156,8 +154,6 @@ cdef class Reader:
                 if queue or not _is_none(ctl, self._stop, "stop"):
                     return False
         except _ProviderError as exc:
-            if not self._secrets:
-                raise
             clean = response._scrubbed(exc)
             if clean is exc:
                 raise
@@ -200,8 +196,8 @@ def produce(self, queue):
 
     Raises:
         MalformedStream: the batches ran out before the terminator.
-        ProviderError: whatever the batches raised, with the stream's secrets
-            redacted from its message.
+        ProviderError: whatever the batches raised, as the response's ``_scrubbed``
+            returns it (redacted and clipped for an HTTP response).
     """
     if self._complete:
         return True
@@ -211,8 +207,6 @@ def produce(self, queue):
             self._finish(queue)
         return self._complete
     except _ProviderError as exc:
-        if not self._secrets:
-            raise
         clean = self._scrubbed(exc)
         if clean is exc:
             raise

@@ -96,7 +96,6 @@ class Reader:
         "_push",
         "_queue",
         "_response",
-        "_secrets",
         "close_pending",
         "closing",
         "driver",
@@ -121,7 +120,6 @@ class Reader:
         if self._direct:
             self._batches = response._batches
             self._core = response._core
-            self._secrets = tuple(response._secrets)
 
     def read(self, stream: Any) -> bool:
         """One blocking read when nothing else is due; True when the queue's first
@@ -174,8 +172,6 @@ class Reader:
                 if queue or ctl.stop is not None:
                     return False
         except ProviderError as exc:
-            if not self._secrets:
-                raise
             clean = response._scrubbed(exc)
             if clean is exc:
                 raise
@@ -191,8 +187,8 @@ def produce(self: Any, queue: deque[Any]) -> bool:
 
     Raises:
         MalformedStream: the batches ran out before the terminator.
-        ProviderError: whatever the batches raised, with the stream's secrets
-            redacted from its message.
+        ProviderError: whatever the batches raised, as the response's ``_scrubbed``
+            returns it (redacted and clipped for an HTTP response).
     """
     if self._complete:
         return True
@@ -201,8 +197,6 @@ def produce(self: Any, queue: deque[Any]) -> bool:
             self._finish(queue)
         return bool(self._complete)
     except ProviderError as exc:
-        if not self._secrets:
-            raise
         clean = self._scrubbed(exc)
         if clean is exc:
             raise

@@ -605,7 +605,25 @@ class Stream:
 
     def _read_ended(self, response: ProviderStream, exc: BaseException | None) -> None:
         """A read of ``next()``'s hot path completed the response (``exc`` None) or
-        failed: handled as ``_streaming`` and ``_advance`` handle them."""
+        failed: handled as ``_streaming`` and ``_advance`` handle them.
+
+        The handling moves the phase, which drops the reader whose ``driver`` a
+        close() from another thread waits on: ``_driver`` is set meanwhile instead.
+        """
+        self._driver = get_ident()
+        try:
+            self._read_handled(response, exc)
+        finally:
+            self._driver = None
+            if self._closing:
+                self._ctl.wake()
+            if self._close_pending:  # a close on this thread, after the phase moved
+                self._close_pending = False
+                self.close()
+
+    def _read_handled(
+        self, response: ProviderStream, exc: BaseException | None
+    ) -> None:
         try:
             if exc is None:
                 self._completed()

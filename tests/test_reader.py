@@ -8,6 +8,7 @@ into random batches, and check the close handshake a read takes part in.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -16,10 +17,12 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from loopback import LoopbackServer, Reply
 
 from navi_core import (
     Agent,
     AnyEvent,
+    BadRequest,
     Config,
     MessageComplete,
     ModelInfo,
@@ -33,11 +36,13 @@ from navi_core import (
     TurnComplete,
     deltas as D,
 )
+from navi_core._secrets import MAX_MESSAGE_CHARS
 from navi_core.conversation import WireIdentity
 from navi_core.events import Event
 from navi_core.providers._http import ResponseStream
 from navi_core.providers.base import ProviderRequest
 from navi_core.providers.delta_stream import DeltaStream
+from navi_core.providers.openai_chat import OpenAIChat
 
 WIRE = WireIdentity("scripted", "scripted://reader", "reader")
 ONCE = Config(retry=RetryPolicy(max_attempts=1))
@@ -262,3 +267,83 @@ def test_a_close_from_another_thread_waits_for_the_read_under_way() -> None:
     assert events[-1] == ("Cancelled", "the stream was closed before the turn ended")
     with pytest.raises(StreamPoisoned):
         stream.next()
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0])
+def test_an_in_stream_error_is_clipped_without_secrets_to_redact(
+    loopback: LoopbackServer, timeout: float | None
+) -> None:
+    # a local server with no key: the server's error text is still cut to size, on
+    # the hot path (timeout None) and through produce on the worker (a timeout)
+    words = "upstream said: " + "w" * 3_000
+    chunk = {"choices": [{"index": 0, "delta": {"content": "par"}}]}
+    error = {"error": {"message": words, "type": "invalid_request_error"}}
+    body = b"".join(b"data: %b\n\n" % json.dumps(o).encode() for o in (chunk, error))
+    loopback.add(Reply.sse(body))
+    with OpenAIChat("gpt-test", loopback.url) as provider:
+        agent = Agent(provider, store=NullStore(), config=ONCE)
+        seen = outcome(agent.run("hi"), timeout)
+    failure = seen[-1]
+    assert isinstance(failure, tuple) and failure[0] == "BadRequest"
+    message = str(failure[1])
+    assert message.startswith("upstream said: www")
+    assert len(message) == MAX_MESSAGE_CHARS and message.endswith("...")
+
+
+class _SlowShown(DeltaStream):
+    """Keeps the core's ``produce``; says what it showed only once ``release`` is set
+    (a step of the failed read that runs after the phase moved on)."""
+
+    __slots__ = ()
+    inside = threading.Event()
+    release = threading.Event()
+
+    def shown(self) -> tuple[int, int, int]:
+        self.inside.set()
+        self.release.wait(10)
+        return super().shown()
+
+
+@pytest.mark.parametrize("retryable", [False, True])
+def test_a_close_from_another_thread_waits_while_a_failed_read_is_handled(
+    retryable: bool,
+) -> None:
+    _SlowShown.inside.clear()
+    _SlowShown.release.clear()
+    error = ServerError("went away") if retryable else BadRequest("refused")
+
+    def body() -> Iterator[list[tuple[Any, ...]]]:
+        yield [(D.TEXT, "one")]
+        raise error
+
+    fast = Config(retry=RetryPolicy(max_attempts=2, initial_delay_ms=1, jitter=False))
+    agent = Agent(Batches([body()], _SlowShown), store=NullStore(), config=fast)
+    stream = agent.run("q")
+    got: list[object] = []
+
+    def drive() -> None:
+        try:
+            got.append(outcome(stream, None))
+        except BaseException as exc:  # escaped the stream: the test fails below
+            got.append(exc)
+
+    driver = threading.Thread(target=drive)
+    driver.start()
+    assert _SlowShown.inside.wait(10)
+    closed = threading.Event()
+
+    def close() -> None:
+        stream.close()
+        closed.set()
+
+    closer = threading.Thread(target=close)
+    closer.start()
+    waited = not closed.wait(0.3)
+    _SlowShown.release.set()
+    assert closed.wait(10)
+    driver.join(10)
+    assert not driver.is_alive()
+    assert waited, "close() ran while next() was handling the failed read"
+    (events,) = got
+    assert isinstance(events, list)
+    assert events[-1] == ("Cancelled", "the stream was closed before the turn ended")

@@ -123,7 +123,7 @@ class ResponseStream(DeltaStream):
     sent inside the stream is the server's text, and a server may echo the key.
     """
 
-    __slots__ = ("_body", "_held", "_socket")
+    __slots__ = ("_body", "_held", "_secrets", "_socket")
 
     def __init__(
         self,

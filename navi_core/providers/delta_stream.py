@@ -28,7 +28,7 @@ class DeltaStream:
     of one kind in one batch become one event.
     """
 
-    __slots__ = ("_asm", "_batches", "_complete", "_core", "_on_close", "_secrets")
+    __slots__ = ("_asm", "_batches", "_complete", "_core", "_on_close")
 
     def __init__(
         self,
@@ -43,7 +43,6 @@ class DeltaStream:
         self._core = self._asm.core  # fed directly: one call per batch fewer
         self._complete = False
         self._on_close = on_close
-        self._secrets: tuple[str, ...] = ()  # redacted from errors (``_scrubbed``)
 
     @property
     def complete(self) -> bool:
@@ -72,7 +71,8 @@ class DeltaStream:
         return MalformedStream(str(exc))
 
     def _scrubbed(self, exc: ProviderError) -> ProviderError:
-        """``exc`` with the secrets redacted (``produce`` raises it when set)."""
+        """What ``produce`` raises for ``exc``: ``exc`` itself here; a response that
+        knows secrets returns a redacted, clipped copy (``ResponseStream``)."""
         return exc
 
     def _finish(self, queue: deque[Event]) -> None:
