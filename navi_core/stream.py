@@ -305,12 +305,17 @@ class Stream:
                     except BaseException as exc:
                         self._fail(exc)
             finally:
-                self._driver = None
-                if self._closing:
-                    ctl.wake()
-                if self._close_pending:
-                    self._close_pending = False
-                    self.close()
+                self._let_go()
+
+    def _let_go(self) -> None:
+        """The driving thread leaves ``next()``: wake a close() that waits for it, and
+        run one a hook asked for meanwhile."""
+        self._driver = None
+        if self._closing:
+            self._ctl.wake()
+        if self._close_pending:
+            self._close_pending = False
+            self.close()
 
     def cancel(self) -> None:
         """End the turn with ``StopReason.CANCELLED`` as soon as possible (any thread).
@@ -605,25 +610,9 @@ class Stream:
 
     def _read_ended(self, response: ProviderStream, exc: BaseException | None) -> None:
         """A read of ``next()``'s hot path completed the response (``exc`` None) or
-        failed: handled as ``_streaming`` and ``_advance`` handle them.
-
-        The handling moves the phase, which drops the reader whose ``driver`` a
-        close() from another thread waits on: ``_driver`` is set meanwhile instead.
-        """
+        failed: handled as ``_streaming`` and ``_advance`` handle them, with ``_driver``
+        set (the phase moves, and the reader a close() waits on goes with it)."""
         self._driver = get_ident()
-        try:
-            self._read_handled(response, exc)
-        finally:
-            self._driver = None
-            if self._closing:
-                self._ctl.wake()
-            if self._close_pending:  # a close on this thread, after the phase moved
-                self._close_pending = False
-                self.close()
-
-    def _read_handled(
-        self, response: ProviderStream, exc: BaseException | None
-    ) -> None:
         try:
             if exc is None:
                 self._completed()
@@ -636,6 +625,8 @@ class Stream:
                 self._fail(err)
         except BaseException as err:
             self._fail(err)
+        finally:
+            self._let_go()
 
     def _streamed(
         self, op: Op[tuple[deque[AnyEvent], bool, ProviderError | None]]
