@@ -97,6 +97,18 @@ def outcome(stream: Stream, timeout: float | None) -> list[object]:
         seen.append(shape(ev))
 
 
+def close_in_thread(stream: Stream) -> threading.Event:
+    """Close ``stream`` on a new thread; the event is set once ``close()`` returned."""
+    closed = threading.Event()
+
+    def close() -> None:
+        stream.close()
+        closed.set()
+
+    threading.Thread(target=close, daemon=True).start()
+    return closed
+
+
 def shape(ev: AnyEvent) -> object:
     if isinstance(ev, TextDelta | ThinkingDelta):
         return (type(ev).__name__, ev.text)
@@ -249,14 +261,7 @@ def test_a_close_from_another_thread_waits_for_the_read_under_way() -> None:
     driver = threading.Thread(target=lambda: got.append(outcome(stream, None)))
     driver.start()
     assert reading.wait(10)
-    closed = threading.Event()
-
-    def close() -> None:
-        stream.close()
-        closed.set()
-
-    closer = threading.Thread(target=close)
-    closer.start()
+    closed = close_in_thread(stream)
     assert not closed.wait(0.3), "close() ran while next() was inside a read"
     release.set()
     assert closed.wait(10)
@@ -330,14 +335,7 @@ def test_a_close_from_another_thread_waits_while_a_failed_read_is_handled(
     driver = threading.Thread(target=drive)
     driver.start()
     assert _SlowShown.inside.wait(10)
-    closed = threading.Event()
-
-    def close() -> None:
-        stream.close()
-        closed.set()
-
-    closer = threading.Thread(target=close)
-    closer.start()
+    closed = close_in_thread(stream)
     waited = not closed.wait(0.3)
     _SlowShown.release.set()
     assert closed.wait(10)
