@@ -51,6 +51,17 @@ cdef enum:
 cdef Py_ssize_t _A_RUN = 256
 
 
+cdef Py_ssize_t _slot_offset(type cls, str name) except -2:
+    """The offset of ``cls``'s slot ``name`` in its instances; -1 when ``name`` is not
+    a plain object slot (then it is read or set as an attribute)."""
+    cdef object member = getattr(cls, name, None)
+    if type(member).__name__ == "member_descriptor" and (
+        (<PyMemberDescrObject*>member).d_member.type == Py_T_OBJECT_EX
+    ):
+        return (<PyMemberDescrObject*>member).d_member.offset
+    return -1
+
+
 cdef class _Maker:
     """Builds instances of a slotted class from positional values, slots in place."""
 
@@ -64,15 +75,10 @@ cdef class _Maker:
         self.names = tuple(cls.__match_args__)
         self.tp = <PyTypeObject*>cls
         cdef Py_ssize_t i
-        cdef object member
         for i in range(2):
-            self.offsets[i] = -1
-            if i < len(self.names):
-                member = cls.__dict__.get(self.names[i])
-                if type(member).__name__ == "member_descriptor" and (
-                    (<PyMemberDescrObject*>member).d_member.type == Py_T_OBJECT_EX
-                ):
-                    self.offsets[i] = (<PyMemberDescrObject*>member).d_member.offset
+            self.offsets[i] = (
+                _slot_offset(cls, self.names[i]) if i < len(self.names) else -1
+            )
 
     cdef inline _set(self, object ev, Py_ssize_t i, object value):
         cdef Py_ssize_t offset = self.offsets[i]

@@ -164,15 +164,6 @@ cdef class Reader:
         raise clean
 
 
-cdef Py_ssize_t _slot_offset(type cls, str name) except -2:
-    cdef object member = getattr(cls, name, None)
-    if type(member).__name__ == "member_descriptor" and (
-        (<PyMemberDescrObject*>member).d_member.type == Py_T_OBJECT_EX
-    ):
-        return (<PyMemberDescrObject*>member).d_member.offset
-    return -1
-
-
 cdef inline object _get(object obj, Py_ssize_t offset, str name):
     cdef PyObject* value
     if offset >= 0:

@@ -58,12 +58,12 @@ C_ONLY = {
         "_echo",  # the events the scanner steps over
     },
     "_pump.pxi": {
-        "_slot_offset",  # reads a slotted object's fields at their offsets; the twin
-        "_get",  # reads them as attributes
-        "_is_none",
+        "_get",  # reads a slotted object's fields at their offsets; the twin reads
+        "_is_none",  # them as attributes
     },
     "_assemble.pxi": {
         "_Maker",  # events built with their slots set in place, not through __init__
+        "_slot_offset",  # where a slot lies in an instance (also for _pump.pxi's reads)
     },
     "_text.pxi": {
         "_copy_table",  # the twin's tables into C arrays, at import
