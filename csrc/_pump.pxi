@@ -9,6 +9,8 @@
 from navi_core.errors import ProviderError as _ProviderError
 from navi_core.events import ModelInfo as _ModelInfo
 
+cdef object _LATER = object()  # _quick: the phase machine has to run
+
 
 def next_event(self, timeout=None):
     """Advance the turn until it has an event, and return it.
@@ -22,32 +24,28 @@ def next_event(self, timeout=None):
         NaviError: the turn failed (after any events queued before the failure);
         StreamPoisoned on every later call, with the failure as ``__cause__``.
     """
-    cdef object queue = self._queue
-    cdef object reader = self._reader
-    if reader is not None:
-        if queue:
-            if (<Reader>reader).ready():
-                return (<Reader>reader).take()
-        elif timeout is None and (<Reader>reader).read(self):
-            return (<Reader>reader).take()
-    elif (
-        queue
-        and not self._observers.subscriptions
-        and type(queue[0]) is not _ModelInfo
-    ):
-        return queue.popleft()
-    return self._advance(timeout)
+    cdef object ev = _quick(self, timeout is None)
+    return self._advance(timeout) if ev is _LATER else ev
 
 
 def next_or_stop(self):
     """``next()`` for iteration: StopIteration after ``TurnComplete``."""
+    cdef object ev = _quick(self, True)
+    if ev is _LATER:
+        ev = self._advance(None)
+    if ev is None:
+        raise StopIteration
+    return ev
+
+
+cdef inline object _quick(object self, bint read):
     cdef object queue = self._queue
     cdef object reader = self._reader
     if reader is not None:
         if queue:
             if (<Reader>reader).ready():
                 return (<Reader>reader).take()
-        elif (<Reader>reader).read(self):
+        elif read and (<Reader>reader).read(self):
             return (<Reader>reader).take()
     elif (
         queue
@@ -55,10 +53,7 @@ def next_or_stop(self):
         and type(queue[0]) is not _ModelInfo
     ):
         return queue.popleft()
-    cdef object ev = self._advance(None)
-    if ev is None:
-        raise StopIteration
-    return ev
+    return _LATER
 
 
 cdef extern from "pythread.h":

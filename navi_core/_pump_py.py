@@ -30,6 +30,8 @@ from .events import ModelInfo
 
 __all__ = ["Reader", "next_event", "next_or_stop", "produce"]
 
+_LATER = object()  # _quick: the phase machine has to run
+
 
 def next_event(self: Any, timeout: float | None = None) -> Any:
     """Advance the turn until it has an event, and return it.
@@ -43,39 +45,36 @@ def next_event(self: Any, timeout: float | None = None) -> Any:
         NaviError: the turn failed (after any events queued before the failure);
         StreamPoisoned on every later call, with the failure as ``__cause__``.
     """
-    queue = self._queue
-    reader = self._reader
-    if reader is not None:
-        if queue:
-            if reader.ready():
-                return reader.take()
-        elif timeout is None and reader.read(self):
-            return reader.take()
-    elif (
-        queue and not self._observers.subscriptions and type(queue[0]) is not ModelInfo
-    ):
-        return queue.popleft()
-    return self._advance(timeout)
+    ev = _quick(self, timeout is None)
+    return self._advance(timeout) if ev is _LATER else ev
 
 
 def next_or_stop(self: Any) -> Any:
     """``next()`` for iteration: StopIteration after ``TurnComplete``."""
+    ev = _quick(self, True)
+    if ev is _LATER:
+        ev = self._advance(None)
+    if ev is None:
+        raise StopIteration
+    return ev
+
+
+def _quick(self: Any, read: bool) -> Any:
+    """The event ``next()`` hands out without the phase machine (``read``: it may
+    read the open response for one), else ``_LATER``."""
     queue = self._queue
     reader = self._reader
     if reader is not None:
         if queue:
             if reader.ready():
                 return reader.take()
-        elif reader.read(self):
+        elif read and reader.read(self):
             return reader.take()
     elif (
         queue and not self._observers.subscriptions and type(queue[0]) is not ModelInfo
     ):
         return queue.popleft()
-    ev = self._advance(None)
-    if ev is None:
-        raise StopIteration
-    return ev
+    return _LATER
 
 
 class Reader:
