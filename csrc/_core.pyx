@@ -5,7 +5,8 @@ The pure twin ``navi_core/_core_py.py`` gives identical results and is the refer
 Each twin include mirrors one of its modules file for file and name for name:
 ``_framing.pxi`` ↔ ``_framing_py.py``, ``_sse.pxi`` ↔ ``_sse_py.py``,
 ``_responses.pxi`` ↔ ``_responses_py.py``, ``_text.pxi`` ↔ ``_text_py.py``,
-``_assemble.pxi`` ↔ ``_assemble_py.py``, ``_pump.pxi`` ↔ ``_pump_py.py``. The
+``_assemble.pxi`` ↔ ``_assemble_py.py``, ``_pump.pxi`` ↔ ``_pump_py.py``,
+``_sockio.pxi`` ↔ ``_sockio_py.py``. The
 ``_fast_*.pxi`` includes are C-only fast paths with no twin.
 """
 
@@ -22,6 +23,9 @@ __all__ = [
     "next_event",
     "next_or_stop",
     "produce",
+    "readable",
+    "recv_ready",
+    "send_ready",
 ]
 
 include "_fast_scan.pxi"
@@ -33,3 +37,4 @@ include "_responses.pxi"
 include "_text.pxi"
 include "_assemble.pxi"
 include "_pump.pxi"
+include "_sockio.pxi"

@@ -4,6 +4,7 @@ It mirrors the pure twin ``navi_core._core_py`` name for name and signature for
 signature; tests/core/test_selection.py keeps the two equal.
 """
 
+import socket
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
@@ -20,6 +21,9 @@ __all__ = [
     "next_event",
     "next_or_stop",
     "produce",
+    "readable",
+    "recv_ready",
+    "send_ready",
 ]
 
 _Buffer: TypeAlias = bytes | bytearray | memoryview
@@ -87,6 +91,9 @@ class Assembler:
 def next_event(self: Any, timeout: float | None = None) -> Any: ...
 def next_or_stop(self: Any) -> Any: ...
 def produce(self: Any, queue: Any) -> bool: ...
+def recv_ready(sock: socket.socket, size: int) -> bytes | None: ...
+def send_ready(sock: socket.socket, data: _Buffer) -> int: ...
+def readable(sock: socket.socket) -> bool: ...
 
 class Reader:
     closing: bool

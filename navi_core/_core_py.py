@@ -1,13 +1,13 @@
 """Pure-Python twin of ``csrc/_core.pyx``: the same names, signatures and results.
 
 It is the reference implementation and the typing source of truth. The code lives in
-six modules, each mirrored file for file and name for name by an include of the
+seven modules, each mirrored file for file and name for name by an include of the
 compiled core: ``_framing_py`` (SSE framing) ↔ ``csrc/_framing.pxi``, ``_sse_py`` (the
 chat and Messages delta parsers) ↔ ``csrc/_sse.pxi``, ``_responses_py`` (the Responses
 parser) ↔ ``csrc/_responses.pxi``, ``_text_py`` (token estimate and base64) ↔
 ``csrc/_text.pxi``, ``_assemble_py`` (delta tuples to events) ↔
 ``csrc/_assemble.pxi``, ``_pump_py`` (the hot path of ``Stream.next``) ↔
-``csrc/_pump.pxi``. The compiled core's C-only fast paths are ``csrc/_fast_*.pxi``.
+``csrc/_pump.pxi``, ``_sockio_py`` (socket calls that never wait) ↔ ``csrc/_sockio.pxi``. The compiled core's C-only fast paths are ``csrc/_fast_*.pxi``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from ._assemble_py import Assembler
 from ._framing_py import SSEDecoder, SSEEvent
 from ._pump_py import Reader, next_event, next_or_stop, produce
 from ._responses_py import OpenAIResponsesParser
+from ._sockio_py import readable, recv_ready, send_ready
 from ._sse_py import AnthropicParser, OpenAIChatParser
 from ._text_py import b64encode, estimate_tokens
 
@@ -32,4 +33,7 @@ __all__ = [
     "next_event",
     "next_or_stop",
     "produce",
+    "readable",
+    "recv_ready",
+    "send_ready",
 ]

@@ -35,6 +35,9 @@ __all__ = [
     "next_event",
     "next_or_stop",
     "produce",
+    "readable",
+    "recv_ready",
+    "send_ready",
 ]
 
 _TRUTHY: Final = frozenset({"1", "true", "yes", "on"})
@@ -68,6 +71,9 @@ if TYPE_CHECKING or FORCE_PURE:
         next_event,
         next_or_stop,
         produce,
+        readable,
+        recv_ready,
+        send_ready,
     )
 
     IMPLEMENTATION: str = "python"
@@ -86,6 +92,9 @@ else:
             next_event,
             next_or_stop,
             produce,
+            readable,
+            recv_ready,
+            send_ready,
         )
 
         IMPLEMENTATION = "cython"
@@ -119,6 +128,9 @@ else:
             next_event,
             next_or_stop,
             produce,
+            readable,
+            recv_ready,
+            send_ready,
         )
 
         IMPLEMENTATION = "python"

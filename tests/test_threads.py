@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import socket
+import struct
 import sys
 import threading
 import time
@@ -187,3 +188,110 @@ def test_socket_timeouts_per_direction_and_blocking_reads() -> None:
         stream.close()
         peer.close()
         listener.close()
+
+
+@pytest.fixture
+def connected() -> Iterator[tuple[httpcore.NetworkStream, socket.socket]]:
+    """A backend stream to a loopback peer: (ours, the peer's socket)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stream = InterruptibleBackend().connect_tcp(
+        "127.0.0.1", listener.getsockname()[1], timeout=5.0
+    )
+    peer, _ = listener.accept()
+    listener.close()
+    try:
+        yield stream, peer
+    finally:
+        stream.close()
+        peer.close()
+
+
+def _read_all(stream: httpcore.NetworkStream) -> bytes:
+    got = bytearray()
+    while data := stream.read(65536, timeout=10.0):
+        got += data
+    return bytes(got)
+
+
+def test_a_fast_body_is_read_whole_and_in_order(connected, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Reads that fill their buffer are followed by reads that take what is waiting
+    without a wait; the bytes are the peer's, in order, then the end."""
+    from navi_core import core
+    from navi_core.providers import _sockets
+    from navi_core.providers._sockets import READ_BYTES
+
+    stream, peer = connected
+    payload = bytes(range(251)) * (3 * READ_BYTES // 251 + 17)
+    ready: list[int] = []
+
+    def counted(sock: socket.socket, size: int) -> bytes | None:
+        data = core.recv_ready(sock, size)
+        ready.append(-1 if data is None else len(data))
+        return data
+
+    monkeypatch.setattr(_sockets, "recv_ready", counted)
+    threading.Thread(target=lambda: (peer.sendall(payload), peer.close())).start()
+    time.sleep(0.3)  # most of it is waiting when the reads begin
+    assert _read_all(stream) == payload
+    assert any(n > 0 for n in ready), "no read took waiting bytes without a wait"
+
+
+def test_a_read_after_a_full_buffer_still_waits_for_late_bytes(connected) -> None:  # type: ignore[no-untyped-def]
+    from navi_core.providers._sockets import READ_BYTES
+
+    stream, peer = connected
+    first = b"a" * READ_BYTES
+    peer.sendall(first)
+    got = bytearray()
+    while len(got) < len(first):
+        got += stream.read(65536, timeout=10.0)
+    threading.Timer(0.3, peer.sendall, args=(b"late",)).start()
+    start = time.monotonic()
+    assert stream.read(65536, timeout=10.0) == b"late"  # nothing waiting: it waits
+    assert time.monotonic() - start >= 0.2
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    peer.sendall(b"b" * READ_BYTES)
+    got = bytearray()
+    while len(got) < READ_BYTES:
+        got += stream.read(65536, timeout=10.0)
+    peer.close()  # an RST: the next read fails as a read, not as a hang
+    with pytest.raises(httpcore.ReadError):
+        for _ in range(3):
+            stream.read(65536, timeout=10.0)
+
+
+def test_a_large_request_goes_out_whole_to_a_slow_reader(connected) -> None:  # type: ignore[no-untyped-def]
+    """What the socket's buffer does not take at once is sent waiting, in order."""
+    stream, peer = connected
+    body = bytes(range(256)) * (8 * 1024 * 1024 // 256)
+    got = bytearray()
+
+    def slow_reader() -> None:
+        time.sleep(0.2)
+        while len(got) < len(body) + 5 and (data := peer.recv(1 << 16)):
+            got.extend(data)
+
+    reader = threading.Thread(target=slow_reader)
+    reader.start()
+    stream.write(b"head:", timeout=30.0)
+    stream.write(body, timeout=30.0)
+    reader.join(timeout=30)
+    assert bytes(got) == b"head:" + body
+
+
+def test_a_write_no_one_reads_times_out(connected) -> None:  # type: ignore[no-untyped-def]
+    stream, _ = connected
+    start = time.monotonic()
+    with pytest.raises(httpcore.WriteTimeout):
+        stream.write(b"x" * (64 * 1024 * 1024), timeout=0.3)
+    assert time.monotonic() - start < 10
+
+
+def test_an_idle_connection_reads_as_closed_once_the_server_closes(connected) -> None:  # type: ignore[no-untyped-def]
+    stream, peer = connected
+    assert stream.get_extra_info("is_readable") is False
+    peer.close()
+    deadline = time.monotonic() + 5
+    while not stream.get_extra_info("is_readable"):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)

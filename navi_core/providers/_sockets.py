@@ -27,6 +27,7 @@ from typing import Any
 import httpcore
 import httpx
 
+from ..core import readable, recv_ready, send_ready
 from ..interrupt import current
 
 __all__ = ["InterruptibleBackend", "make_transport", "shared_ssl_context"]
@@ -70,13 +71,20 @@ class _SocketStream(httpcore.NetworkStream):
     options, set only when they change (``settimeout`` before every read adds a mode
     switch and a ``poll``: three give-aways per read). TLS sockets keep
     ``settimeout``, called only when the timeout changes.
+
+    On a plain socket, calls that cannot wait keep the GIL (``core.recv_ready``,
+    ``core.send_ready``, ``core.readable``): a request that the socket's buffer takes
+    whole, a read made while the last one filled its buffer (a fast server's body is
+    still arriving) and the check of an idle pooled connection give nothing away; only
+    a read that has to wait for the server does.
     """
 
-    __slots__ = ("_plain", "_rcv", "_snd", "_sock")
+    __slots__ = ("_flowing", "_plain", "_rcv", "_snd", "_sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._plain = _SOCKOPT_TIMEOUTS and not isinstance(sock, ssl.SSLSocket)
+        self._flowing = False
         self._rcv: float | None = _UNSET
         self._snd: float | None = _UNSET
 
@@ -106,12 +114,22 @@ class _SocketStream(httpcore.NetworkStream):
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         sock = self._sock
+        size = max(max_bytes, READ_BYTES)
         interrupter = current()
+        # the last read filled its buffer: more is likely waiting (unless cancelled)
+        if self._flowing and (interrupter is None or not interrupter.fired):
+            try:
+                data = recv_ready(sock, size)
+            except OSError as exc:
+                raise httpcore.ReadError(str(exc)) from exc
+            if data is not None:
+                self._flowing = len(data) == size
+                return data
         if interrupter is not None:
             interrupter.hold(sock)
         try:
             self._read_timeout(timeout)
-            return sock.recv(max(max_bytes, READ_BYTES))
+            data = sock.recv(size)
         except (TimeoutError, BlockingIOError) as exc:  # the latter: SO_RCVTIMEO
             raise httpcore.ReadTimeout("timed out") from exc
         except OSError as exc:
@@ -119,17 +137,28 @@ class _SocketStream(httpcore.NetworkStream):
         finally:
             if interrupter is not None:
                 interrupter.release(sock)
+        self._flowing = self._plain and len(data) == size
+        return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:  # httpcore writes the empty end of a sized body
             return
         sock = self._sock
+        self._flowing = False  # what is read next answers this: it takes a wait
         interrupter = current()
+        sent = 0
+        if self._plain and (interrupter is None or not interrupter.fired):
+            try:
+                sent = send_ready(sock, buffer)
+            except OSError as exc:
+                raise httpcore.WriteError(str(exc)) from exc
+            if sent == len(buffer):
+                return
         if interrupter is not None:
             interrupter.hold(sock)
         try:
             self._write_timeout(timeout)
-            sock.sendall(buffer)
+            sock.sendall(memoryview(buffer)[sent:] if sent else buffer)
         except (TimeoutError, BlockingIOError) as exc:  # the latter: SO_SNDTIMEO
             raise httpcore.WriteTimeout("timed out") from exc
         except OSError as exc:
@@ -177,12 +206,8 @@ class _SocketStream(httpcore.NetworkStream):
             return sock.getsockname()
         if info == "server_addr":
             return sock.getpeername()
-        if info == "is_readable":
-            try:
-                readable, _, _ = select.select([sock], [], [], 0)
-            except (OSError, ValueError):
-                return True
-            return bool(readable)
+        if info == "is_readable":  # an idle pooled connection: did the server close it?
+            return readable(sock)
         return None
 
 
