@@ -6,8 +6,8 @@ Each twin include mirrors one of its modules file for file and name for name:
 ``_framing.pxi`` ↔ ``_framing_py.py``, ``_sse.pxi`` ↔ ``_sse_py.py``,
 ``_responses.pxi`` ↔ ``_responses_py.py``, ``_text.pxi`` ↔ ``_text_py.py``,
 ``_assemble.pxi`` ↔ ``_assemble_py.py``, ``_pump.pxi`` ↔ ``_pump_py.py``,
-``_sockio.pxi`` ↔ ``_sockio_py.py``. The
-``_fast_*.pxi`` includes are C-only fast paths with no twin.
+``_sockio.pxi`` ↔ ``_sockio_py.py``. The ``_fast_*.pxi`` includes are C-only fast
+paths with no twin.
 """
 
 __all__ = [

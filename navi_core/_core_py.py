@@ -7,7 +7,8 @@ chat and Messages delta parsers) ↔ ``csrc/_sse.pxi``, ``_responses_py`` (the R
 parser) ↔ ``csrc/_responses.pxi``, ``_text_py`` (token estimate and base64) ↔
 ``csrc/_text.pxi``, ``_assemble_py`` (delta tuples to events) ↔
 ``csrc/_assemble.pxi``, ``_pump_py`` (the hot path of ``Stream.next``) ↔
-``csrc/_pump.pxi``, ``_sockio_py`` (socket calls that never wait) ↔ ``csrc/_sockio.pxi``. The compiled core's C-only fast paths are ``csrc/_fast_*.pxi``.
+``csrc/_pump.pxi``, ``_sockio_py`` (socket calls that never wait) ↔
+``csrc/_sockio.pxi``. The compiled core's C-only fast paths are ``csrc/_fast_*.pxi``.
 """
 
 from __future__ import annotations
