@@ -114,9 +114,12 @@ class ChatController:
         """Run ``job`` on the worker after the jobs before it."""
         self._jobs.put(job)
 
-    def wait_idle(self) -> None:
-        """Block until every submitted job has finished."""
-        self._jobs.join()
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until every submitted job has finished (at most ``timeout`` seconds);
+        True when they have."""
+        done = self._jobs.all_tasks_done
+        with done:
+            return done.wait_for(lambda: not self._jobs.unfinished_tasks, timeout)
 
     def close(self) -> None:
         """Cancel the running turn, stop the worker, close the agent and its provider."""

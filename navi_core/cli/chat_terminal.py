@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -32,6 +33,7 @@ __all__ = ["default_history_path", "run_plain", "run_terminal", "stdout_writer"]
 
 _PROMPT = "> "
 _REDRAW_SECONDS = 0.1
+_CANCEL_WAIT = 2.0  # seconds a Ctrl-C waits for its turn to end before re-prompting
 
 
 def default_history_path() -> Path:
@@ -149,6 +151,7 @@ def _read_loop(
                 carry[0] = ""
             except KeyboardInterrupt:
                 if chat.cancel():
+                    _settle(chat)
                     armed = False
                 elif armed:
                     break
@@ -168,6 +171,20 @@ def _read_loop(
             if not _handle(chat, text.strip()):
                 break
     return 0
+
+
+def _settle(chat: ChatController) -> None:
+    """After a Ctrl-C cancel: the turn's last lines reach the terminal before the next
+    prompt starts. ``patch_stdout``'s writer thread prints them; printed while a prompt
+    starts, they land over it and nothing redraws it."""
+    if not chat.wait_idle(_CANCEL_WAIT):
+        return
+    sys.stdout.flush()
+    pending = getattr(sys.stdout, "_flush_queue", None)  # the proxy's, when present
+    deadline = time.monotonic() + _CANCEL_WAIT
+    while pending is not None and not pending.empty() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.02)  # the writer thread took the last lines: let it write them
 
 
 def _echo(text: str, style: Callable[[str, str], str]) -> str:
