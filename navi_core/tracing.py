@@ -104,6 +104,12 @@ class TracedResponse:
             self._end(None)
         return done
 
+    def shown(self) -> tuple[int, int, int]:
+        """What the traced response returned so far (see ``DeltaStream.shown``), so a
+        failed attempt is discarded as it is untraced."""
+        shown = getattr(self._stream, "shown", None)
+        return shown() if callable(shown) else (0, 0, 0)
+
     def close(self) -> None:
         try:
             self._stream.close()

@@ -16,7 +16,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from wire_streams import anthropic_body, openai_body
 
-from navi_core import Agent, Anthropic, Config, OpenAIChat, RetryPolicy, tool
+from navi_core import (
+    Agent,
+    Anthropic,
+    Config,
+    OpenAIChat,
+    ProviderRetry,
+    ResponseDiscarded,
+    RetryPolicy,
+    tool,
+)
 from navi_core.errors import AuthFailed
 from navi_core.tracing import instrument
 
@@ -170,3 +179,30 @@ def test_loggers_report_requests_retries_and_tool_failures(
     names = {r.name for r in records}
     assert {"navi_core.http", "navi_core.retry", "navi_core.tools"} <= names
     assert KEY not in text
+
+
+def test_a_failed_attempt_that_showed_deltas_is_discarded_under_tracing(
+    loopback: LoopbackServer, exporter: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    """The traced response tells what it showed, as the untraced one does: the host
+    gets its ``ResponseDiscarded`` before the retry, and the failed attempt's span is
+    marked."""
+    tracer_provider, memory = exporter
+    body = openai_body(["Hello ", "wor"], done=False)
+    loopback.add(
+        Reply(body=(body,), reset=True), Reply.sse(openai_body(["Hello ", "world"]))
+    )
+    config = Config(retry=RetryPolicy(max_attempts=2, initial_delay_ms=0))
+    with OpenAIChat("gpt-test", loopback.url + "/v1", KEY) as provider:
+        agent = instrument(Agent(provider, config=config), tracer_provider)
+        with agent.run("hi") as stream:
+            events = list(stream)
+    kinds = [type(e) for e in events]
+    i = kinds.index(ResponseDiscarded)
+    assert kinds[i + 1] is ProviderRetry
+    discarded = events[i]
+    assert isinstance(discarded, ResponseDiscarded)
+    assert (discarded.attempt, discarded.text_chars, discarded.tool_calls) == (1, 9, 0)
+    chats = by_name(memory.get_finished_spans())["chat"]
+    assert [c.status.status_code for c in chats] == [StatusCode.ERROR, StatusCode.UNSET]
+    no_key(memory.get_finished_spans())
