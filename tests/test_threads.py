@@ -2,8 +2,8 @@
 order, each still cancellable while blocked on its socket.
 
 The server is ``bench/server.py`` in its own process: thousands of chunks sent in
-256 KiB writes, so reads are large and the provider parses them in slices whose edges
-fall inside events.
+256 KiB writes, so every read fills its buffer and the provider parses it in slices
+whose edges fall inside events.
 """
 
 from __future__ import annotations
@@ -234,6 +234,27 @@ def test_a_fast_body_is_read_whole_and_in_order(connected, monkeypatch) -> None:
     time.sleep(0.3)  # most of it is waiting when the reads begin
     assert _read_all(stream) == payload
     assert any(n > 0 for n in ready), "no read took waiting bytes without a wait"
+
+
+def test_a_read_returns_at_most_what_was_asked(connected) -> None:  # type: ignore[no-untyped-def]
+    """``read(n)`` gives at most ``n`` bytes, and at most ``READ_BYTES`` whatever is
+    asked: a read's buffer stays small even when much more is waiting."""
+    from navi_core.providers._sockets import READ_BYTES
+
+    stream, peer = connected
+    payload = bytes(range(256)) * (4 * READ_BYTES // 256)
+    peer.sendall(payload)
+    time.sleep(0.2)
+    first = stream.read(1000, timeout=10.0)
+    assert first == payload[:1000]
+    sizes = []
+    got = bytearray(first)
+    while len(got) < len(payload):
+        data = stream.read(1 << 20, timeout=10.0)
+        sizes.append(len(data))
+        got += data
+    assert bytes(got) == payload
+    assert max(sizes) <= READ_BYTES
 
 
 def test_a_read_after_a_full_buffer_still_waits_for_late_bytes(connected) -> None:  # type: ignore[no-untyped-def]

@@ -45,9 +45,13 @@ def shared_ssl_context() -> ssl.SSLContext:
     return _ssl_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
 
 
-#: bytes asked for per read: what a fast server has sent by then arrives in a few
-#: reads (each read gives the GIL away once) instead of many of httpcore's 64 KiB
-READ_BYTES = 256 * 1024
+#: bytes asked for per read. A read's buffer and h11's copies of it are allocations
+#: of this size; at 256 KiB, several alive at once grow a thread's malloc arena past
+#: its trim threshold and every read paid for new pages (68 page faults per turn at
+#: 64 threads, bench/bench_reads.py). While a fast server's body is still arriving the
+#: next read keeps the GIL (``core.recv_ready``), so more, smaller reads cost no
+#: thread switches.
+READ_BYTES = 32 * 1024
 
 # Linux and macOS bound a blocking socket's recv/send with SO_RCVTIMEO/SO_SNDTIMEO (a
 # struct timeval, two C longs on both). Elsewhere, ``socket.settimeout`` does it.
@@ -114,7 +118,7 @@ class _SocketStream(httpcore.NetworkStream):
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         sock = self._sock
-        size = max(max_bytes, READ_BYTES)
+        size = min(max_bytes, READ_BYTES)
         interrupter = current()
         # the last read filled its buffer: more is likely waiting (unless cancelled)
         if self._flowing and (interrupter is None or not interrupter.fired):
