@@ -13,6 +13,12 @@ several of them alive at once grow a thread's malloc arena past its trim thresho
 arena gives the pages back when they are freed, and the next read takes new ones: the
 page faults grow with the thread count.
 
+First, reads of one event each, what a model streaming token by token gives: a peer on a
+socket pair writes one 208-byte SSE event, the connection's ``read`` takes it, over
+plain TCP and over TLS, each read size in turn. Printed: the reading thread's CPU µs per
+read, page faults per read, and each size against the baseline (a smaller buffer must
+not make these reads dearer).
+
     python bench/bench_reads.py                       # T = 1, 8, 64; 8 rounds
     python bench/bench_reads.py --pairs 256:16,32:16,32:32 --threads 1,64
 """
@@ -21,7 +27,11 @@ from __future__ import annotations
 
 import argparse
 import resource
+import socket
+import ssl
 import statistics
+import threading
+import time
 
 from bench_threads import CHUNKS, Crew, Result, navi, server
 
@@ -48,6 +58,77 @@ def _faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
+EVENT = b'data: {"choices":[{"delta":{"content":"' + b"y" * 160 + b'"}}]}\n\n'
+
+
+def _pair(tls: bool) -> tuple[socket.socket, socket.socket]:
+    """A connected (peer, reader) pair of sockets; with ``tls``, a TLS session over
+    it (a throwaway CA from ``trustme``)."""
+    peer, reader = socket.socketpair()
+    if not tls:
+        return peer, reader
+    import trustme
+
+    ca = trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(server)
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    wrapped: list[socket.socket] = []
+    shake = threading.Thread(
+        target=lambda: wrapped.append(server.wrap_socket(peer, server_side=True))
+    )
+    shake.start()
+    reader = client.wrap_socket(reader, server_hostname="localhost")
+    shake.join()
+    return wrapped[0], reader
+
+
+def small_reads(pairs: list[tuple[int, int]], reads: int, rounds: int) -> None:
+    """CPU per read of one event, plain and TLS, the sizes interleaved."""
+    print(
+        f"reads of one {len(EVENT)}-byte event: {rounds} rounds of {reads:,} reads"
+        " per size and transport"
+    )
+    print(
+        f"{'transport':>9} {'read KiB':>8} {'CPU µs/read':>12} {'faults/read':>12}"
+        f" {'vs base':>8}"
+    )
+    sizes = list(dict.fromkeys(r for r, _ in pairs))
+    kept = _sockets.READ_BYTES
+    for tls in (False, True):
+        peer, sock = _pair(tls)
+        stream = _sockets._SocketStream(sock)
+        costs: dict[int, list[tuple[float, float]]] = {}
+        for r in range(rounds):
+            for kib in sizes if r % 2 == 0 else sizes[::-1]:
+                _sockets.READ_BYTES = kib * KIB
+                spent = 0
+                before = _faults()
+                for _ in range(reads):
+                    peer.sendall(EVENT)
+                    t0 = time.thread_time_ns()
+                    got = _READ(stream, kib * KIB, 10.0)
+                    spent += time.thread_time_ns() - t0
+                    assert got == EVENT, got
+                costs.setdefault(kib, []).append(
+                    (spent / reads / 1000, (_faults() - before) / reads)
+                )
+        peer.close()
+        stream.close()
+        for kib in sizes:
+            mine, base = costs[kib], costs[sizes[0]]
+            ratio = statistics.median(
+                m[0] / b[0] for m, b in zip(mine, base, strict=True)
+            )
+            print(
+                f"{'TLS' if tls else 'plain':>9} {kib:>8}"
+                f" {statistics.median(c for c, _ in mine):>12.2f}"
+                f" {statistics.median(f for _, f in mine):>12.2f} {ratio:>7.2f}x"
+            )
+    _sockets.READ_BYTES = kept
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", default="1,8,64", help="comma-separated T")
@@ -58,13 +139,23 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--events", type=int, default=256_000, help="per point")
+    parser.add_argument(
+        "--small-reads",
+        type=int,
+        default=2_000,
+        help="reads of one event per round (0: none)",
+    )
     args = parser.parse_args()
     counts = [int(t) for t in args.threads.split(",")]
     pairs = [
         (int(r), int(p)) for r, p in (pair.split(":") for pair in args.pairs.split(","))
     ]
+    # first, while nothing has moved malloc's thresholds: a freed 256 KiB read that
+    # filled its buffer raises the mmap threshold for the rest of the process
+    if args.small_reads:
+        small_reads(pairs, args.small_reads, args.rounds)
     print(
-        f"core: {IMPLEMENTATION}; {CHUNKS:,}-chunk turns; {args.rounds} rounds, the"
+        f"\ncore: {IMPLEMENTATION}; {CHUNKS:,}-chunk turns; {args.rounds} rounds, the"
         f" pairs in turns; baseline {pairs[0][0]} KiB reads, {pairs[0][1]} KiB slices"
     )
     kept = (_sockets.READ_BYTES, _body.PARSE_BYTES)

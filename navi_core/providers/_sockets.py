@@ -45,13 +45,13 @@ def shared_ssl_context() -> ssl.SSLContext:
     return _ssl_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
 
 
-#: bytes asked for per read. A read's buffer and h11's copies of it are allocations
-#: of this size; at 256 KiB, several alive at once grow a thread's malloc arena past
-#: its trim threshold and every read paid for new pages (68 page faults per turn at
-#: 64 threads, bench/bench_reads.py). While a fast server's body is still arriving the
-#: next read keeps the GIL (``core.recv_ready``), so more, smaller reads cost no
-#: thread switches.
-READ_BYTES = 32 * 1024
+#: bytes asked for per read (httpcore's own size). A read's buffer and h11's copies of
+#: it are allocations of this size: at 256 KiB, several alive at once outgrew a
+#: thread's malloc arena, which gave the pages back at each free, so every read took
+#: new ones (23-143 page faults per turn at 8 and 64 threads, bench/bench_reads.py).
+#: While a fast server's body is still arriving, the next read keeps the GIL
+#: (``core.recv_ready``), so smaller reads cost no thread switches.
+READ_BYTES = 64 * 1024
 
 # Linux and macOS bound a blocking socket's recv/send with SO_RCVTIMEO/SO_SNDTIMEO (a
 # struct timeval, two C longs on both). Elsewhere, ``socket.settimeout`` does it.
