@@ -17,6 +17,11 @@ that visit every T in turn:
   event, so the recording costs little and nothing in the other turns;
 * CPU µs per event: the process's CPU time (all threads) over the events.
 
+Beside them, in the same rounds, the loop alone: the same turns on ``prebuilt.Prebuilt``
+(no network, nothing to parse), so "vs T=1" of navi_core over that of the loop alone
+tells what the network path adds as threads grow, apart from what the interpreter adds
+to any Python loop run in that many threads.
+
 The machine's cores are shared with the server process, so read the ratios, and run it
 twice. What is left between 1 and 64 threads is the interpreter's: every thread that
 waits for the GIL wakes each switch interval (5 ms) to ask for it, and the holder is
@@ -42,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prebuilt import Prebuilt
 from server import spawn as server
 
 from navi_core import Agent, NullStore
@@ -88,6 +94,21 @@ Contender = Callable[[str], Callable[[], Callable[[], Iterator[Any]]]]
 def navi(url: str) -> Callable[[], Callable[[], Iterator[Any]]]:
     def per_thread() -> Callable[[], Iterator[Any]]:
         provider = OpenAIChat(MODEL_O, base_url=url + "/v1", api_key="sk-bench")
+
+        def turn() -> Iterator[Any]:
+            return iter(Agent(provider, store=NullStore()).run(PROMPT[0]["content"]))
+
+        return turn
+
+    return per_thread
+
+
+def loop_alone(url: str) -> Callable[[], Callable[[], Iterator[Any]]]:
+    """The same turns with no network: ``prebuilt.Prebuilt`` deltas, 64 per simulated
+    read (about what a 16 KiB slice of this server's body holds)."""
+
+    def per_thread() -> Callable[[], Iterator[Any]]:
+        provider = Prebuilt(CHUNKS, per_read=64)
 
         def turn() -> Iterator[Any]:
             return iter(Agent(provider, store=NullStore()).run(PROMPT[0]["content"]))
@@ -296,15 +317,20 @@ def main() -> None:
         f" openai SDK: {window:g} s windows; {os.cpu_count()} CPUs (the server in its"
         f" own process); GIL switch interval {sys.getswitchinterval() * 1e3:g} ms"
     )
-    results: dict[str, dict[int, list[Result]]] = {"navi_core": {}, "openai SDK": {}}
+    results: dict[str, dict[int, list[Result]]] = {
+        "navi_core": {},
+        "loop alone (no network)": {},
+        "openai SDK": {},
+    }
     with server(CHUNKS) as url:
         ours = {t: Crew(navi, url, t) for t in counts}
+        alone = {t: Crew(loop_alone, url, t) for t in counts}
         theirs = (
             {}
             if args.no_sdk
             else {t: Crew(openai_sdk, url, t, sample=1) for t in counts}
         )
-        for crew in ours.values():  # warm-up: connections open, code paths hot
+        for crew in [*ours.values(), *alone.values()]:  # warm-up: code paths hot
             crew.turns(1)
         for crew in theirs.values():
             crew.window(0.05)
@@ -312,13 +338,25 @@ def main() -> None:
             for t, crew in ours.items():
                 per_thread = max(1, budget // (t * CHUNKS))
                 results["navi_core"].setdefault(t, []).append(crew.turns(per_thread))
+                results["loop alone (no network)"].setdefault(t, []).append(
+                    alone[t].turns(per_thread)
+                )
             for t, crew in theirs.items():
                 results["openai SDK"].setdefault(t, []).append(crew.window(window))
-        for crew in [*ours.values(), *theirs.values()]:
+        for crew in [*ours.values(), *alone.values(), *theirs.values()]:
             crew.stop()
     for name, rounds_of in results.items():
         if rounds_of:
             _table(name, rounds_of)
+    if 1 in counts:
+        print("\nnavi_core's 'vs T=1' over the loop alone's, each round's, median:")
+        net, bare = results["navi_core"], results["loop alone (no network)"]
+        for t in counts:
+            rel = [
+                (n.rate / n1.rate) / (b.rate / b1.rate)
+                for n, n1, b, b1 in zip(net[t], net[1], bare[t], bare[1], strict=True)
+            ]
+            print(f"{t:>8} {statistics.median(rel):>8.2f}x")
     if theirs:
         print("\nnavi_core / openai SDK, median events/s at the same T:")
         for t in counts:
