@@ -243,8 +243,9 @@ def test_a_read_returns_at_most_what_was_asked(connected) -> None:  # type: igno
 
     stream, peer = connected
     payload = bytes(range(256)) * (4 * READ_BYTES // 256)
-    peer.sendall(payload)
-    time.sleep(0.2)
+    sender = threading.Thread(target=peer.sendall, args=(payload,))
+    sender.start()
+    time.sleep(0.2)  # much more than one read's worth is waiting
     first = stream.read(1000, timeout=10.0)
     assert first == payload[:1000]
     sizes = []
@@ -253,6 +254,7 @@ def test_a_read_returns_at_most_what_was_asked(connected) -> None:  # type: igno
         data = stream.read(1 << 20, timeout=10.0)
         sizes.append(len(data))
         got += data
+    sender.join()
     assert bytes(got) == payload
     assert max(sizes) <= READ_BYTES
 
