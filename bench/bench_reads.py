@@ -14,10 +14,12 @@ arena gives the pages back when they are freed, and the next read takes new ones
 page faults grow with the thread count.
 
 First, reads of one event each, what a model streaming token by token gives: a peer on a
-socket pair writes one 208-byte SSE event, the connection's ``read`` takes it, over
+socket pair writes one 206-byte SSE event, the connection's ``read`` takes it, over
 plain TCP and over TLS, each read size in turn. Printed: the reading thread's CPU µs per
-read, page faults per read, and each size against the baseline (a smaller buffer must
-not make these reads dearer).
+read, page faults per read, and each size against the baseline. A buffer of 128 KiB or
+more is above glibc's mmap threshold until something in the process frees a larger
+mapped block: each read then maps new pages, shrinks them to the bytes received
+(``mremap``) and unmaps them when freed.
 
     python bench/bench_reads.py                       # T = 1, 8, 64; 8 rounds
     python bench/bench_reads.py --pairs 256:16,32:16,32:32 --threads 1,64

@@ -5,7 +5,8 @@ the agents of a sample, then times a 5-call tool turn on each (``prebuilt``'s
 ``PrebuiltToolTurns``: nothing to parse, a new ``Agent`` per turn, as in
 ``bench_loop.py``). The workers take samples in turns, A, B, A, B ..., so a slow
 minute of the machine falls on both; the table gives each tree's minimum, first
-quartile and median per turn, and B's median over A's.
+quartile and median per turn, and B's median over A's. Each tree loads its own
+``navi_core``: trees whose cores differ (one built, one not) are refused.
 
 ``--cpus 0`` pins each worker (and the tool threads it starts) to those CPUs: on one
 CPU the stream and its tool thread never hand the turn's objects across caches.
@@ -36,6 +37,9 @@ def worker(tree: str, cpus: str | None, per_sample: int) -> None:
     from prebuilt import PrebuiltToolTurns
 
     from navi_core import Agent, NullStore
+    from navi_core.core import IMPLEMENTATION
+
+    print(IMPLEMENTATION, flush=True)  # which core this tree loaded: the first line
 
     def agents() -> list[Agent]:
         return [
@@ -79,6 +83,19 @@ def main() -> None:
         )
     times: list[list[float]] = [[] for _ in trees]
     try:
+        cores = []
+        for proc in procs:
+            assert proc.stdout is not None
+            cores.append(proc.stdout.readline().strip())
+        if len(set(cores)) > 1:
+            mixed = ", ".join(
+                f"{t} loads the {c} core" for t, c in zip(trees, cores, strict=True)
+            )
+            raise SystemExit(
+                f"the trees would not be compared like for like: {mixed}. Build each"
+                " tree's core (python setup.py build_ext --inplace) or set"
+                " NAVI_CORE_PURE=1 for all"
+            )
         for _ in range(args.samples):
             for proc, out in zip(procs, times, strict=True):
                 assert proc.stdin is not None and proc.stdout is not None
@@ -95,6 +112,7 @@ def main() -> None:
         f"5-call tool turn, prebuilt, a new Agent per turn; {args.samples} samples of "
         f"{args.turns} turns per tree, taken in turns{pinned}"
     )
+    print(f"core: {cores[0]}")
     print(f"{'tree':<40} {'min ms':>8} {'p25 ms':>8} {'median':>8} {'vs first':>9}")
     first = statistics.median(times[0])
     for tree, out in zip(trees, times, strict=True):

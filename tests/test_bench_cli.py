@@ -14,7 +14,7 @@ import orjson
 import pytest
 from loopback import LoopbackServer, Reply
 
-from navi_core.cli.bench_report import percentiles
+from navi_core.cli.bench_report import percentiles, table
 from navi_core.cli.main import main
 
 
@@ -170,3 +170,38 @@ def test_percentiles_interpolate_between_ranks() -> None:
     assert stats["p50"] == 3.0 and stats["mean"] == 3.0 and stats["n"] == 5
     assert stats["p90"] == pytest.approx(4.6)
     assert percentiles([]) is None
+
+
+def test_tools_asked_but_never_called_is_said(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A model that answers in text though ``--tools`` was given: the table says no
+    tool round trip was measured, instead of a bare ``-`` row."""
+    with ToolLoopServer(steps=0) as server:
+        status = bench(server, "--turns", "2", "--no-progress", "--tools")
+    assert status == 0
+    out = capsys.readouterr().out
+    assert "tool calls 0" in out
+    assert "--tools was given but the model called no tool" in out
+
+
+def test_small_values_keep_three_significant_digits() -> None:
+    """Loopback gaps are fractions of a microsecond: the ms column still shows them,
+    and values that fill the column keep the metric's own decimals."""
+    gaps = percentiles([0.00000042, 0.0000005, 0.000037])
+    slow = percentiles([0.0123, 0.0456, 0.0789])
+    metrics: dict[str, Any] = {
+        "ttft": slow, "itl": gaps, "tokens_per_second": None,
+        "tool_overhead": None, "turn": None,
+    }  # fmt: skip
+    totals = {"turns": 1, "failed_turns": 0, "responses": 1, "tool_calls": 0,
+              "output_tokens": 3, "wall_seconds": 1.0, "tokens_per_second": 3.0,
+              "client_cpu_seconds": 0.1, "client_cpu_share": 0.1, "cpu_count": 2}  # fmt: skip
+    summary = {"metrics": metrics, "totals": totals, "workload": {"tools": False},
+               "errors": []}  # fmt: skip
+    lines = {
+        line[:28].strip(): line[28:].split() for line in table(summary).splitlines()
+    }
+    assert lines["inter-token latency"][0] == "0.000500"  # p50, in ms
+    assert float(lines["inter-token latency"][2]) == pytest.approx(0.0363, rel=0.01)
+    assert lines["time to first token"][0] == "45.600"

@@ -94,6 +94,14 @@ def summarize(result: BenchResult) -> dict[str, Any]:
     }
 
 
+def _cell(value: float, decimals: int) -> str:
+    """``value`` with ``decimals`` places, or more (up to 6) until it shows three
+    significant digits: loopback inter-token gaps are fractions of a microsecond."""
+    while decimals < 6 and value and abs(value) < 10 ** (2 - decimals):
+        decimals += 1
+    return f"{value:>12.{decimals}f}"
+
+
 def table(summary: dict[str, Any]) -> str:
     """The summary as a text table."""
     head = "".join(f"{q:>12}" for q in ("p50", "p90", "p99", "mean"))
@@ -104,7 +112,7 @@ def table(summary: dict[str, Any]) -> str:
             lines.append(f"{label:<28}{'-':>12}{'-':>12}{'-':>12}{'-':>12}  {unit}")
             continue
         cells = "".join(
-            f"{stats[q] * scale:>12.{decimals}f}" for q in ("p50", "p90", "p99", "mean")
+            _cell(stats[q] * scale, decimals) for q in ("p50", "p90", "p99", "mean")
         )
         lines.append(f"{label:<28}{cells}  {unit:<6} {int(stats['n'])}")
     t = summary["totals"]
@@ -116,6 +124,11 @@ def table(summary: dict[str, Any]) -> str:
         f"client CPU {t['client_cpu_seconds']:.2f} s = {t['client_cpu_share']:.1%} of "
         f"one core ({t['cpu_count']} cores)",
     ]
+    if summary["workload"]["tools"] and not t["tool_calls"]:
+        lines.append(
+            "note: --tools was given but the model called no tool, so no tool"
+            " round trip was measured (does the server run a model that calls tools?)"
+        )
     lines += [f"error: {e}" for e in summary["errors"]]
     return "\n".join(lines)
 

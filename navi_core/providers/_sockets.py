@@ -48,7 +48,9 @@ def shared_ssl_context() -> ssl.SSLContext:
 #: bytes asked for per read (httpcore's own size). A read's buffer and h11's copies of
 #: it are allocations of this size: at 256 KiB, several alive at once outgrew a
 #: thread's malloc arena, which gave the pages back at each free, so every read took
-#: new ones (23-143 page faults per turn at 8 and 64 threads, bench/bench_reads.py).
+#: new ones (23-143 page faults per turn at 8 and 64 threads, bench/bench_reads.py);
+#: and until something frees a larger mapped block, 256 KiB is above glibc's mmap
+#: threshold, so a read of one token's event mapped and unmapped its buffer (15 µs).
 #: While a fast server's body is still arriving, the next read keeps the GIL
 #: (``core.recv_ready``), so smaller reads cost no thread switches.
 READ_BYTES = 64 * 1024
