@@ -26,9 +26,9 @@ The machine's cores are shared with the server process, so read the ratios, and 
 twice. Much of what is lost between 1 and 64 threads is the interpreter's (the loop
 alone loses it too): every thread that waits for the GIL wakes each switch interval
 (5 ms) to ask for it, and the holder is made to give it up, so 63 waiting threads mean
-thousands of futex wake-ups and thread switches a second (``strace -f -c``: ~40,000 futex calls for 128 turns at 64 threads,
-130 at 1). ``--switch-interval 0.05`` shows what a host that sets a longer interval
-gets. Run: ``python bench/bench_threads.py`` (``--quick`` for one smaller round,
+thousands of futex wake-ups and thread switches a second (``strace -f -c``: ~40,000
+futex calls for 128 turns at 64 threads, 130 at 1). ``--switch-interval 0.05`` shows
+what a host that sets a longer interval gets. Run: ``python bench/bench_threads.py`` (``--quick`` for one smaller round,
 ``--threads 1,8,64`` to choose T, ``--no-sdk`` to skip the openai SDK,
 ``--switch-interval S`` to run with ``sys.setswitchinterval(S)``).
 """
