@@ -1,18 +1,5 @@
 """Read and parse sizes of a streamed body, against the sizes they replaced, in one process.
 
-``bench_threads.py``'s crews (T threads, one provider each, whole 2,000-chunk turns from
-``bench/server.py``) run with each (read, parse) pair of sizes in turn, round by round,
-so a slow minute of the machine falls on all of them. The first pair is the baseline:
-256 KiB reads parsed in 16 KiB slices, what a connection did before. Printed per pair
-and T: median events/s, CPU µs per event, the process's minor page faults per turn,
-the median of each round's ratio to the baseline, and 64 threads (or the largest T)
-over one.
-
-A read's buffer and h11's copies of it are allocations of the read's size. At 256 KiB,
-several of them alive at once grow a thread's malloc arena past its trim threshold, the
-arena gives the pages back when they are freed, and the next read takes new ones: the
-page faults grow with the thread count.
-
 First, reads of one event each, what a model streaming token by token gives: a peer on a
 socket pair writes one 206-byte SSE event, the connection's ``read`` takes it, over
 plain TCP and over TLS, each read size in turn. Printed: the reading thread's CPU µs per
@@ -20,6 +7,17 @@ read, page faults per read, and each size against the baseline. A buffer of 128 
 more is above glibc's mmap threshold until something in the process frees a larger
 mapped block: each read then maps new pages, shrinks them to the bytes received
 (``mremap``) and unmaps them when freed.
+
+Then ``bench_threads.py``'s crews (T threads, one provider each, whole 2,000-chunk turns
+from ``bench/server.py``) run with each (read, parse) pair of sizes in turn, round by
+round, so a slow minute of the machine falls on all of them. The first pair is the
+baseline: 256 KiB reads parsed in 16 KiB slices, what a connection did before. Printed
+per pair and T: median events/s, CPU µs per event, the process's minor page faults per
+turn, the median of each round's ratio to the baseline, and 64 threads (or the largest
+T) over one. A read's buffer and h11's copies of it are allocations of the read's size.
+At 256 KiB, several of them alive at once grow a thread's malloc arena past its trim
+threshold, the arena gives the pages back when they are freed, and the next read takes
+new ones: the page faults grow with the thread count.
 
     python bench/bench_reads.py                       # T = 1, 8, 64; 8 rounds
     python bench/bench_reads.py --pairs 256:16,32:16,32:32 --threads 1,64
