@@ -19,18 +19,20 @@ that visit every T in turn:
 
 Beside them, in the same rounds, the loop alone: the same turns on ``prebuilt.Prebuilt``
 (no network, nothing to parse), so "vs T=1" of navi_core over that of the loop alone
-tells what the network path adds as threads grow, apart from what the interpreter adds
-to any Python loop run in that many threads.
+tells what the network path adds as threads grow; and a plain Python generator (no
+navi_core: one ``TextDelta`` built per chunk, its text kept), which tells what any
+Python loop loses in that many threads.
 
 The machine's cores are shared with the server process, so read the ratios, and run it
-twice. Much of what is lost between 1 and 64 threads is the interpreter's (the loop
-alone loses it too): every thread that waits for the GIL wakes each switch interval
-(5 ms) to ask for it, and the holder is made to give it up, so 63 waiting threads mean
-thousands of futex wake-ups and thread switches a second (``strace -f -c``: ~40,000
-futex calls for 128 turns at 64 threads, 130 at 1). ``--switch-interval 0.05`` shows
-what a host that sets a longer interval gets. Run: ``python bench/bench_threads.py`` (``--quick`` for one smaller round,
-``--threads 1,8,64`` to choose T, ``--no-sdk`` to skip the openai SDK,
-``--switch-interval S`` to run with ``sys.setswitchinterval(S)``).
+twice. Every thread that waits for the GIL wakes each switch interval (5 ms) to ask for
+it, and the holder is made to give it up, so 63 waiting threads mean thousands of futex
+wake-ups and thread switches a second (``strace -f -c``: ~40,000 futex calls for 128
+turns at 64 threads, 130 at 1). ``--switch-interval 1`` shows what a host that sets a
+longer interval gets.
+
+Run: ``python bench/bench_threads.py`` (``--quick`` for one smaller round, ``--threads
+1,8,64`` to choose T, ``--no-sdk`` to skip the openai SDK, ``--switch-interval S`` to
+run with ``sys.setswitchinterval(S)``).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from typing import Any
 from prebuilt import Prebuilt
 from server import spawn as server
 
-from navi_core import Agent, NullStore
+from navi_core import Agent, NullStore, TextDelta
 from navi_core.core import IMPLEMENTATION
 from navi_core.providers.openai_chat import OpenAIChat
 
@@ -116,6 +118,21 @@ def loop_alone(url: str) -> Callable[[], Callable[[], Iterator[Any]]]:
         return turn
 
     return per_thread
+
+
+def plain_python(url: str) -> Callable[[], Callable[[], Iterator[Any]]]:
+    """No navi_core at all: a generator that builds one ``TextDelta`` per chunk and
+    keeps its text, what the simplest Python consumer of a stream does. What it loses
+    as threads grow, any Python loop in that many threads loses."""
+
+    def turn() -> Iterator[Any]:
+        parts = []
+        for _ in range(CHUNKS + 3):
+            parts.append("abcd")
+            yield TextDelta("abcd")
+        "".join(parts)
+
+    return lambda: turn
 
 
 def openai_sdk(url: str) -> Callable[[], Callable[[], Iterator[Any]]]:
@@ -320,17 +337,20 @@ def main() -> None:
     results: dict[str, dict[int, list[Result]]] = {
         "navi_core": {},
         "loop alone (no network)": {},
+        "plain Python generator (no navi_core)": {},
         "openai SDK": {},
     }
     with server(CHUNKS) as url:
         ours = {t: Crew(navi, url, t) for t in counts}
         alone = {t: Crew(loop_alone, url, t) for t in counts}
+        plain = {t: Crew(plain_python, url, t) for t in counts}
         theirs = (
             {}
             if args.no_sdk
             else {t: Crew(openai_sdk, url, t, sample=1) for t in counts}
         )
-        for crew in [*ours.values(), *alone.values()]:  # warm-up: code paths hot
+        local = [*ours.values(), *alone.values(), *plain.values()]
+        for crew in local:  # warm-up: code paths hot
             crew.turns(1)
         for crew in theirs.values():
             crew.window(0.05)
@@ -341,9 +361,12 @@ def main() -> None:
                 results["loop alone (no network)"].setdefault(t, []).append(
                     alone[t].turns(per_thread)
                 )
+                results["plain Python generator (no navi_core)"].setdefault(
+                    t, []
+                ).append(plain[t].turns(per_thread))
             for t, crew in theirs.items():
                 results["openai SDK"].setdefault(t, []).append(crew.window(window))
-        for crew in [*ours.values(), *alone.values(), *theirs.values()]:
+        for crew in [*local, *theirs.values()]:
             crew.stop()
     for name, rounds_of in results.items():
         if rounds_of:
