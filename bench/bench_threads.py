@@ -32,7 +32,8 @@ longer interval gets.
 
 Run: ``python bench/bench_threads.py`` (``--quick`` for one smaller round, ``--threads
 1,8,64`` to choose T, ``--no-sdk`` to skip the openai SDK, ``--switch-interval S`` to
-run with ``sys.setswitchinterval(S)``).
+run with ``sys.setswitchinterval(S)``, ``--pin CPU`` to run this process's threads on
+one CPU and the server on the others).
 """
 
 from __future__ import annotations
@@ -321,6 +322,12 @@ def main() -> None:
         type=float,
         help="sys.setswitchinterval for the run (the host's choice; default 0.005)",
     )
+    parser.add_argument(
+        "--pin",
+        type=int,
+        metavar="CPU",
+        help="run this process's threads on one CPU and the server on the others",
+    )
     args = parser.parse_args()
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
@@ -340,7 +347,10 @@ def main() -> None:
         "plain Python generator (no navi_core)": {},
         "openai SDK": {},
     }
-    with server(CHUNKS) as url:
+    others = None if args.pin is None else os.sched_getaffinity(0) - {args.pin}
+    with server(CHUNKS, cpus=others or None) as url:
+        if args.pin is not None:  # the threads made from now on inherit it
+            os.sched_setaffinity(0, {args.pin})
         ours = {t: Crew(navi, url, t) for t in counts}
         alone = {t: Crew(loop_alone, url, t) for t in counts}
         plain = {t: Crew(plain_python, url, t) for t in counts}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -174,13 +175,18 @@ def _connection(
 
 
 @contextlib.contextmanager
-def spawn(chunks: int, *, lazy: bool = False) -> Iterator[str]:
-    """Start this server in a child process (a benchmark's client side); yield its
-    base URL, and stop it on the way out."""
+def spawn(
+    chunks: int, *, lazy: bool = False, cpus: set[int] | None = None
+) -> Iterator[str]:
+    """Start this server in a child process (a benchmark's client side), on ``cpus``
+    if given (its connection threads, made later, inherit them); yield its base URL,
+    and stop it on the way out."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--chunks", str(chunks)]
     proc = subprocess.Popen(
         [*cmd, "--lazy"] if lazy else cmd, stdout=subprocess.PIPE, text=True
     )
+    if cpus is not None:
+        os.sched_setaffinity(proc.pid, cpus)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
