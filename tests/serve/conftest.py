@@ -6,8 +6,24 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import servekit
 from fake_model import FakeModel
 from servekit import Client, Served
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Iterator[None]:
+    """A failed test's report ends with the last lines of every running server's log:
+    a worker that died or a request it refused says so there."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.failed:
+        for log in servekit.LOGS:
+            text = log.read_text(errors="replace") if log.exists() else ""
+            tail = "\n".join(text.splitlines()[-60:]) or "(empty)"
+            report.sections.append((f"serve log {log.name}", tail))
 
 
 @pytest.fixture(scope="module")

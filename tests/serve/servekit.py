@@ -28,6 +28,7 @@ from navi_core.events import Event
 from navi_core.serve.wire import decode_event
 
 __all__ = [
+    "LOGS",
     "TOKEN",
     "Client",
     "Served",
@@ -38,6 +39,9 @@ __all__ = [
 ]
 
 TOKEN = "test-token-7f3a"
+
+#: the logs of the servers running now, shown in the report of a test that fails
+LOGS: list[Path] = []
 
 
 def free_port() -> int:
@@ -120,6 +124,7 @@ class Served:
                 start_new_session=True,
             )
         served = cls(proc, port, log)
+        LOGS.append(log)
         try:
             deadline = time.monotonic() + 30
             while True:
@@ -137,6 +142,7 @@ class Served:
             yield served
         finally:
             served.terminate()
+            LOGS.remove(log)
 
 
 class TurnResult:
