@@ -15,6 +15,8 @@ import time
 from collections import defaultdict
 from typing import Any, Protocol
 
+from ..store.sqlite import use_wal
+
 __all__ = ["ControlBus", "LocalControl", "PostgresControl", "SQLiteControl"]
 
 #: control requests older than this are dropped unread (a turn that never came)
@@ -73,7 +75,7 @@ class SQLiteControl:
         self._conn = sqlite3.connect(
             path, timeout=10.0, isolation_level=None, check_same_thread=False
         )
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        use_wal(self._conn, 10.0)
         self._conn.execute(_SQLITE_SCHEMA)
         self._conn.execute(
             "CREATE INDEX IF NOT EXISTS navi_serve_control_session "

@@ -39,7 +39,7 @@ from ..errors import SessionBusy, SessionError
 from .sql import Dialect, SQLStore, Statements
 from .sql_extras import ExtraStatements, approvals_schema
 
-__all__ = ["SQLiteLock", "SQLiteStore", "SQLiteMigration"]
+__all__ = ["SQLiteLock", "SQLiteMigration", "SQLiteStore", "use_wal"]
 
 SQLiteMigration: TypeAlias = Callable[[sqlite3.Connection], None]
 
@@ -55,6 +55,32 @@ _DIALECT: Final = Dialect(
 )
 _STATEMENTS: Final = Statements.build(_DIALECT)
 _EXTRAS: Final = ExtraStatements.build(_DIALECT.param, _DIALECT.body_columns)
+
+
+def use_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Put the file in WAL mode, waiting up to ``timeout`` seconds for other openers.
+
+    Leaving rollback mode takes an exclusive lock, and while another process opens
+    the same new file SQLite answers "database is locked" at once, without waiting
+    for its busy timeout: several workers starting together on a new file hit that.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+            busy = (
+                code == sqlite3.SQLITE_BUSY
+                if code is not None
+                else ("database is locked" in str(exc))
+            )
+            if not busy or time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(2 * delay, 0.05)
 
 
 def _schema_v1(conn: sqlite3.Connection) -> None:
@@ -181,7 +207,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             self._conn = conn
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-                conn.execute("PRAGMA journal_mode = WAL")
+                use_wal(conn, timeout)
                 conn.execute(f"PRAGMA synchronous = {synchronous}")
                 conn.execute("PRAGMA foreign_keys = ON")
                 conn.create_function(_CLOCK, 0, time.time)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import sqlite3
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from storekit import EVERY_BLOCK, check_text_that_is_not_unicode, child_env
@@ -252,3 +254,49 @@ def test_lock_is_exclusive_across_processes_and_freed_when_holder_dies(
         child.stdout.close()
     store.lock(sid).release()
     store.close()
+
+
+def _open_new_files(
+    folder: str,
+    rounds: int,
+    barrier: Any,
+    errors: Any,  # multiprocessing proxies
+) -> None:
+    """In a child process: each round, with the other children, open one new store
+    and one new control file (as serve workers starting together do)."""
+    from navi_core.serve.control import SQLiteControl
+
+    for r in range(rounds):
+        barrier.wait()
+        try:
+            SQLiteStore(Path(folder) / f"s{r}.db").close()
+            SQLiteControl(str(Path(folder) / f"c{r}.db"))
+        except Exception as exc:  # reported to the parent, which fails
+            errors.put(f"round {r}: {type(exc).__name__}: {exc}")
+
+
+def test_processes_opening_one_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    # leaving rollback mode for WAL answered "database is locked" at once to ~5 % of
+    # the opens of a new file by three processes, whatever the busy timeout
+    ctx = multiprocessing.get_context("spawn")
+    children, rounds = 3, 40
+    barrier, errors = ctx.Barrier(children), ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_open_new_files, args=(str(tmp_path), rounds, barrier, errors)
+        )
+        for _ in range(children)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * children
+    found = []
+    while not errors.empty():
+        found.append(errors.get())
+    assert found == []
+    for r in range(rounds):
+        raw = _raw(tmp_path / f"s{r}.db")
+        assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        raw.close()
