@@ -267,7 +267,7 @@ def _open_new_files(
     from navi_core.serve.control import SQLiteControl
 
     for r in range(rounds):
-        barrier.wait()
+        barrier.wait(60)
         try:
             SQLiteStore(Path(folder) / f"s{r}.db").close()
             SQLiteControl(str(Path(folder) / f"c{r}.db"))
