@@ -68,7 +68,11 @@ def fake_model(chunks: int) -> Iterator[str]:
 
 @contextmanager
 def served(
-    model_url: str, store_args: list[str], workers: int, threads: int
+    model_url: str,
+    store_args: list[str],
+    workers: int,
+    threads: int,
+    pin: bool = False,
 ) -> Iterator[str]:
     import socket
 
@@ -79,6 +83,7 @@ def served(
     cmd = [sys.executable, "-m", "navi_core", "serve", "--bind", f"127.0.0.1:{port}"]
     cmd += ["--model", "gpt-4o", "--base-url", model_url, *store_args]
     cmd += ["--workers", str(workers), "--threads", str(threads)]
+    cmd += ["--pin-workers"] if pin else []
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -138,6 +143,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument(
+        "--pin-workers", action="store_true", help="navi-core serve --pin-workers"
+    )
     parser.add_argument("--single", type=int, default=40, help="turns at concurrency 1")
     parser.add_argument(
         "--postgres", metavar="DSN", help="PostgreSQL for both paths instead of SQLite"
@@ -169,7 +177,9 @@ def main() -> None:
         store.close()
         provider.close()
 
-        with served(model_url, store_args, args.workers, args.threads) as url:
+        with served(
+            model_url, store_args, args.workers, args.threads, args.pin_workers
+        ) as url:
             headers = {"Authorization": f"Bearer {TOKEN}"}
             with httpx.Client(base_url=url, headers=headers, timeout=60) as c:
                 for _ in range(3):
@@ -214,7 +224,8 @@ def main() -> None:
     added99 = pct(s_turn, 0.99) - pct(d_turn, 0.99)
     load = [t for _, t, _, _ in results]
     print(
-        f"navi-core serve: {args.workers} workers x {args.threads} threads, "
+        f"navi-core serve: {args.workers} workers x {args.threads} threads"
+        f"{' (pinned)' if args.pin_workers else ''}, "
         f"{events} events per turn ({args.chunks} text chunks), {where}"
     )
     print()
