@@ -30,7 +30,7 @@ from .options import (
 )
 from .workspace import workspace_tools
 
-__all__ = ["register", "run_demo"]
+__all__ = ["demo_files", "register", "run_demo"]
 
 _FILES = {
     "README.md": (
@@ -86,13 +86,18 @@ def _script(prompt_tokens: int) -> Scripted:
     )
 
 
+def demo_files(root: Path) -> None:
+    """Write the demo's three files (a small weather-station project) into ``root``."""
+    for name, text in _FILES.items():
+        (root / name).write_text(text, encoding="utf-8")
+
+
 def run_demo(store: SessionStore, out: TextIO, *, color: bool | None = None) -> int:
     """Run one turn offline, printing the event stream live and a summary line."""
     prompt = "What is in this workspace? Summarise the README and the notes."
     with tempfile.TemporaryDirectory(prefix="navi-demo-") as tmp:
         root = Path(tmp)
-        for name, text in _FILES.items():
-            (root / name).write_text(text, encoding="utf-8")
+        demo_files(root)
         provider = _script(estimate_tokens(prompt) + 120)
         printer = EventPrinter(out, color=color)
         out.write(f"navi_core demo (core: {IMPLEMENTATION}, workspace: {root.name})\n")

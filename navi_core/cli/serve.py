@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,8 +24,10 @@ from ..errors import NaviError
 from ..providers.base import Provider
 from ..providers.scripted import Scripted
 from ..store.base import SessionStore
+from ..tools import Tool, ToolSource
 from .chat import open_provider
 from .chat_profiles import ChatSettings, default_config_path, load_profile, load_tools
+from .demo import demo_files
 from .options import (
     ProviderChoice,
     Subcommands,
@@ -104,7 +108,10 @@ def register(subcommands: Subcommands) -> None:
     model.add_argument("--anthropic", action="store_true")
     model.add_argument("--api-key-env", metavar="VAR")
     model.add_argument(
-        "--demo", action="store_true", help="a scripted model: no endpoint, no key"
+        "--demo",
+        action="store_true",
+        help="a scripted model: no endpoint, no key (its tools read a scratch folder "
+        "of the demo's files unless --workspace names one)",
     )
     p.set_defaults(openai_base_url=None, anthropic_base_url=None)
     agent = p.add_argument_group("agent")
@@ -220,20 +227,25 @@ def command(args: argparse.Namespace) -> int:
         print(error_line(exc), file=sys.stderr)
         return 2
     auth = BearerAuth(tokens) if tokens and not args.no_auth else None
-    workspace = Path(args.workspace or ".")
     config = Config(max_output_tokens=args.max_tokens)
+    scratch: Path | None = None  # the demo's files, removed by the arbiter at exit
     try:
         profile = profile_settings(args)
         key_env = profile.api_key_env if profile is not None else None
         if key_env and not os.environ.get(key_env):
             raise UsageError(f"${key_env} (api_key_env) is not set")
-        tools = (
-            load_tools(profile.tools, profile.workspace)
-            if profile is not None
-            else workspace_tools(workspace)
-            if args.workspace or args.demo
-            else []
-        )
+        tools: Sequence[Tool | ToolSource]
+        if profile is not None:
+            tools = load_tools(profile.tools, profile.workspace)
+        elif args.workspace:
+            tools = workspace_tools(Path(args.workspace))
+        elif args.demo:  # the demo's own files, not the folder it was started in
+            scratch = Path(tempfile.mkdtemp(prefix="navi-serve-demo-"))
+            demo_files(scratch)
+            tools = workspace_tools(scratch)
+            print(f"navi-core serve --demo: its tools read {scratch}", file=sys.stderr)
+        else:
+            tools = []
     except UsageError as exc:
         print(error_line(exc), file=sys.stderr)
         return 2
@@ -261,9 +273,14 @@ def command(args: argparse.Namespace) -> int:
     options = gunicorn_options(
         args.bind, args.workers, args.threads, args.grace, args.timeout
     )
+    arbiter = os.getpid()
     try:
         GunicornServer(make_app, options, args.grace, pin=args.pin_workers).run()
     except (NaviError, ValueError) as exc:
         print(error_line(exc), file=sys.stderr)
         return 1
+    finally:
+        # a worker leaves through here too (it was forked inside run()): not its to do
+        if scratch is not None and os.getpid() == arbiter:
+            shutil.rmtree(scratch, ignore_errors=True)
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -80,8 +81,17 @@ class GunicornServer(BaseApplication):  # type: ignore[misc]
             if server.app is not None:
                 server.app.close()
 
+        def when_ready(arbiter: Any) -> None:
+            where = ", ".join(str(listener) for listener in arbiter.LISTENERS)
+            print(f"navi-core serve: listening on {where} ({shape})", file=sys.stderr)
+            sys.stderr.flush()
+
+        workers, threads = self._options["workers"], self._options["threads"]
+        shape = f"{workers} worker{'s' * (workers != 1)} x {threads} thread"
+        shape += f"{'s' * (threads != 1)}{', pinned' if self._pin else ''}"
         self.cfg.set("post_worker_init", post_worker_init)
         self.cfg.set("worker_exit", worker_exit)
+        self.cfg.set("when_ready", when_ready)
         if self._pin:
             pre_fork, post_fork = _pinning(sorted(os.sched_getaffinity(0)))
             self.cfg.set("pre_fork", pre_fork)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import httpx
+import orjson
 import pytest
 from servekit import Client, Served, child_env
 
@@ -101,6 +105,52 @@ def test_demo_serves_without_a_model_endpoint(tmp_path: Path) -> None:
         assert "ToolFinished" in result.names()
         assert isinstance(result.last, TurnComplete)
         assert "navi-core serve --demo" in result.last.response
+
+
+def _listed(c: Client, sid: str) -> list[str]:
+    """What the demo's ``list_dir`` call returned in the session."""
+    for m in c.messages(sid):
+        for block in m["content"]:
+            if block["type"] == "tool_result":
+                text = block["parts"][0]["text"]
+                assert not block["is_error"], text
+                return list(orjson.loads(text))
+    raise AssertionError("no tool result")
+
+
+def test_demo_without_a_workspace_reads_its_own_files_until_the_server_stops(
+    tmp_path: Path,
+) -> None:
+    args = ["--demo", "--no-auth", "--db", str(tmp_path / "d.db"), "--workers", "2"]
+    with Served.start(tmp_path, args) as served, served.client(token=None) as c:
+        assert _listed(c, _turned(c)) == ["README.md", "notes.txt", "station.py"]
+        log = served.log.read_text()
+        assert (
+            f"listening on http://127.0.0.1:{served.port} (2 workers x 8 threads)"
+            in log
+        )
+        scratch = Path(log.split("its tools read ", 1)[1].split()[0])
+        assert sorted(p.name for p in scratch.iterdir()) == _listed(c, _turned(c))
+        # a worker that exits (not the arbiter) leaves the folder to the others
+        workers = Path(f"/proc/{served.proc.pid}/task/{served.proc.pid}/children")
+        gone = int(workers.read_text().split()[0])
+        os.kill(gone, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while True:
+            pids = [int(p) for p in workers.read_text().split()]
+            if len(pids) == 2 and gone not in pids:
+                break
+            assert time.monotonic() < deadline, pids
+            time.sleep(0.05)
+        for _ in range(4):
+            assert _listed(c, _turned(c)) == ["README.md", "notes.txt", "station.py"]
+    assert not scratch.exists()
+
+
+def _turned(c: Client) -> str:
+    sid = c.new_session()
+    assert isinstance(c.turn(sid, "what is here?").last, TurnComplete)
+    return sid
 
 
 @pytest.mark.parametrize(
