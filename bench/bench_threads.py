@@ -19,9 +19,9 @@ that visit every T in turn:
 
 Beside them, in the same rounds, the loop alone: the same turns on ``prebuilt.Prebuilt``
 (no network, nothing to parse), so "vs T=1" of navi_core over that of the loop alone
-tells what the network path adds as threads grow; and a plain Python generator (no
-navi_core: one ``TextDelta`` built per chunk, its text kept), which tells what any
-Python loop loses in that many threads.
+tells what the network path adds as threads grow; and a plain Python generator (none
+of navi_core's loop: one ``TextDelta`` built per chunk, its text kept), which tells
+what any Python loop loses in that many threads.
 
 The machine's cores are shared with the server process, so read the ratios, and run it
 twice. Every thread that waits for the GIL wakes each switch interval (5 ms) to ask for
@@ -122,9 +122,9 @@ def loop_alone(url: str) -> Callable[[], Callable[[], Iterator[Any]]]:
 
 
 def plain_python(url: str) -> Callable[[], Callable[[], Iterator[Any]]]:
-    """No navi_core at all: a generator that builds one ``TextDelta`` per chunk and
-    keeps its text, what the simplest Python consumer of a stream does. What it loses
-    as threads grow, any Python loop in that many threads loses."""
+    """None of navi_core's loop: a generator that builds one ``TextDelta`` per chunk
+    and keeps its text, what the simplest Python consumer of a stream does. What it
+    loses as threads grow, any Python loop in that many threads loses."""
 
     def turn() -> Iterator[Any]:
         parts = []
@@ -329,22 +329,30 @@ def main() -> None:
         help="run this process's threads on one CPU and the server on the others",
     )
     args = parser.parse_args()
+    if args.pin is not None and args.pin not in os.sched_getaffinity(0):
+        allowed = sorted(os.sched_getaffinity(0))
+        parser.error(f"--pin {args.pin}: this process may run on CPUs {allowed}")
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
     counts = [int(t) for t in args.threads.split(",")]
     budget = args.events or (256_000 if args.quick else 512_000)
     window = args.window or (0.5 if args.quick else 1.0)
     rounds = args.rounds or (1 if args.quick else 3)
+    sdk = "" if args.no_sdk else f" openai SDK: {window:g} s windows;"
+    cpus = (
+        f"{os.cpu_count()} CPUs (the server in its own process)"
+        if args.pin is None
+        else f"this process's threads on CPU {args.pin}, the server on the others"
+    )
     print(
         f"core: {IMPLEMENTATION}; {CHUNKS:,}-chunk turns; {rounds} round(s), each T"
-        f" once per round; navi_core: whole turns, ~{budget:,} events per point;"
-        f" openai SDK: {window:g} s windows; {os.cpu_count()} CPUs (the server in its"
-        f" own process); GIL switch interval {sys.getswitchinterval() * 1e3:g} ms"
+        f" once per round; navi_core: whole turns, ~{budget:,} events per point;{sdk}"
+        f" {cpus}; GIL switch interval {sys.getswitchinterval() * 1e3:g} ms"
     )
     results: dict[str, dict[int, list[Result]]] = {
         "navi_core": {},
         "loop alone (no network)": {},
-        "plain Python generator (no navi_core)": {},
+        "plain Python generator (no navi_core loop)": {},
         "openai SDK": {},
     }
     others = None if args.pin is None else os.sched_getaffinity(0) - {args.pin}
@@ -371,7 +379,7 @@ def main() -> None:
                 results["loop alone (no network)"].setdefault(t, []).append(
                     alone[t].turns(per_thread)
                 )
-                results["plain Python generator (no navi_core)"].setdefault(
+                results["plain Python generator (no navi_core loop)"].setdefault(
                     t, []
                 ).append(plain[t].turns(per_thread))
             for t, crew in theirs.items():
