@@ -136,8 +136,10 @@ def llama(llama_model: Path) -> Iterator[LlamaServer]:
         binary, "-m", str(llama_model), "--host", "127.0.0.1", "--port", str(port),
         "-c", str(CTX), "-np", "2", "--no-kv-unified", "-t", "1", "--jinja",
         "--alias", MODEL, "--no-webui", "--no-warmup",
-        # sample from the model's whole distribution: its shaped biases decide
-        "--temp", "1", "--top-k", "0", "--top-p", "1", "--min-p", "0",
+        # sample from the model's whole distribution: its shaped biases decide; a
+        # fixed seed, so a run samples what the last one did (an unseeded one once
+        # ended a turn with an empty answer, which fails the turn)
+        "--temp", "1", "--top-k", "0", "--top-p", "1", "--min-p", "0", "--seed", "7",
     ]  # fmt: skip
     with log.open("wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
