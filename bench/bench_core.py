@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).absolute().parent.parent))  # a plain chec
 
 import navi_core._core as cy
 import navi_core._core_py as py
-from navi_core.deltas import TEXT, THINKING, TOOL_ARGS
+from navi_core._deltas import TEXT, THINKING, TOOL_ARGS
 
 __all__ = ["main"]
 

@@ -19,9 +19,14 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Union
 
-from navi_core import Tool, pydantic_types, tool
-from navi_core.tools import ArgumentError, ToolContext, context_parameters
-from navi_core.validation import errors, summary
+from navi_core import Tool, tool
+from navi_core.tools import (
+    ArgumentError,
+    ToolContext,
+    _pydantic as pydantic_types,
+    context_parameters,
+)
+from navi_core.tools._validation import errors, summary
 
 
 def previous_convert(tp: Any, value: Any) -> Any:

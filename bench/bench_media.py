@@ -38,8 +38,9 @@ from PIL import Image, ImageChops, ImageDraw, ImageFilter, ImageStat
 # Run from a plain checkout without installing.
 sys.path.insert(0, str(Path(__file__).absolute().parent.parent))
 
-from navi_core import core, imaging, media
+from navi_core import core, media
 from navi_core.config import ImageLimits
+from navi_core.media import _imaging as imaging
 
 __all__ = ["Run", "navi", "photo", "psnr", "source_bytes", "straightforward"]
 

@@ -3,7 +3,7 @@
 * PostgreSQL ``append`` of one message to a session this store holds the lock of
   (fenced: one ``pg_locks`` check inside the write) against a session it does not
   hold (no fence), interleaved in rounds, same store, same run;
-* one httpx-style INFO record through a logger with ``navi_core.logs.SECRET_FILTER``
+* one httpx-style INFO record through a logger with ``navi_core._logs.SECRET_FILTER``
   against the same logger without it (a ``NullHandler`` formats nothing, so the
   filter's own work is what differs).
 
@@ -19,8 +19,8 @@ import statistics
 import time
 import uuid
 
+from navi_core._logs import SecretFilter
 from navi_core.conversation import UserMessage
-from navi_core.logs import SecretFilter
 
 ROUNDS = 7
 WRITES = 200

@@ -23,7 +23,8 @@ import sys
 
 from bench_threads import CHUNKS, Crew, Result, navi, server
 
-from navi_core import ids, turn_extras
+from navi_core import _ids as ids
+from navi_core._turn import extras as turn_extras
 from navi_core.core import IMPLEMENTATION
 from navi_core.providers import _sockets
 from navi_core.store import null

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from navi_core import deltas as D
+from navi_core import _deltas as D
 from navi_core.conversation import WireIdentity
 from navi_core.providers.base import ProviderRequest
 from navi_core.providers.delta_stream import DeltaStream

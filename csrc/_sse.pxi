@@ -13,7 +13,7 @@ from cpython.bytes cimport (
 )
 from libc.string cimport memcmp, memset
 
-from navi_core import deltas as _deltas
+from navi_core import _deltas
 from navi_core._sse_py import AnthropicReader, OpenAIChatReader
 
 cdef object _TEXT = _deltas.TEXT

@@ -12,8 +12,9 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ._turn.casual import is_casual_message
+from ._turn.steering import SteerDisposition
 from .agent import Agent
-from .casual import is_casual_message
 from .config import (
     CompactionConfig,
     Config,
@@ -96,14 +97,13 @@ from .hooks import Hook, NeedsApproval, TurnInfo, Veto
 from .providers.base import Provider, ProviderRequest, ProviderStream
 from .providers.scripted import MidStreamFailure, Scripted
 from .session import Session
-from .steering import SteerDisposition
 from .store.base import Approval, ApprovalState, HistoryPage, SessionInfo, SessionStore
 from .store.memory import MemoryStore
 from .store.null import NullStore
 from .stream import Phase, Stream
 from .subagent import SubAgent
 from .subscribe import Subscription
-from .tools import (
+from .tools._tool import (
     ArgumentError,
     Tool,
     ToolCall,
@@ -114,9 +114,9 @@ from .tools import (
 )
 
 if TYPE_CHECKING:  # imported on first use at run time (see __getattr__)
-    from .compaction import CompactionResult
-    from .mcp import MCPError, MCPToolError, MCPTools
-    from .media import Media
+    from .compaction._compaction import CompactionResult
+    from .mcp._tools import MCPError, MCPToolError, MCPTools
+    from .media._parts import Media
     from .providers.anthropic import Anthropic
     from .providers.openai_chat import OpenAIChat
     from .providers.openai_responses import OpenAIResponses

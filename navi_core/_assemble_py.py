@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["Assembler"]
 
-# Delta kinds (navi_core.deltas) and block kinds; a block is [kind, pieces, extra, joined].
+# Delta kinds (navi_core._deltas) and block kinds; a block is [kind, pieces, extra, joined].
 _D_TEXT, _D_THINKING, _D_SIGNATURE, _D_REDACTED, _D_TOOL_START, _D_TOOL_ARGS = range(6)
 _D_FINISH, _D_USAGE, _D_MODEL, _D_ERROR, _D_DONE, _D_REASONING_ITEM = range(6, 12)
 _TEXT, _THINKING, _SEALED_THINKING, _REDACTED, _TOOL = range(5)

@@ -20,9 +20,7 @@ from typing import Any, Final
 import orjson
 from orjson import JSONDecodeError, loads
 
-from ._framing_py import DEFAULT_MAX_EVENT_BYTES
-from ._sse_py import Parser
-from .deltas import (
+from ._deltas import (
     DONE,
     ERROR,
     FINISH,
@@ -34,7 +32,9 @@ from .deltas import (
     TOOL_START,
     USAGE,
 )
-from .payloads import Reader, Slot, count, string
+from ._framing_py import DEFAULT_MAX_EVENT_BYTES
+from ._payloads import Reader, Slot, count, string
+from ._sse_py import Parser
 
 __all__ = ["OpenAIResponsesParser", "ResponsesReader"]
 

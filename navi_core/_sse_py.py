@@ -1,9 +1,9 @@
 """The OpenAI / Anthropic delta parsers in pure Python: the twin of ``csrc/_sse.pxi``.
 
-A parser's ``_dispatch`` turns one event payload into ``navi_core.deltas`` tuples in
+A parser's ``_dispatch`` turns one event payload into ``navi_core._deltas`` tuples in
 three steps: a fast path (the compiled twin's ``_fast``; inline here, a call per event
 would cost), ``_terminal`` (OpenAI's ``[DONE]``), ``_generic``. The generic path is a
-reader (``navi_core.payloads``: orjson, then what each member means): it exists once,
+reader (``navi_core._payloads``: orjson, then what each member means): it exists once,
 in Python, and the compiled parsers call it for every chunk their byte scanner does not
 take; a reader that read the stream's last payload sets ``finished`` and the parser stops
 there. This twin's fast path learns: consecutive chunks are usually byte-identical around one string
@@ -18,8 +18,7 @@ from typing import Any, Final
 
 import orjson
 
-from ._framing_py import DEFAULT_MAX_EVENT_BYTES, Buffer, Delta, Framer
-from .deltas import (
+from ._deltas import (
     DONE,
     ERROR,
     FINISH,
@@ -33,7 +32,8 @@ from .deltas import (
     USAGE,
     token_count,
 )
-from .payloads import Reader, Slot, count, string
+from ._framing_py import DEFAULT_MAX_EVENT_BYTES, Buffer, Delta, Framer
+from ._payloads import Reader, Slot, count, string
 
 __all__ = ["AnthropicParser", "AnthropicReader", "OpenAIChatParser", "OpenAIChatReader"]
 

@@ -12,25 +12,25 @@ from types import TracebackType
 from typing import Any, Literal
 
 from . import approvals
+from ._turn.extras import TurnExtras
+from ._turn.oversight import Oversight
+from ._turn.planning import plan_step
+from ._turn.steering import SteerDisposition, SteeringQueue
+from ._turn.user_input import user_message
 from .config import Config
 from .conversation import Conversation, Message, ToolUse, UserMessage
-from .dispatch import Dispatch
 from .errors import SteeringQueueFull
 from .hooks import Hook, TurnInfo, check_hooks
 from .output import OutputSpec
-from .oversight import Oversight
-from .planning import plan_step
 from .providers.base import Provider, ProviderRequest, check_provider
-from .runner import ToolRunner
 from .session import Session
-from .steering import SteerDisposition, SteeringQueue
 from .store.base import SessionStore
 from .store.memory import MemoryStore
 from .stream import Stream
 from .subscribe import Observers
-from .tools import Tool, ToolRegistry, ToolSource, ToolSpec
-from .turn_extras import TurnExtras
-from .user_input import user_message
+from .tools._dispatch import Dispatch
+from .tools._runner import ToolRunner
+from .tools._tool import Tool, ToolRegistry, ToolSource, ToolSpec
 
 __all__ = ["Agent"]
 
@@ -205,7 +205,7 @@ class Agent(Oversight):
         """Persist the user message, append it, and return the turn's ``Stream``.
 
         ``prompt`` is text, a user ``Message``, or a list mixing text and images
-        (``Media``, image bytes, Pillow images; see ``navi_core.user_input``). No
+        (``Media``, image bytes, Pillow images; see ``navi_core._turn.user_input``). No
         provider I/O happens here: the request opens on the first ``next()``.
         With ``output`` (a dataclass, TypedDict or pydantic model) the answer must be
         that type: ``TurnComplete.output`` holds it, validated.

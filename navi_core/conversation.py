@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeAlias
 
 import orjson
 
-from .history import History, MessageList
+from ._history import History, MessageList
 
 __all__ = [
     "Block",

@@ -33,7 +33,7 @@ from typing import Final
 
 from .conversation import Message, TextPart, ToolResult
 from .events import HookFailure, TurnComplete
-from .tools import ToolCall
+from .tools._tool import ToolCall
 
 __all__ = [
     "BLOCKED_BY_HOOK",

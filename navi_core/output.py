@@ -21,11 +21,11 @@ from typing import Any, Final
 
 import orjson
 
-from . import pydantic_types
 from .conversation import Message, TextPart, ToolResult, ToolUse, UserMessage
 from .errors import OutputValidationError
-from .schema import convert, hoist_defs, schema_for
-from .validation import errors, summary
+from .tools import _pydantic as pydantic_types
+from .tools._schema import convert, hoist_defs, schema_for
+from .tools._validation import errors, summary
 
 __all__ = ["OUTPUT_TOOL", "OutputCheck", "OutputSpec"]
 

@@ -21,9 +21,9 @@ from .conversation import (
     WireIdentity,
     scrub_text,
 )
-from .dispatch import interrupted_results
-from .sizing import SizeCache
 from .store.base import SessionLock, SessionStore
+from .tokens import SizeCache
+from .tools._dispatch import interrupted_results
 
 __all__ = ["Session"]
 

@@ -61,7 +61,7 @@ the phase ends the step:
 8. open the provider response: opened, or a provider error (retry notice, overflow
    compaction, or failed).
 
-The legal moves are ``TRANSITIONS`` in ``navi_core.phases`` (its docstring draws them).
+The legal moves are ``TRANSITIONS`` in ``navi_core._turn.phases`` (its docstring draws them).
 """
 
 from __future__ import annotations
@@ -77,17 +77,27 @@ from threading import get_ident
 from types import TracebackType
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from .compaction import (
+from ._turn.control import NotYet, TurnControl
+from ._turn.extras import TurnExtras
+from ._turn.offload import Op
+from ._turn.phases import (
+    TRANSITIONS,
+    CompactionJob,
+    Phase,
+    RequestState,
+    Trigger,
+    retry_notice,
+)
+from ._turn.steering import SteeringQueue
+from .compaction._compaction import (
     PendingCompaction,
     apply_pending,
     plan_compaction,
     summarise_pending,
 )
 from .config import Config
-from .control import NotYet, TurnControl
 from .conversation import Message, ToolUse, Usage
 from .core import Reader, next_event, next_or_stop
-from .dispatch import Dispatch, cancelled_before_start, describe
 from .errors import (
     Cancelled,
     ContextOverflow,
@@ -107,21 +117,11 @@ from .events import (
     ToolDispatchComplete,
     ToolDispatchStart,
 )
-from .offload import Op
 from .output import OutputCheck, OutputSpec
-from .phases import (
-    TRANSITIONS,
-    CompactionJob,
-    Phase,
-    RequestState,
-    Trigger,
-    retry_notice,
-)
 from .providers.base import Provider, ProviderRequest, ProviderStream
 from .session import Session
-from .steering import SteeringQueue
-from .tools import ToolSpec
-from .turn_extras import TurnExtras
+from .tools._dispatch import Dispatch, cancelled_before_start, describe
+from .tools._tool import ToolSpec
 
 __all__ = ["TRANSITIONS", "Phase", "Stream", "Trigger", "TurnHost"]
 

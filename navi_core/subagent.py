@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .errors import ThinkingStall
 from .events import StopReason, TextDelta, TurnComplete
-from .tools import Tool, ToolContext
+from .tools._tool import Tool, ToolContext
 
 if TYPE_CHECKING:
     from .agent import Agent

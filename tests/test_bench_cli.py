@@ -14,7 +14,7 @@ import orjson
 import pytest
 from loopback import LoopbackServer, Reply
 
-from navi_core.cli.bench_report import percentiles, table
+from navi_core.cli.bench.report import percentiles, table
 from navi_core.cli.main import main
 
 

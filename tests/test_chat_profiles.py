@@ -13,7 +13,7 @@ import pytest
 from loopback import LoopbackServer, Reply
 from test_chat import ROOT, chat_env, text_reply
 
-from navi_core.cli.chat_profiles import Price, load_profile
+from navi_core.cli.chat.profiles import Price, load_profile
 from navi_core.cli.options import UsageError
 from navi_core.conversation import System, Usage, UserMessage
 from navi_core.store.sqlite import SQLiteStore

@@ -1,10 +1,10 @@
-"""What a chat turn looks like (``navi_core.cli.chat_render``): the live area, what is
+"""What a chat turn looks like (``navi_core.cli.chat.render``): the live area, what is
 committed to the scrollback, and the rule that a retried answer is not shown twice."""
 
 from __future__ import annotations
 
-from navi_core.cli.chat_profiles import Price
-from navi_core.cli.chat_render import Painter, TurnView
+from navi_core.cli.chat.profiles import Price
+from navi_core.cli.chat.render import Painter, TurnView
 from navi_core.conversation import Message, Text, Usage
 from navi_core.events import (
     MessageComplete,

@@ -44,22 +44,24 @@ from navi_core import (
     Usage,
     UserMessage,
     WireIdentity,
-    sizing,
+    tokens as sizing,
 )
 from navi_core.compaction import (
     MIN_FOLD_TOKENS,
     CompactionResult,
-    SizeCache,
-    estimate_request_tokens,
-    message_sizes,
     plan_compaction,
     split,
 )
+from navi_core.compaction._transcript import render_transcript
 from navi_core.core import estimate_tokens
 from navi_core.events import Event
-from navi_core.tokens import estimate_message_tokens
+from navi_core.tokens import (
+    SizeCache,
+    estimate_message_tokens,
+    estimate_request_tokens,
+    message_sizes,
+)
 from navi_core.tools import ToolSpec
-from navi_core.transcript import render_transcript
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack is 3.11+

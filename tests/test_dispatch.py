@@ -37,7 +37,7 @@ from navi_core import (
     Veto,
     tool,
 )
-from navi_core.runner import DaemonPool
+from navi_core.tools._runner import DaemonPool
 
 
 def drain(stream: Stream) -> list[AnyEvent]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from navi_core import Agent, NullStore, Scripted, Text, TurnComplete
-from navi_core.ids import new_id
+from navi_core._ids import new_id
 
 
 def test_ids_are_version_4_uuids_in_hex_and_do_not_repeat() -> None:

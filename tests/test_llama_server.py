@@ -28,7 +28,7 @@ import pytest
 from llama_model import write_model
 
 from navi_core import Agent, Config
-from navi_core.cli.bench_workload import add
+from navi_core.cli.bench.workload import add
 from navi_core.config import CompactionConfig
 from navi_core.conversation import ToolResult, ToolUse, WireIdentity
 from navi_core.errors import ContextOverflow

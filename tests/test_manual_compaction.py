@@ -22,7 +22,7 @@ from navi_core import (
     ToolUse,
     UserMessage,
 )
-from navi_core.manual_compaction import split_turns
+from navi_core.compaction._manual import split_turns
 
 PROMPT = "Summarise."
 

@@ -21,11 +21,11 @@ from navi_core import (
     StreamPoisoned,
     Text,
     ToolUse,
-    phases,
     tool,
 )
+from navi_core._turn import phases
+from navi_core._turn.phases import render_transitions, transition_table
 from navi_core.events import Event
-from navi_core.phases import render_transitions, transition_table
 from navi_core.stream import TRANSITIONS, Stream, Trigger
 
 

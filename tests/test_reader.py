@@ -34,7 +34,7 @@ from navi_core import (
     TextDelta,
     ThinkingDelta,
     TurnComplete,
-    deltas as D,
+    _deltas as D,
 )
 from navi_core._secrets import MAX_MESSAGE_CHARS
 from navi_core.conversation import WireIdentity

@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from pydantic import AfterValidator, BaseModel, Field
 
 from navi_core import Tool, tool
-from navi_core.fast_validation import compile_schema
-from navi_core.schema import convert
 from navi_core.tools import ArgumentError, ToolContext, context_parameters
-from navi_core.validation import errors, summary
+from navi_core.tools._fast_validation import compile_schema
+from navi_core.tools._schema import convert
+from navi_core.tools._validation import errors, summary
 
 
 def reference_invoke(
@@ -44,7 +44,7 @@ def reference_invoke(
             if k not in injected
         }
     except (TypeError, ValueError) as exc:
-        from navi_core import pydantic_types
+        from navi_core.tools import _pydantic as pydantic_types
 
         lines = pydantic_types.error_lines(exc) or [str(exc)]
         raise ArgumentError(f"invalid arguments: {summary(lines)}") from exc

@@ -26,8 +26,7 @@ from navi_core import (
     ToolUse,
     tool,
 )
-from navi_core.schema import schema_for
-from navi_core.tools import ToolRegistry
+from navi_core.tools import ToolRegistry, schema_for
 
 
 class Color(enum.Enum):

@@ -29,7 +29,7 @@ from navi_core import (
     tool,
 )
 from navi_core.tools import ArgumentError, ToolContext
-from navi_core.validation import errors
+from navi_core.tools._validation import errors
 
 
 class Color(enum.Enum):

@@ -41,7 +41,7 @@ from navi_core import (
     TurnComplete,
     UserMessage,
     WireIdentity,
-    deltas as D,
+    _deltas as D,
     tool,
 )
 from navi_core.events import Event

@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from ..agent import Agent
-from ..compaction import DEFAULT_SUMMARY_PROMPT
+from ..compaction._compaction import DEFAULT_SUMMARY_PROMPT
 from ..config import CompactionConfig, Config
 from ..errors import NaviError
 from .options import (

@@ -11,8 +11,8 @@ import argparse
 from collections.abc import Sequence
 
 from .. import __version__
-from .bench import register as add_bench
-from .chat import register as add_chat
+from .bench.command import register as add_bench
+from .chat.command import register as add_chat
 from .compact import register as add_compact
 from .demo import register as add_demo
 from .options import Command, help_command

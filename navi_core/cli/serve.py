@@ -24,9 +24,9 @@ from ..errors import NaviError
 from ..providers.base import Provider
 from ..providers.scripted import Scripted
 from ..store.base import SessionStore
-from ..tools import Tool, ToolSource
-from .chat import open_provider
-from .chat_profiles import ChatSettings, default_config_path, load_profile, load_tools
+from ..tools._tool import Tool, ToolSource
+from .chat.command import open_provider
+from .chat.profiles import ChatSettings, default_config_path, load_profile, load_tools
 from .demo import demo_files
 from .options import (
     ProviderChoice,

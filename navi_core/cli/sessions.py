@@ -1,7 +1,7 @@
 """``navi-core sessions list`` and ``sessions show``: read stored sessions as text.
 
 The store is chosen by the shared ``--db`` / ``--postgres`` flags (``options``); blocks
-read as in the compaction's transcript (``navi_core.transcript``).
+read as in the compaction's transcript (``navi_core.compaction._transcript``).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import sys
 import time
 from collections.abc import Sequence
 
+from ..compaction._transcript import heading, render_block
 from ..conversation import Message, Usage
 from ..errors import SessionError
 from ..store.base import SessionInfo
-from ..transcript import heading, render_block
 from .options import (
     Subcommands,
     add_store_arguments,
@@ -116,7 +116,7 @@ def render_session(info: SessionInfo, windows: Sequence[Sequence[Message]]) -> s
     """The messages of ``windows``, readable, with a separator at each compaction.
 
     Pass every window to show the whole history, or ``[latest]`` for the current one.
-    Blocks read as in the compaction's transcript (``navi_core.transcript``).
+    Blocks read as in the compaction's transcript (``navi_core.compaction._transcript``).
     """
     lines = [
         f"session {info.id}",

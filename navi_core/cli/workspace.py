@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..tools import Tool, tool
+from ..tools._tool import Tool, tool
 
 __all__ = ["workspace_tools"]
 

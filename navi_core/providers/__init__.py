@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..tools import ToolSpec
+from ..tools._tool import ToolSpec
 from .base import Provider, ProviderRequest, ProviderStream
 from .scripted import Scripted
 

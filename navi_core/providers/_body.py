@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from ..logs import get_logger
+from .._logs import get_logger
 from ._http_errors import map_transport_errors
 
 __all__ = ["PARSE_BYTES", "Parser", "Tap", "body_batches"]

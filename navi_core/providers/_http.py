@@ -19,12 +19,12 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
+from .._interrupt import Interrupter
+from .._logs import get_logger, protect
 from .._secrets import check_headers, clip, public_url, redact, request_secrets
 from ..config import Timeout
 from ..conversation import WireIdentity, decode_arguments
 from ..errors import MalformedStream, ProviderError
-from ..interrupt import Interrupter
-from ..logs import get_logger, protect
 from ._body import Parser, Tap, body_batches
 from ._http_errors import (
     MAX_RETRY_AFTER_MS,

@@ -2,7 +2,7 @@
 
 ``make_transport`` builds an ``httpx`` transport over an ``httpcore`` pool whose network
 backend registers every socket with the interrupter active on the calling thread
-(``navi_core.interrupt``), so ``Stream.cancel()`` from another thread can shut down a
+(``navi_core._interrupt``), so ``Stream.cancel()`` from another thread can shut down a
 read blocked waiting for headers or for the next chunk, and connects in short slices so
 a cancel also ends a connect that hangs. The TLS context is built once per process and
 CA configuration, and only for ``https`` URLs: making a provider for a plain ``http``
@@ -27,8 +27,8 @@ from typing import Any
 import httpcore
 import httpx
 
+from .._interrupt import current
 from ..core import readable, recv_ready, send_ready
-from ..interrupt import current
 
 __all__ = ["InterruptibleBackend", "make_transport", "shared_ssl_context"]
 

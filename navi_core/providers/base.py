@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 from ..conversation import Message, WireIdentity
 from ..events import Event
 from ..output import OutputSpec
-from ..tools import ToolSpec
+from ..tools._tool import ToolSpec
 
 __all__ = [
     "Provider",

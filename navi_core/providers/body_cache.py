@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
+from .._history import History
 from ..conversation import MediaPart, Message, ToolResult, ToolUse, WireIdentity
-from ..history import History
 
 __all__ = [
     "CACHE",

@@ -26,7 +26,7 @@ from ..conversation import (
     ToolResult,
     ToolUse,
 )
-from ..tools import ToolSpec
+from ..tools._tool import ToolSpec
 from ._http import HTTPProvider, Parser, json_object
 from .base import ProviderRequest
 from .body_cache import FlatEncoder, split_body

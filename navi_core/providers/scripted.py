@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, TypeAlias
 
-from .. import deltas as D
+from .. import _deltas as D
+from .._history import History
 from ..conversation import (
     Block,
     Message,
@@ -28,7 +29,6 @@ from ..conversation import (
     WireIdentity,
 )
 from ..errors import BadRequest, ProviderError
-from ..history import History
 from .base import ProviderRequest
 from .delta_stream import DeltaStream
 

@@ -13,9 +13,10 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from .._logs import get_logger
 from ..agent import Agent
 from ..codec import to_obj
-from ..compaction import DEFAULT_SUMMARY_PROMPT
+from ..compaction._compaction import DEFAULT_SUMMARY_PROMPT
 from ..config import Config
 from ..errors import (
     AmbiguousSession,
@@ -25,10 +26,9 @@ from ..errors import (
     SessionNotFound,
     SteeringQueueFull,
 )
-from ..logs import get_logger
 from ..providers.base import Provider
 from ..store.base import SessionInfo, SessionStore
-from ..tools import Tool, ToolSource
+from ..tools._tool import Tool, ToolSource
 from .auth import BearerAuth
 from .control import ControlBus, LocalControl
 from .http import HTTPError, Request, Response, json_response, only_fields, optional_str

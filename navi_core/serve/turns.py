@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from typing import Final
 
+from .._turn.steering import SteerDisposition
 from ..agent import Agent
 from ..errors import SteeringQueueFull
 from ..events import PENDING
-from ..steering import SteerDisposition
 from ..stream import Stream
 from .control import ControlBus
 from .http import Response

@@ -9,9 +9,9 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .._ids import new_id
 from ..conversation import Conversation, Message, ToolResult
 from ..errors import AmbiguousSession, SessionBusy, SessionNotFound
-from ..ids import new_id
 from .base import (
     Approval,
     ApprovalState,

@@ -6,9 +6,9 @@ import builtins
 import time
 from collections.abc import Sequence
 
+from .._ids import new_id
 from ..conversation import Conversation, Message, ToolResult
 from ..errors import SessionNotFound
-from ..ids import new_id
 from .base import Approval, ApprovalState, HistoryPage, SessionInfo, check_page_limit
 from .memory import ApprovalBook
 

@@ -27,9 +27,9 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar
 
 from .. import codec
+from .._ids import new_id
 from ..conversation import Conversation, Message, valid_text
 from ..errors import AmbiguousSession, SessionError, SessionNotFound
-from ..ids import new_id
 from .base import SessionInfo, SessionLock
 from .memory import session_summary
 from .sql_extras import SQLExtras

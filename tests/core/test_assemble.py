@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from navi_core import deltas as D
+from navi_core import _deltas as D
 from navi_core.events import (
     ModelInfo,
     TextDelta,

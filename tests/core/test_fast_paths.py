@@ -8,7 +8,7 @@ from typing import Any
 
 from chunking import feed_all
 
-from navi_core.deltas import DONE, MODEL, TEXT, TOOL_ARGS, TOOL_START
+from navi_core._deltas import DONE, MODEL, TEXT, TOOL_ARGS, TOOL_START
 
 
 def sse(*payloads: Any) -> bytes:

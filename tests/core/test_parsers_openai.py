@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from chunking import DATA, chunkings, feed_all, run
 
-from navi_core.deltas import (
+from navi_core._deltas import (
     DONE,
     ERROR,
     FINISH,

@@ -11,7 +11,7 @@ import orjson
 import pytest
 from chunking import DATA, feed_all
 
-from navi_core.deltas import (
+from navi_core._deltas import (
     DONE,
     ERROR,
     FINISH,

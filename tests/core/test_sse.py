@@ -13,7 +13,7 @@ import pytest
 from chunking import DATA, chunkings, run
 
 from navi_core import _framing_py, _sse_py
-from navi_core.deltas import DONE, TEXT
+from navi_core._deltas import DONE, TEXT
 from navi_core.errors import MalformedStream
 
 
@@ -390,7 +390,7 @@ def test_feed_refuses_anything_else_alike(
 
 NEW_WITHOUT_INIT = """
 import navi_core._core as cy
-from navi_core.deltas import MODEL, TEXT, USAGE
+from navi_core._deltas import MODEL, TEXT, USAGE
 decoder = cy.SSEDecoder.__new__(cy.SSEDecoder)
 assert decoder.feed(b"event: e\\ndata: x\\n\\n") == [cy.SSEEvent("e", "x", "", None)]
 openai = cy.OpenAIChatParser.__new__(cy.OpenAIChatParser)

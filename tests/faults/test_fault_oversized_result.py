@@ -102,7 +102,7 @@ def test_a_known_window_bounds_the_first_summary_request(tmp_path: Path) -> None
 
 
 def test_bounded_transcript_cuts_the_biggest_blocks_first() -> None:
-    from navi_core.summary_input import bounded_transcript, clip_block
+    from navi_core.compaction._summary import bounded_transcript, clip_block
 
     small = [UserMessage(f"question {i}") for i in range(5)]
     big = Message("assistant", (Text("x" * 50_000 + "END"),))

@@ -30,8 +30,8 @@ from navi_core import (
     Usage,
     UserMessage,
 )
+from navi_core.compaction import message_sizes
 from navi_core.providers.openai_chat import OpenAIChat
-from navi_core.sizing import message_sizes
 from navi_core.store.sqlite import SQLiteStore
 from navi_core.tokens import estimate_message_tokens
 from navi_core.tools import ToolCall, ToolSpec

@@ -23,7 +23,7 @@ from navi_core import (
     RetryPolicy,
     Usage,
 )
-from navi_core.deltas import USAGE
+from navi_core._deltas import USAGE
 from navi_core.providers.openai_chat import OpenAIChat
 
 

@@ -160,9 +160,9 @@ def test_a_prompt_item_of_another_type_is_a_type_error() -> None:
 
 
 def test_a_user_image_counts_and_reads_as_an_image() -> None:
+    from navi_core._turn.user_input import user_message
+    from navi_core.compaction._transcript import render_transcript
     from navi_core.tokens import IMAGE_TOKENS, estimate_message_tokens
-    from navi_core.transcript import render_transcript
-    from navi_core.user_input import user_message
 
     message = user_message(["look:", Media(PNG)])
     with_image = estimate_message_tokens(message)

@@ -173,7 +173,7 @@ def test_show_all_prints_every_window_with_a_separator(
         "[assistant] qwen2.5 · tool_use · tokens: 120 in, 30 out, cache 64 read"
         in first
     )
-    # blocks read as in the summary request's transcript (navi_core.transcript)
+    # blocks read as in the summary request's transcript (navi_core.compaction._transcript)
     assert "    (thinking) need the file" in first
     assert '    [tool call read_file id=call_7] {"path": "a.txt"}' in first
     assert (

@@ -1,0 +1,1 @@
+"""One turn's private machinery: phases, control, extras, steering, approvals."""

@@ -1,0 +1,177 @@
+"""``TurnExtras``: what one turn carries beside its phase machine.
+
+The hooks of the turn (and the failures they raised), the observers its events are
+published to, the planning step, a held batch being resumed, the calls the turn ends
+holding for approval, and the usage of the sub-agents its tools ran. ``Stream`` calls
+it at a few fixed points (publish, open, dispatch, dispatch done, finish); the agent
+builds one per turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from functools import partial
+
+from .. import approvals
+from .._ids import new_id
+from ..approvals import ResumePlan
+from ..config import Config
+from ..conversation import Message, ToolResult, ToolUse, Usage
+from ..events import (
+    Event,
+    MessageComplete,
+    StopReason,
+    SubagentEvent,
+    TurnComplete,
+)
+from ..hooks import Hook, HookRunner
+from ..providers.base import ProviderStream
+from ..session import Session
+from ..store.base import ApprovalState
+from ..subscribe import Observers
+from ..tools._dispatch import Dispatch
+from ..tools._tool import ToolCall
+from .guarded import CallGuard, GuardedDispatch
+from .offload import Op
+from .planning import PlanStep
+from .thinking import watch_thinking
+
+__all__ = ["TurnExtras"]
+
+
+class TurnExtras:
+    """The per-turn state of hooks, observers, approvals, planning and sub-agents."""
+
+    __slots__ = (
+        "extra_usage",
+        "hooks",
+        "observers",
+        "pending",
+        "plan",
+        "resume_plan",
+        "session",
+        "turn_id",
+    )
+
+    def __init__(
+        self,
+        session: Session,
+        hooks: Sequence[Hook] = (),
+        observers: Observers | None = None,
+        *,
+        plan: PlanStep | None = None,
+        resume_plan: ResumePlan | None = None,
+    ) -> None:
+        self.session = session
+        #: the turn's id (``Stream.turn_id``, ``TurnComplete.turn_id``)
+        self.turn_id = new_id()
+        self.hooks = HookRunner(hooks)
+        self.observers = observers if observers is not None else Observers()
+        #: the planning request still to make before the first response
+        self.plan = plan
+        #: the held batch ``resume()`` found, until its dispatch starts
+        self.resume_plan = resume_plan
+        #: the calls this turn ends holding (``TurnComplete.pending_approvals``)
+        self.pending: tuple[ToolUse, ...] = ()
+        #: usage of the plan and of the sub-agent turns run by this turn's tools
+        self.extra_usage = Usage()
+
+    def hold_again(self) -> bool:
+        """True when the resumed batch still has undecided calls: nothing runs, and
+        they become this turn's ``pending_approvals``."""
+        plan = self.resume_plan
+        if plan is None or not plan.pending:
+            return False
+        self.pending = plan.pending
+        return True
+
+    def take_plan(self) -> PlanStep | None:
+        """The planning step, once (None when there is none or it was taken)."""
+        plan, self.plan = self.plan, None
+        return plan
+
+    def planned(self, plan: PlanStep, op: Op[Message]) -> list[MessageComplete]:
+        """Commit the plan of a finished planning request; its usage counts."""
+        events = plan.done(op)
+        self.extra_usage = self.extra_usage + plan.usage
+        return events
+
+    def watch(self, response: ProviderStream, config: Config) -> ProviderStream:
+        """The opened response under the thinking-stall limit."""
+        return watch_thinking(response, config)
+
+    def polled(self, events: list[Event]) -> list[Event]:
+        """Tool events as a batch returns them; a sub-agent's usage joins the turn's."""
+        for ev in events:
+            if type(ev) is SubagentEvent and type(ev.event) is TurnComplete:
+                self.extra_usage = self.extra_usage + ev.event.usage
+        return events
+
+    def _store_result(self, call: ToolCall, result: ToolResult) -> None:
+        self.session.store.move_approval(
+            self.session.id,
+            call.id,
+            ApprovalState.RUNNING,
+            ApprovalState.DONE,
+            result=result,
+        )
+
+    def dispatch_factory(
+        self, uses: Sequence[ToolUse]
+    ) -> tuple[Sequence[ToolUse], Callable[..., Dispatch]]:
+        """The calls to run for a response's ``uses`` and the batch factory for them.
+
+        The first batch of a resumed turn runs only the approved calls of the held
+        batch, the others keeping the results they have.
+        """
+        plan, self.resume_plan = self.resume_plan, None
+        resumed = plan is not None and tuple(uses) == plan.uses
+        guard = CallGuard(
+            self.hooks,
+            approved=resumed,
+            on_result=self._store_result if resumed else None,
+        )
+        if plan is not None and resumed:
+            factory = partial(
+                GuardedDispatch, guard=guard, preset=plan.known, order=uses
+            )
+            return plan.run, factory
+        return uses, partial(GuardedDispatch, guard=guard)
+
+    def held(self, dispatch: Dispatch) -> bool:
+        """Save the batch when calls of it wait for approval; True when they do."""
+        if not isinstance(dispatch, GuardedDispatch) or not dispatch.held:
+            return False
+        self.pending = approvals.hold(
+            self.session, dispatch.order, dispatch.finished_results(), dispatch.held
+        )
+        return True
+
+    def complete(
+        self,
+        reason: StopReason,
+        response: str,
+        iterations: int,
+        tool_calls: int,
+        usage: Usage,
+        turn_id: str,
+        output: object,
+    ) -> TurnComplete:
+        """The final ``TurnComplete``: usage of plan and sub-agents, held calls, the
+        ``on_completion`` hooks run, and every hook failure."""
+        usage = usage + self.extra_usage
+        done = TurnComplete(
+            reason,
+            response,
+            iterations,
+            tool_calls,
+            usage,
+            turn_id,
+            output,
+            pending_approvals=self.pending,
+        )
+        if not self.hooks:  # no hook, so no hook failure: built once
+            return done
+        self.hooks.completion(done)
+        return replace(done, hook_failures=self.hooks.failures)

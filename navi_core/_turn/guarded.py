@@ -1,0 +1,156 @@
+"""``GuardedDispatch``: a tool batch whose calls pass the hooks and the approval rule.
+
+On each call's tool thread, before the tool: the ``on_tool_start`` hooks (a veto or a
+failing hook blocks the call), then the approval rule (``Tool.needs_approval`` or a
+hook's ``NeedsApproval``) which holds the call instead of running it. After the tool,
+or for a blocked call with its error result: the ``on_tool_end`` hooks, and the
+``on_result`` callback (a resumed approved call stores its result there at once).
+
+A held call reports no ``ToolStarted``; it counts as settled, so the batch is done when
+every other call finished, and ``held`` names what waits. Sub-agent usage is counted
+by the turn from the ``SubagentEvent``s the batch returns. A resumed batch runs only
+its approved calls; ``preset`` holds the results the others already have, and the
+result message puts every call back in the model's order.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..conversation import Message, Part, TextPart, ToolResult, ToolUse
+from ..hooks import HookRunner, NeedsApproval, Veto, veto_result
+from ..tools._dispatch import Dispatch, error_result
+from ..tools._tool import ToolCall
+
+__all__ = ["CallGuard", "GuardedDispatch"]
+
+
+class CallGuard:
+    """What a batch checks around its calls: hooks, approvals, result sink."""
+
+    __slots__ = ("approved", "hooks", "on_result")
+
+    def __init__(
+        self,
+        hooks: HookRunner,
+        *,
+        approved: bool = False,
+        on_result: Callable[[ToolCall, ToolResult], None] | None = None,
+    ) -> None:
+        self.hooks = hooks
+        #: the calls were approved already: no approval rule applies
+        self.approved = approved
+        self.on_result = on_result
+
+    def screen(
+        self, call: ToolCall, needs_approval: bool, cancelled: threading.Event
+    ) -> Veto | NeedsApproval | None:
+        """The start hooks and the approval rule for ``call``."""
+        decision = self.hooks.tool_start(call, cancelled) if self.hooks else None
+        if isinstance(decision, Veto) or self.approved:
+            return decision if isinstance(decision, Veto) else None
+        if decision is None and needs_approval:
+            return NeedsApproval()
+        return decision
+
+    def finished(self, call: ToolCall, result: ToolResult) -> None:
+        """The end hooks and the result sink, on the call's tool thread."""
+        if self.hooks:
+            self.hooks.tool_end(call, result)
+        if self.on_result is not None:
+            self.on_result(call, result)
+
+
+class GuardedDispatch(Dispatch):
+    """A ``Dispatch`` that runs each call through a ``CallGuard`` (see the module)."""
+
+    __slots__ = ("_calls", "_guard", "_held", "_order", "_preset")
+
+    def __init__(
+        self,
+        uses: Sequence[ToolUse],
+        *args: Any,
+        guard: CallGuard,
+        preset: Mapping[str, ToolResult] | None = None,
+        order: Sequence[ToolUse] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # set before the base starts the tool threads, which read them
+        self._guard = guard
+        self._calls: dict[int, ToolCall] = {}
+        self._held: dict[str, str] = {}
+        self._preset = dict(preset or {})
+        self._order = tuple(order if order is not None else uses)
+        # every call is screened and watched when a hook or a sink wants to see it
+        self._screens = bool(guard.hooks.hooks) or guard.on_result is not None
+        super().__init__(uses, *args, **kwargs)
+
+    @property
+    def held(self) -> dict[str, str]:
+        """The calls held for approval (call id -> the reason a hook gave)."""
+        return dict(self._held)
+
+    @property
+    def order(self) -> tuple[ToolUse, ...]:
+        """Every call of the response, in the model's order."""
+        return self._order
+
+    # -- on the tool threads ------------------------------------------------------------
+
+    def _admit(self, i: int, call: ToolCall, needs_approval: bool) -> bool:
+        """Run the start hooks and the approval rule; False: blocked or held here."""
+        self._calls[i] = call
+        guard = self._guard
+        if not guard.hooks.hooks and (guard.approved or not needs_approval):
+            return True  # nothing to screen
+        decision = self._guard.screen(call, needs_approval, self._cancel)
+        if isinstance(decision, NeedsApproval):
+            self._held[call.id] = decision.reason
+            self._inbox.put(("held", i))
+            return False
+        if isinstance(decision, Veto):
+            result = veto_result(call.id, call.name, decision)
+            self._inbox.put(("started", i))
+            self._finished(i, result.parts, True, 0.0)
+            return False
+        return True
+
+    def _ended(self, i: int, parts: tuple[Part, ...], error: bool) -> None:
+        call = self._calls.get(i)
+        if call is not None:
+            self._guard.finished(call, ToolResult(call.id, parts, error))
+
+    def _merged(self, ran: Message) -> Message:
+        by_id = {r.tool_use_id: r for r in ran.tool_results}
+        results = tuple(
+            self._preset.get(u.id)
+            or by_id.get(u.id)
+            or error_result(u.id, f"Tool {u.name!r} did not run.")
+            for u in self._order
+        )
+        return Message("user", results, wire=ran.wire)
+
+    def message(self) -> Message:
+        """Every result in the model's order; a held call reads as not run."""
+        if not self._held:
+            ran = super().message()
+            if not self._preset and self._order == self._uses:
+                return ran  # every call ran, in the model's order already
+            return self._merged(ran)
+        results = []
+        finished = self.finished_results()
+        for u in self._uses:
+            r = finished.get(u.id)
+            if r is None:
+                text = f"Tool {u.name!r} was not run: it waited for approval."
+                r = ToolResult(u.id, (TextPart(text),), is_error=True)
+            results.append(r)
+        return self._merged(Message("user", tuple(results), wire=self._wire))
+
+    def cancelled_message(self) -> Message:
+        return self._merged(super().cancelled_message())
+
+    def finished_results(self) -> dict[str, ToolResult]:
+        return {**self._preset, **super().finished_results()}

@@ -1,0 +1,1 @@
+"""``navi-core bench``: an agent workload against your own server, measured."""

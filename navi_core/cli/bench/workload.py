@@ -1,0 +1,241 @@
+"""The workload of ``navi-core bench``: N workers, each running T agent turns.
+
+Every worker has its own ``Agent`` (and session) over one shared provider, so turns
+of one worker carry a growing history, as a real agent does. With tools, each turn
+asks for a chain of additions made with a local ``add`` tool, one call per step: a
+multi-iteration tool loop. Every response is timed from the moment its request is
+sent (a thin provider wrapper) to its first delta and its last.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ...agent import Agent
+from ...config import Config
+from ...conversation import WireIdentity
+from ...errors import NaviError
+from ...events import (
+    MessageComplete,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolFinished,
+    TurnComplete,
+)
+from ...providers.base import Provider, ProviderRequest, ProviderStream
+from ...tools._tool import tool
+
+__all__ = ["BenchResult", "ResponseSample", "TurnSample", "Workload", "add", "run"]
+
+SYSTEM = "You are a precise assistant. When asked to use a tool, use it as told."
+TOPICS = ("tides", "bridges", "bread", "glaciers", "compilers", "bees", "maps")
+_DELTAS = (TextDelta, ThinkingDelta, ToolCallStart, ToolCallDelta)
+
+
+@tool
+def add(a: float, b: float) -> float:
+    """Add two numbers and return the sum.
+
+    Args:
+        a: the first number.
+        b: the second number.
+    """
+    return a + b
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """What every worker runs: ``turns`` turns, with ``steps`` tool calls each."""
+
+    concurrency: int = 1
+    turns: int = 3
+    tools: bool = False
+    steps: int = 3
+    max_tokens: int = 256
+
+    def prompt(self, worker: int, turn: int) -> str:
+        """The user message of one turn (varied, so no server caches a reply)."""
+        seed = 7 * worker + 13 * turn
+        if not self.tools:
+            topic = TOPICS[seed % len(TOPICS)]
+            return f"In about 120 words, explain how {topic} work (variant {seed})."
+        numbers = [(seed + 11 * i) % 90 + 10 for i in range(self.steps + 1)]
+        chain = ", then ".join(f"add {n}" for n in numbers[1:])
+        return (
+            f"Start from {numbers[0]}, {chain}. Use the add tool for every step, one "
+            "call at a time, each on the previous result. Then reply with the final "
+            "number only."
+        )
+
+
+@dataclass(slots=True)
+class ResponseSample:
+    """One model response, timed from the moment its request was sent."""
+
+    worker: int
+    turn: int
+    iteration: int
+    seconds: float
+    ttft: float | None
+    tokens: int
+    gaps: list[float]
+    tool_calls: int
+    #: client time from this response's end to the next request, less the tool's own
+    tool_overhead: float | None = None
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        """Decode speed: tokens after the first over the time from the first to the
+        message's end (several tokens of one network read arrive together)."""
+        if self.ttft is None or self.tokens < 2 or self.seconds <= self.ttft:
+            return None
+        return (self.tokens - 1) / (self.seconds - self.ttft)
+
+
+@dataclass(slots=True)
+class TurnSample:
+    """One turn: its wall time, iterations and how it ended."""
+
+    worker: int
+    turn: int
+    seconds: float
+    iterations: int = 0
+    tool_calls: int = 0
+    stop_reason: str = ""
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class BenchResult:
+    """Everything measured in one run."""
+
+    workload: Workload
+    model: str
+    base_url: str
+    wall: float = 0.0
+    cpu: float = 0.0
+    responses: list[ResponseSample] = field(default_factory=list)
+    turns: list[TurnSample] = field(default_factory=list)
+
+
+class _Timed:
+    """A provider that records when each request is sent (one per worker)."""
+
+    def __init__(self, inner: Provider) -> None:
+        self._inner = inner
+        self.sent: list[float] = []
+
+    @property
+    def wire(self) -> WireIdentity:
+        return self._inner.wire
+
+    def open(self, request: ProviderRequest) -> ProviderStream:
+        self.sent.append(time.perf_counter())
+        return self._inner.open(request)
+
+    def close(self) -> None:
+        """The shared provider is closed by whoever made it."""
+
+
+def run(
+    provider: Provider, workload: Workload, on_turn: Callable[[], None] | None = None
+) -> BenchResult:
+    """Run ``workload`` against ``provider``; ``on_turn`` is called after every turn."""
+    wire = provider.wire
+    result = BenchResult(workload, wire.model, wire.base_url)
+    lock = threading.Lock()
+
+    def work(worker: int) -> None:
+        responses, turns = _worker(provider, workload, worker, on_turn)
+        with lock:
+            result.responses.extend(responses)
+            result.turns.extend(turns)
+
+    threads = [
+        threading.Thread(target=work, args=(i,), name=f"bench-{i}", daemon=True)
+        for i in range(workload.concurrency)
+    ]
+    cpu, start = time.process_time(), time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    result.wall = time.perf_counter() - start
+    result.cpu = time.process_time() - cpu
+    return result
+
+
+def _worker(
+    provider: Provider,
+    workload: Workload,
+    worker: int,
+    on_turn: Callable[[], None] | None,
+) -> tuple[list[ResponseSample], list[TurnSample]]:
+    timed = _Timed(provider)
+    responses: list[ResponseSample] = []
+    turns: list[TurnSample] = []
+    config = Config(max_output_tokens=workload.max_tokens)
+    tools = [add] if workload.tools else []
+    with Agent(timed, tools=tools, config=config, system=SYSTEM) as agent:
+        for turn in range(workload.turns):
+            start = time.perf_counter()
+            sample = TurnSample(worker, turn, 0.0)
+            try:
+                _turn(agent, timed, workload.prompt(worker, turn), sample, responses)
+            except NaviError as exc:
+                sample.error = f"{type(exc).__name__}: {exc}"
+            sample.seconds = time.perf_counter() - start
+            turns.append(sample)
+            if on_turn is not None:
+                on_turn()
+    return responses, turns
+
+
+def _turn(
+    agent: Agent,
+    timed: _Timed,
+    prompt: str,
+    sample: TurnSample,
+    out: list[ResponseSample],
+) -> None:
+    first: float | None = None
+    last = 0.0
+    gaps: list[float] = []
+    deltas = 0
+    waiting: ResponseSample | None = None  # a response whose tools are running
+    ended = tool_seconds = 0.0
+    iteration = 0
+    for event in agent.run(prompt):
+        now = time.perf_counter()
+        if isinstance(event, _DELTAS):
+            if first is None:
+                first = now
+            else:
+                gaps.append(now - last)
+            last = now
+            deltas += 1
+        elif isinstance(event, MessageComplete):
+            sent = timed.sent[-1]
+            if waiting is not None:
+                waiting.tool_overhead = max(0.0, sent - ended - tool_seconds)
+            calls = len(event.message.tool_uses)
+            response = ResponseSample(
+                sample.worker, sample.turn, iteration, now - sent,
+                None if first is None else first - sent,
+                event.usage.output or deltas, gaps, calls,
+            )  # fmt: skip
+            out.append(response)
+            waiting = response if calls else None
+            ended, tool_seconds = now, 0.0
+            first, gaps, deltas, iteration = None, [], 0, iteration + 1
+        elif isinstance(event, ToolFinished):
+            tool_seconds = max(tool_seconds, event.seconds)
+        elif isinstance(event, TurnComplete):
+            sample.iterations = event.iterations
+            sample.tool_calls = event.tool_calls
+            sample.stop_reason = event.stop_reason.value

@@ -1,0 +1,1 @@
+"""``navi-core chat``: an interactive terminal chat."""

@@ -1,0 +1,290 @@
+"""How a chat turn looks: a live area under the scrollback, and what is committed to it.
+
+While a response streams, its text, its thinking (dimmed), the tool calls being
+written and the tools running (with progress and elapsed time) live in a small area
+that is redrawn in place, with a spinner until the first token. Only a *completed*
+response is committed to the scrollback, rendered as markdown; so when an attempt
+fails mid-stream (``ResponseDiscarded``) its partial text just vanishes from the live
+area and the retried answer is never printed twice. Each finished tool call commits
+one line; the turn ends with a status line of its tokens (and cost, when priced).
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ...conversation import Usage
+from ...events import (
+    Compacted,
+    CompactionStarted,
+    Event,
+    MessageComplete,
+    ModelInfo,
+    ProviderRetry,
+    ResponseDiscarded,
+    Steered,
+    SubagentEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolFinished,
+    ToolProgress,
+    ToolStarted,
+    TurnComplete,
+)
+from .profiles import Price
+
+__all__ = ["Painter", "TurnView", "status_line"]
+
+_SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+_ARGS_WIDTH = 60
+
+
+class Painter:
+    """ANSI styles and markdown, or plain text when colour is off."""
+
+    def __init__(self, *, color: bool, width: Callable[[], int]) -> None:
+        self.color = color
+        self.width = width
+
+    def style(self, code: str, text: str) -> str:
+        """``text`` in SGR ``code`` (2 dim, 1 bold, 31 red...), or as is."""
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color and text else text
+
+    def markdown(self, text: str) -> str:
+        """``text`` rendered as markdown for the terminal, ending with a newline."""
+        if not self.color:
+            return text.rstrip("\n") + "\n"
+        try:
+            from rich.console import Console
+            from rich.markdown import Markdown
+        except ImportError:  # without the chat extra: the text as written
+            return text.rstrip("\n") + "\n"
+
+        buf = io.StringIO()
+        console = Console(
+            file=buf, force_terminal=True, width=max(20, self.width()), soft_wrap=False
+        )
+        console.print(Markdown(text.strip()))
+        return buf.getvalue()
+
+
+def _short(text: str, width: int = _ARGS_WIDTH) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _seconds(s: float) -> str:
+    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.1f} s"
+
+
+def status_line(
+    done: TurnComplete, seconds: float, price: Price | None, painter: Painter
+) -> str:
+    """``[end_turn] 2 responses · 1 tool call · 812 in / 64 out tokens · $0.0003 · 1.2 s``."""
+    u: Usage = done.usage
+    calls = f"{done.tool_calls} tool call{'s' * (done.tool_calls != 1)}"
+    parts = [
+        f"[{done.stop_reason}]",
+        f"{done.iterations} response{'s' * (done.iterations != 1)}",
+        calls,
+        f"{u.prompt_total:,} in / {u.output:,} out tokens",
+    ]
+    if u.cache_read or u.cache_write:
+        parts.append(f"cache {u.cache_read:,} read / {u.cache_write:,} written")
+    if price is not None:
+        parts.append(f"${price.cost(u):.4f}")
+    parts.append(_seconds(seconds))
+    return painter.style("2", " · ".join(parts))
+
+
+@dataclass
+class _Call:
+    name: str
+    args: str = ""
+    started: float | None = None
+    progress: str = ""
+
+
+class TurnView:
+    """The live state of one turn; ``handle`` is called by the turn's thread,
+    ``live`` by the terminal's, so both hold a lock.
+
+    ``commit(text)`` writes finished lines (ending in a newline) to the scrollback.
+    """
+
+    def __init__(
+        self,
+        painter: Painter,
+        commit: Callable[[str], None],
+        *,
+        price: Price | None = None,
+        live_rows: Callable[[], int] = lambda: 8,
+    ) -> None:
+        self.painter = painter
+        self.commit = commit
+        self.price = price
+        self.live_rows = live_rows
+        self._lock = threading.Lock()
+        self._active = False
+        self._started = 0.0
+        self._waiting = False  # spinner: nothing of the response has arrived yet
+        self._text = ""
+        self._thinking = ""
+        self._writing: dict[int, _Call] = {}  # tool calls the model is writing
+        self._running: dict[str, _Call] = {}  # tool calls running
+        self._notes: list[str] = []  # steering shown under the live area
+        self.model: str | None = None
+
+    # -- the turn's thread -------------------------------------------------------------
+
+    def begin(self) -> None:
+        """A turn starts: the spinner shows until its first token."""
+        with self._lock:
+            self._active, self._waiting = True, True
+            self._started = time.monotonic()
+            self._text = self._thinking = ""
+            self._writing.clear()
+            self._running.clear()
+
+    def note(self, text: str) -> None:
+        """Show ``text`` in the live area until the turn ends (steering, cancelling)."""
+        with self._lock:
+            self._notes.append(text)
+
+    def end(self) -> None:
+        """The turn ended (or failed): clear the live area."""
+        with self._lock:
+            self._active = self._waiting = False
+            self._text = self._thinking = ""
+            self._writing.clear()
+            self._running.clear()
+            self._notes.clear()
+
+    def handle(self, ev: Event) -> None:
+        """Apply one event of the turn to the live area or the scrollback."""
+        p = self.painter
+        with self._lock:
+            match ev:
+                case TextDelta(text=t):
+                    self._waiting = False
+                    self._text += t
+                case ThinkingDelta(text=t):
+                    self._waiting = False
+                    self._thinking += t
+                case ToolCallStart(index=i, name=name):
+                    self._waiting = False
+                    self._writing[i] = _Call(name)
+                case ToolCallDelta(index=i, arguments=a) if i in self._writing:
+                    self._writing[i].args += a
+                case ModelInfo(model=m):
+                    self.model = m
+                case MessageComplete():
+                    self._complete_response()
+                case ToolStarted(call_id=cid, name=name):
+                    self._running[cid] = _Call(name, started=time.monotonic())
+                case ToolProgress(call_id=cid, text=t) if cid in self._running:
+                    self._running[cid].progress = _short(t, 40)
+                case ToolFinished() as f:
+                    self._tool_finished(f)
+                case ResponseDiscarded(attempt=n, text_chars=chars):
+                    self._text = self._thinking = ""
+                    self._writing.clear()
+                    self._waiting = True
+                    self.commit(
+                        p.style("33", f"  ↺ attempt {n} broke off after {chars} chars")
+                        + p.style("2", "; its partial answer was removed\n")
+                    )
+                case ProviderRetry() as r:
+                    # the failed attempt is never committed: drop what it showed
+                    self._text = self._thinking = ""
+                    self._writing.clear()
+                    self._waiting = True
+                    self.commit(
+                        p.style(
+                            "33",
+                            f"  ↺ retry {r.attempt}/{r.max_attempts} after {r.error}"
+                            f", waiting {r.delay_ms} ms\n",
+                        )
+                    )
+                case Steered(message=m):
+                    self._notes = [n for n in self._notes if "steer" not in n]
+                    self.commit(p.style("35", f"  ↳ steered: {_short(m.text)}\n"))
+                case CompactionStarted(reason=why, messages_before=n):
+                    self.commit(p.style("35", f"  ⇊ compacting {n} messages ({why})\n"))
+                case Compacted(messages_before=a, messages_after=b):
+                    self.commit(p.style("35", f"  ⇊ compacted {a} → {b} messages\n"))
+                case SubagentEvent(call_id=cid, event=inner) if cid in self._running:
+                    if isinstance(inner, ToolStarted):
+                        self._running[cid].progress = f"sub-agent: {inner.name}"
+                case TurnComplete() as done:
+                    seconds = time.monotonic() - self._started
+                    self.commit(status_line(done, seconds, self.price, p) + "\n\n")
+                case _:
+                    pass
+
+    def _complete_response(self) -> None:
+        p = self.painter
+        if self._thinking.strip():
+            lines = self._thinking.strip().splitlines()
+            self.commit("".join(p.style("2", f"  {line}") + "\n" for line in lines))
+        if self._text.strip():
+            self.commit(p.markdown(self._text))
+        for call in self._writing.values():
+            args = _short(call.args) if call.args.strip() not in ("", "{}") else ""
+            self.commit(p.style("36", f"  ⚙ {call.name}") + p.style("2", f" {args}\n"))
+        self._text = self._thinking = ""
+        self._writing.clear()
+        self._waiting = True
+
+    def _tool_finished(self, f: ToolFinished) -> None:
+        p = self.painter
+        self._running.pop(f.call_id, None)
+        if f.is_error:
+            mark = p.style("31", "✗")
+            tail = p.style("31", f" {_short(f.error or 'error', 50)}")
+        else:
+            mark, tail = p.style("32", "✓"), ""
+        self.commit(
+            f"  {mark} {f.name} " + p.style("2", _seconds(f.seconds)) + tail + "\n"
+        )
+
+    # -- the terminal's thread ---------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        """True between ``begin`` and ``end``."""
+        return self._active
+
+    def live(self) -> str:
+        """The live area as ANSI text, each line ending in a newline ("" when idle)."""
+        p = self.painter
+        with self._lock:
+            if not self._active:
+                return ""
+            now = time.monotonic()
+            lines: list[str] = []
+            if self._thinking:
+                tail = self._thinking.splitlines()[-2:]
+                lines.extend(p.style("2", f"  {line}") for line in tail)
+            if self._text:
+                rows = self.live_rows()
+                # a long line wraps: bound the characters too, not just the lines
+                recent = self._text[-rows * max(20, p.width()) :]
+                lines.extend(recent.splitlines()[-rows:])
+            for call in self._writing.values():
+                lines.append(p.style("36", f"  ⚙ {call.name} ") + _short(call.args))
+            for call in self._running.values():
+                spent = _seconds(now - (call.started or now))
+                extra = f" · {call.progress}" if call.progress else ""
+                lines.append(p.style("36", f"  ⋯ {call.name} ") + spent + extra)
+            if self._waiting:
+                frame = _SPINNER[int(now * 10) % len(_SPINNER)]
+                lines.append(p.style("2", f"{frame} {_seconds(now - self._started)}"))
+            lines.extend(self._notes)
+        return "".join(line + "\n" for line in lines)

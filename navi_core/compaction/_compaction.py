@@ -1,0 +1,404 @@
+"""Context compaction: summarise the old prefix of a conversation, keep recent turns.
+
+A compaction rewrites the conversation as ``[system messages, summary, kept suffix]``:
+the prefix after the latest summary is rendered as a readable transcript (the previous
+summary first, so summaries chain) and sent, with ``CompactionConfig.prompt`` as the
+system prompt, to the compaction provider; its answer becomes a user message holding a
+``CompactionSummary``. The store receives the result as a new window. The transcript
+is bounded to fit the summary request (``summary_input``), and the summary's own
+output tokens anchor the usage restated on the kept messages.
+
+Messages are sized as ``navi_core.tokens`` describes. Compaction works on a
+``Session`` (conversation and store), a provider and the tool declarations; it never
+sees the ``Agent``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from .._logs import get_logger
+from ..config import CompactionConfig, Config
+from ..conversation import CompactionSummary, Message, ToolResult, Usage, UserMessage
+from ..core import estimate_tokens
+from ..errors import ContextOverflow, EmptyAssistantResponse, NoCompactionPrompt
+from ..events import Compacted, CompactionStarted
+from ..providers.base import Provider, ProviderRequest
+from ..session import Session
+from ..tokens import (
+    SizeCache,
+    estimate_message_tokens,
+    estimate_request_tokens,
+    message_sizes,
+    request_tokens,
+)
+from ..tools._tool import ToolSpec
+from ._summary import (
+    MAX_SHRINKS,
+    MIN_TRANSCRIPT_TOKENS,
+    ask_summary,
+    bounded_transcript,
+    transcript_budget,
+)
+from ._transcript import is_summary
+
+__all__ = [
+    "DEFAULT_SUMMARY_PROMPT",
+    "MIN_FOLD_TOKENS",
+    "CompactionResult",
+    "PendingCompaction",
+    "SizeCache",
+    "Split",
+    "compact",
+    "estimate_request_tokens",
+    "message_sizes",
+    "plan_compaction",
+    "apply_pending",
+    "run_compaction",
+    "split",
+    "summarise_pending",
+]
+
+DEFAULT_SUMMARY_PROMPT: Final = (
+    "You compact the history of a conversation between a user and an assistant that "
+    "uses tools. The assistant will continue the work seeing only your summary and the "
+    "most recent messages, so write the summary it needs:\n"
+    "- the user's goals, requests and constraints, quoting exact wording where it "
+    "matters;\n"
+    "- decisions taken and why;\n"
+    "- facts learned: file paths, names, identifiers, commands, numbers, error "
+    "messages;\n"
+    "- what the tools were asked and what they returned, in outline;\n"
+    "- the current state of the work and what remains to do next.\n"
+    "Be concise; leave out pleasantries and anything that no longer matters. Do not "
+    "address the user and do not invent anything that is not in the transcript."
+)
+"""A general-purpose summary prompt; compaction stays off until a prompt is configured."""
+
+MIN_FOLD_TOKENS: Final = 512
+"""Proactive compaction needs more than this many new tokens to fold into the summary:
+a summary is rarely shorter, so folding less would not shrink the context."""
+
+_CHAIN_NOTE: Final = (
+    "The transcript starts with the summary of an earlier part of the conversation. "
+    "Those earlier messages are gone: fold that summary into yours and keep everything "
+    "from it that still matters."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What ``Agent.compact`` did.
+
+    ``summarized_messages`` counts the messages folded into the new summary (the
+    previous summary not included); ``kept_turns`` the user prompts kept verbatim.
+    """
+
+    compacted: bool
+    summarized_messages: int
+    kept_turns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """A conversation cut in two: what to summarise and what to keep verbatim."""
+
+    #: every system message, in order; they survive a compaction untouched
+    system: tuple[Message, ...]
+    #: the latest summary message, folded into the next summary, or None
+    previous: Message | None
+    #: the dialogue messages after ``previous`` to summarise
+    prefix: tuple[Message, ...]
+    #: the suffix kept word for word, and the token size of each of its messages
+    kept: tuple[Message, ...]
+    kept_sizes: tuple[int, ...]
+    #: the estimated tokens of ``prefix``
+    prefix_tokens: int
+
+    @property
+    def kept_turns(self) -> int:
+        """The user prompts in the kept suffix (a partial turn kept counts none)."""
+        return sum(1 for m in self.kept if _is_prompt(m))
+
+
+# -- the split ------------------------------------------------------------------------
+
+
+def _is_prompt(m: Message) -> bool:
+    """A user message that starts a turn: not tool results, not a summary."""
+    return m.role == "user" and not any(
+        isinstance(b, (ToolResult, CompactionSummary)) for b in m.content
+    )
+
+
+def split(messages: Sequence[Message], keep_verbatim: int) -> Split:
+    """Cut ``messages`` into a prefix to summarise and a suffix of at most
+    ``keep_verbatim`` tokens to keep.
+
+    Whole turns are kept, newest first, while they fit. When not even the newest turn
+    fits (one long turn of tool iterations), the suffix starts at the earliest assistant
+    message of that turn whose suffix fits, so a tool call is never parted from its
+    results; when none fits, everything is summarised. An empty prefix means there is
+    nothing to summarise.
+    """
+    dialogue = [m for m in messages if m.role != "system"]
+    return _split(messages, dialogue, message_sizes(dialogue), keep_verbatim)
+
+
+def _split(
+    messages: Sequence[Message],
+    dialogue: Sequence[Message],
+    sizes: Sequence[int],
+    budget: int,
+) -> Split:
+    start = 0
+    previous: Message | None = None
+    for i in range(len(dialogue) - 1, -1, -1):
+        if is_summary(dialogue[i]):
+            previous, start = dialogue[i], i + 1
+            break
+    window = dialogue[start:]
+    wsizes = sizes[start:]
+    cut = _cut(window, wsizes, budget)
+    return Split(
+        tuple(m for m in messages if m.role == "system"),
+        previous,
+        tuple(window[:cut]),
+        tuple(window[cut:]),
+        tuple(wsizes[cut:]),
+        sum(wsizes[:cut]),
+    )
+
+
+def _cut(window: Sequence[Message], sizes: Sequence[int], budget: int) -> int:
+    """The index where the kept suffix of ``window`` starts."""
+    n = len(window)
+    starts = [0, *(i for i in range(1, n) if _is_prompt(window[i]))]
+    cut = n
+    used = 0
+    for s in reversed(starts):
+        used += sum(sizes[s:cut])
+        if used > budget:
+            break
+        cut = s
+    if cut < n or n == 0:
+        return cut
+    # not even the newest turn fits: keep the tail of it, cut before an assistant
+    # message so that every tool call stays with its results
+    turn = starts[-1]
+    tail = 0
+    best = n
+    for i in range(n - 1, turn, -1):
+        tail += sizes[i]
+        if tail > budget:
+            break
+        if window[i].role == "assistant":
+            best = i
+    return best
+
+
+# -- compacting -----------------------------------------------------------------------
+
+
+def compact(
+    session: Session,
+    provider: Provider,
+    config: Config,
+    extra_instructions: str | None = None,
+) -> CompactionResult:
+    """Summarise the prefix of ``session``'s conversation now (``Agent.compact``).
+
+    ``provider`` is the session's own provider: the fallback when the configured
+    summary provider fails, and the wire identity of the summary message.
+
+    Raises:
+        NoCompactionPrompt: ``config.compaction.prompt`` is not set.
+        ProviderError: the summary request failed on every provider tried.
+        EmptyAssistantResponse: the summary came back empty.
+        The conversation and the store are unchanged when any of these is raised.
+    """
+    cc = config.compaction
+    if cc.prompt is None:
+        raise NoCompactionPrompt(
+            "set Config.compaction.prompt (e.g. compaction.DEFAULT_SUMMARY_PROMPT) "
+            "to compact a conversation"
+        )
+    plan = split(session.messages, cc.keep_verbatim)
+    if not plan.prefix:
+        return CompactionResult(False, 0, plan.kept_turns)
+    summary = _summarise(
+        provider, cc.provider, config, cc.prompt, plan, extra_instructions
+    )
+    _install(session, provider, plan, *summary)
+    return CompactionResult(True, len(plan.prefix), plan.kept_turns)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCompaction:
+    """A compaction decided on but not yet run.
+
+    ``config`` is the snapshot it was planned with: the compaction runs with that
+    snapshot's prompt and summary provider even if ``Agent.set_config`` replaced the
+    config after ``started`` was returned.
+    """
+
+    #: the event announcing the compaction
+    started: CompactionStarted
+    #: what to summarise and what to keep
+    plan: Split
+    #: the config snapshot the plan was made with
+    config: Config
+
+    @property
+    def settings(self) -> CompactionConfig:
+        """The compaction settings of the snapshot."""
+        return self.config.compaction
+
+
+def plan_compaction(
+    session: Session,
+    config: Config,
+    tools: Sequence[ToolSpec],
+    *,
+    reason: str,
+    force: bool = False,
+    cache: SizeCache | None = None,
+) -> PendingCompaction | None:
+    """Decide whether to compact before a response; cheap, makes no provider call.
+
+    Without ``force`` (the threshold check) it plans only when
+    ``compaction.context_window`` and ``prompt`` are set, the request (with the
+    declarations ``tools``) is estimated above ``threshold * context_window`` and more
+    than ``MIN_FOLD_TOKENS`` would be folded. With ``force`` (after a context overflow)
+    it plans whenever there is anything to summarise, keeping at most half the
+    dialogue when ``keep_verbatim`` would keep all of it. ``cache`` (by default the
+    session's own) spares re-estimating the messages already seen.
+    """
+    cc = config.compaction
+    if cc.prompt is None or (not force and cc.context_window is None):
+        return None
+    conversation = session.conversation
+    messages = conversation.messages
+    dialogue = conversation.dialogue()
+    sizes = message_sizes(dialogue, session.sizes if cache is None else cache)
+    estimated = request_tokens(conversation.system_prompt(), dialogue, sizes, tools)
+    if not force:
+        assert cc.context_window is not None
+        if estimated <= cc.threshold * cc.context_window:
+            return None
+    plan = _split(messages, dialogue, sizes, cc.keep_verbatim)
+    if force and not plan.prefix:
+        plan = _split(messages, dialogue, sizes, sum(plan.kept_sizes) // 2)
+    if not plan.prefix or (not force and plan.prefix_tokens <= MIN_FOLD_TOKENS):
+        return None
+    started = CompactionStarted(reason, len(messages), estimated)
+    get_logger("navi_core.compaction").info(
+        "compacting (%s): %d messages, ~%d tokens", reason, len(messages), estimated
+    )
+    return PendingCompaction(started, plan, config)
+
+
+def run_compaction(
+    session: Session, provider: Provider, config: Config, pending: PendingCompaction
+) -> Compacted:
+    """Summarise a planned prefix (one provider call) and rewrite the conversation.
+
+    The prompt and summary provider come from ``pending.config``, the snapshot the
+    plan was made with; ``config`` (the current one) carries the request options;
+    ``provider`` is the session's own provider (fallback and wire identity).
+
+    Raises:
+        ProviderError, EmptyAssistantResponse: the summary request failed; the
+            conversation and the store are unchanged, and ``pending`` can run again.
+    """
+    summary = summarise_pending(provider, config, pending)
+    return apply_pending(session, provider, pending, summary)
+
+
+def summarise_pending(
+    provider: Provider, config: Config, pending: PendingCompaction
+) -> tuple[str, int]:
+    """The summary of a planned compaction and its output tokens: only the provider
+    call, so a ``Stream`` may run it on another thread (raises as ``run_compaction``)."""
+    cc = pending.settings
+    if cc.prompt is None:  # plan_compaction never plans without a prompt
+        raise NoCompactionPrompt("the planned compaction has no summary prompt")
+    return _summarise(provider, cc.provider, config, cc.prompt, pending.plan, None)
+
+
+def apply_pending(
+    session: Session,
+    provider: Provider,
+    pending: PendingCompaction,
+    summary: tuple[str, int],
+) -> Compacted:
+    """Store the window that starts at ``summary``; it becomes the conversation."""
+    plan, before = pending.plan, pending.started.messages_before
+    after = _install(session, provider, plan, *summary)
+    get_logger("navi_core.compaction").info(
+        "compacted: %d -> %d messages, %d summarised", before, after, len(plan.prefix)
+    )
+    return Compacted(before, after, len(plan.prefix), plan.kept_turns)
+
+
+def _install(
+    session: Session, provider: Provider, plan: Split, text: str, measured: int
+) -> int:
+    """Store the new window (system messages, summary, kept turns); the kept turns'
+    usage restated from the summary's measured size (``measured``, else estimated)."""
+    summary = Message("user", (CompactionSummary(text),), wire=provider.wire)
+    running = measured or estimate_message_tokens(summary)
+    kept: list[Message] = []
+    for m, size in zip(plan.kept, plan.kept_sizes, strict=True):
+        u = m.usage
+        if m.role == "assistant" and u is not None and u.total > 0:
+            m = m.with_usage(Usage(running, u.output, 0, 0, u.reasoning))
+        kept.append(m)
+        running += size
+    new = [*plan.system, summary, *kept]
+    session.new_window(new)
+    return len(new)
+
+
+def _summarise(
+    provider: Provider,
+    summariser: Provider | None,
+    config: Config,
+    prompt: str,
+    plan: Split,
+    extra_instructions: str | None,
+) -> tuple[str, int]:
+    """The summary text and its output tokens (0 when unreported).
+
+    The transcript is bounded to fit (``summary_input``); one that still overflows
+    is halved and sent again, at most ``MAX_SHRINKS`` times.
+    """
+    system = prompt
+    if plan.previous is not None:
+        system += "\n\n" + _CHAIN_NOTE
+    if extra_instructions:
+        system += "\n\nAdditional instructions:\n" + extra_instructions
+    shown = (plan.previous, *plan.prefix) if plan.previous else plan.prefix
+    budget = transcript_budget(config, system)
+    for shrink in range(MAX_SHRINKS + 1):
+        transcript = bounded_transcript(shown, budget)
+        message = UserMessage(
+            f"Summarise this conversation.\n\n<transcript>\n{transcript}\n</transcript>"
+        )
+        request = ProviderRequest((message,), system, (), config)
+        try:
+            answer = ask_summary(provider, summariser, request)
+            break
+        except ContextOverflow:
+            tokens = estimate_tokens(transcript)
+            if shrink == MAX_SHRINKS or tokens <= MIN_TRANSCRIPT_TOKENS:
+                raise
+            budget = tokens // 2
+    if not answer.text.strip():
+        raise EmptyAssistantResponse(
+            "the summary response held no text; the conversation is unchanged"
+        )
+    usage = answer.usage
+    return answer.text, usage.output if usage is not None else 0

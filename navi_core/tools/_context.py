@@ -1,0 +1,71 @@
+"""``ToolContext``: what a running tool call may know and do, and how a tool's
+parameters ask for it."""
+
+from __future__ import annotations
+
+import threading
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..events import Event
+
+__all__ = ["ToolContext", "context_parameters"]
+
+
+class ToolContext:
+    """What a running call may know and do; a parameter annotated ``ToolContext`` gets it.
+
+    The parameter is left out of the schema the model sees. ``cancelled`` is set when
+    the turn is cancelled or closed: a long tool should check it and return early.
+    ``emit(text)`` reports progress, returned by the stream as ``ToolProgress``.
+    """
+
+    __slots__ = ("_emit", "_forward", "call_id", "cancelled", "name", "session_id")
+
+    def __init__(
+        self,
+        call_id: str,
+        name: str,
+        session_id: str | None = None,
+        cancelled: threading.Event | None = None,
+        emit: Callable[[str], None] | None = None,
+        forward: Callable[[Event], None] | None = None,
+    ) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.session_id = session_id
+        self.cancelled = cancelled if cancelled is not None else threading.Event()
+        self._emit = emit
+        self._forward = forward
+
+    def emit(self, text: str) -> None:
+        """Report progress of this call (``ToolProgress(call_id, text)``)."""
+        if self._emit is not None:
+            self._emit(str(text))
+
+    def forward(self, event: Event) -> None:
+        """Hand an event of a sub-agent this call runs to the parent stream, where it
+        arrives as ``SubagentEvent(call_id, event)`` (a no-op outside a stream)."""
+        if self._forward is not None:
+            self._forward(event)
+
+    def __repr__(self) -> str:
+        return f"ToolContext(call_id={self.call_id!r}, name={self.name!r})"
+
+
+def context_parameters(hints: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of the parameters annotated ``ToolContext`` or ``ToolContext | None``
+    (injected, not in the schema)."""
+    return tuple(k for k, v in hints.items() if _is_context(v))
+
+
+def _is_context(hint: Any) -> bool:
+    if hint is ToolContext:
+        return True
+    args = typing.get_args(hint)  # Optional[ToolContext], ToolContext | None
+    return (
+        bool(args)
+        and ToolContext in args
+        and all(a is ToolContext or a is type(None) for a in args)
+    )

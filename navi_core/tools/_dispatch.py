@@ -1,0 +1,400 @@
+"""Runs one response's tool calls: grouped by owner, concurrent, results in model order.
+
+Each call to a plain ``Tool`` is its own group; every call to one ``ToolSource`` forms
+one batch run on one thread. Groups run concurrently on the agent's thread pool and
+report back through a queue, so the Stream can return ``ToolStarted``/``ToolFinished``
+as calls start and finish while the result message keeps the model's order.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+from .._logs import get_logger
+from ..config import ImageLimits
+from ..conversation import (
+    Message,
+    Part,
+    TextPart,
+    ToolResult,
+    ToolUse,
+    WireIdentity,
+    decode_arguments,
+)
+from ..errors import Cancelled
+from ..events import Event, SubagentEvent, ToolFinished, ToolProgress, ToolStarted
+from ._pool import DaemonPool
+from ._results import (
+    cancelled_before_start,
+    describe,
+    error_result,
+    failure_text,
+    interrupted_results,
+    short_error,
+    to_parts,
+)
+from ._tool import Tool, ToolCall, ToolContext, ToolRegistry, ToolSource
+
+__all__ = [
+    "ABORTING",
+    "Dispatch",
+    "cancelled_before_start",
+    "describe",
+    "error_result",
+    "failure_text",
+    "interrupted_results",
+]
+
+#: Exceptions that abort the whole turn instead of becoming an error result.
+ABORTING: tuple[type[BaseException], ...] = (Cancelled, KeyboardInterrupt, MemoryError)
+
+#: Seconds a poll waits before it starts calls queued behind one not started yet.
+_GRACE = 0.001
+
+
+@dataclass(slots=True)
+class _Outcome:
+    parts: tuple[Part, ...]
+    is_error: bool
+    seconds: float
+
+
+class Dispatch:
+    """One batch of tool calls in flight; ``poll`` returns events as calls progress.
+
+    Every call gets a ``ToolContext`` whose ``cancelled`` event is the batch's: a
+    ``cancel()`` sets it, keeps the results of calls that finished (also those not
+    polled yet) and closes every started call with a ``ToolFinished``.
+    """
+
+    __slots__ = (
+        "_abandon",
+        "_batch_context",
+        "_cancel",
+        "_inbox",
+        "_limits",
+        "_outcomes",
+        "_pending",
+        "_pool",
+        "_screens",
+        "_session_id",
+        "_started",
+        "_uses",
+        "_wire",
+    )
+
+    def __init__(
+        self,
+        uses: Sequence[ToolUse],
+        registry: ToolRegistry,
+        executor: Executor,
+        limits: ImageLimits,
+        wire: WireIdentity | None,
+        *,
+        session_id: str | None = None,
+        on_abandon: Callable[[], None] | None = None,
+    ) -> None:
+        self._uses = tuple(uses)
+        self._limits = limits
+        self._wire = wire
+        self._session_id = session_id
+        self._abandon = on_abandon
+        self._cancel = threading.Event()
+        # for calls that read no context: a coroutine a lambda returns is cancelled by it
+        self._batch_context = ToolContext("", "", session_id, self._cancel)
+        self._outcomes: list[_Outcome | None] = [None] * len(self._uses)
+        self._started = [False] * len(self._uses)
+        self._inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._pending = len(self._uses)
+        self._screens = getattr(self, "_screens", False)  # a subclass may set it first
+        tool_groups: list[tuple[Tool, int, dict[str, Any]]] = []
+        batches: dict[int, tuple[ToolSource, list[tuple[int, ToolCall]]]] = {}
+        for i, use in enumerate(self._uses):
+            owner = registry.owner(use.name)
+            if owner is None:
+                known = ", ".join(registry.names()) or "none"
+                self._reject(i, f"Unknown tool {use.name!r}; available tools: {known}.")
+                continue
+            args = decode_arguments(use.input)
+            if isinstance(args, str):
+                self._reject(
+                    i,
+                    f"Tool {use.name!r} was not run: its arguments are not a complete "
+                    f"JSON object ({args}). Arguments received: {use.input[:200]!r}",
+                )
+                continue
+            if isinstance(owner, Tool):
+                tool_groups.append((owner, i, args))
+            else:
+                batches.setdefault(id(owner), (owner, []))[1].append(
+                    (i, ToolCall(use.id, use.name, args))
+                )
+        # a watched DaemonPool starts queued calls when poll() asks (no Future either)
+        self._pool: DaemonPool | None = (
+            executor
+            if isinstance(executor, DaemonPool) and not executor.chains
+            else None
+        )
+        run = getattr(executor, "post", executor.submit)
+        for t, i, args in tool_groups:
+            run(self._run_tool, t, i, args)
+        for source, calls in batches.values():
+            run(self._run_source, source, calls)
+
+    def _reject(self, i: int, text: str) -> None:
+        self._inbox.put(("started", i))
+        self._inbox.put(("finished", i, _Outcome((TextPart(text),), True, 0.0)))
+
+    def _admit(self, i: int, call: ToolCall, needs_approval: bool) -> bool:
+        """Whether call ``i`` may run (on its tool thread); a subclass screens here
+        (every call when it sets ``_screens``, else the calls that need approval)."""
+        return True
+
+    def _ended(self, i: int, parts: tuple[Part, ...], error: bool) -> None:
+        """Call ``i`` has its result (on its tool thread); a subclass that sets
+        ``_screens`` watches here."""
+
+    def _finished(self, i: int, parts: tuple[Part, ...], error: bool, t: float) -> None:
+        """Report call ``i`` finished, on its tool thread."""
+        if self._screens:
+            self._ended(i, parts, error)
+        self._inbox.put(("finished", i, _Outcome(parts, error, t)))
+
+    def _context(self, i: int) -> ToolContext:
+        use = self._uses[i]
+        put = self._inbox.put
+        return ToolContext(
+            use.id,
+            use.name,
+            self._session_id,
+            self._cancel,
+            lambda text: put(("progress", i, text)),
+            lambda event: put(("forward", i, event)),
+        )
+
+    def _run_tool(self, t: Tool, i: int, args: dict[str, Any]) -> None:
+        use = self._uses[i]
+        if (self._screens or t.needs_approval) and not self._admit(
+            i, ToolCall(use.id, use.name, args), t.needs_approval
+        ):
+            return
+        self._inbox.put(("started", i))
+        if self._cancel.is_set():  # set before cancel() drains: it sees no start
+            return
+        t0 = time.perf_counter()
+        try:
+            context = self._context(i) if t.takes_context else self._batch_context
+            value = t.invoke(args, context)
+            parts, error = to_parts(value, self._limits), False
+        except ABORTING as exc:
+            self._inbox.put(("abort", exc))
+            return
+        except BaseException as exc:  # every other failure becomes a readable result
+            text = failure_text(t.name, exc)
+            get_logger("navi_core.tools").warning(text, exc_info=exc)
+            parts, error = (TextPart(text),), True
+        self._finished(i, parts, error, time.perf_counter() - t0)
+
+    def _run_source(
+        self, source: ToolSource, calls: list[tuple[int, ToolCall]]
+    ) -> None:
+        if not (calls := [(i, c) for i, c in calls if self._admit(i, c, False)]):
+            return
+        for i, _ in calls:
+            self._inbox.put(("started", i))
+        if self._cancel.is_set():
+            return
+        t0 = time.perf_counter()
+        try:
+            values = list(source.call_batch([c for _, c in calls]))
+            if len(values) > len(calls):
+                raise RuntimeError(
+                    f"{type(source).__name__}.call_batch returned {len(values)} "
+                    f"results for {len(calls)} calls"
+                )
+        except ABORTING as exc:
+            self._inbox.put(("abort", exc))
+            return
+        except BaseException as exc:
+            seconds = time.perf_counter() - t0
+            get_logger("navi_core.tools").warning(
+                "%s.call_batch failed", type(source).__name__, exc_info=exc
+            )
+            for i, call in calls:
+                text = f"Tool {call.name!r} failed: {describe(exc)}"
+                self._finished(i, (TextPart(text),), True, seconds)
+            return
+        seconds = time.perf_counter() - t0
+        # Fewer results than calls: the answered ones are kept, the rest marked.
+        missing = RuntimeError(
+            f"{type(source).__name__}.call_batch returned no result for this call "
+            f"({len(values)} results for {len(calls)} calls)"
+        )
+        values += [missing] * (len(calls) - len(values))
+        for (i, call), value in zip(calls, values, strict=True):
+            parts: tuple[Part, ...]
+            if isinstance(value, ABORTING):
+                self._inbox.put(("abort", value))
+                return
+            if isinstance(value, BaseException):
+                text = failure_text(call.name, value)
+                parts, error = (TextPart(text),), True
+            else:
+                try:
+                    parts, error = to_parts(value, self._limits), False
+                except Exception as exc:
+                    text = f"Tool {call.name!r} returned an unusable value: {describe(exc)}"
+                    parts, error = (TextPart(text),), True
+            self._finished(i, parts, error, seconds)
+
+    @property
+    def done(self) -> bool:
+        """True when every call has finished."""
+        return self._pending == 0
+
+    def begin(self, timeout: float | None = None) -> list[Event]:
+        """The events of the batch's first millisecond (at most ``timeout``): calls queued
+        behind one that blocks at once get threads now, not at the host's next pull."""
+        wait = _GRACE if timeout is None else min(_GRACE, timeout)
+        try:
+            return self.poll(wait) if wait > 0 else []  # timeout=0: at the next poll
+        except TimeoutError:
+            return []
+
+    def poll(self, timeout: float | None = None) -> list[Event]:
+        """Wait for progress and return the events it produced (at least one).
+
+        Raises:
+            Cancelled, KeyboardInterrupt, MemoryError: a tool aborted the turn.
+            TimeoutError: nothing happened within ``timeout`` seconds.
+        """
+        events: list[Event] = []
+        block = True
+        pool = self._pool
+        while self._pending:
+            wait = timeout if block else None
+            short = block and pool is not None and pool.stalled
+            if short:  # calls wait behind one that may block before it starts
+                wait = _GRACE if timeout is None else min(_GRACE, timeout)
+            try:
+                item = self._inbox.get(block=block, timeout=wait)
+            except queue.Empty:
+                if not block:
+                    break
+                if not short:
+                    raise TimeoutError("no tool progressed in time") from None
+                pool.catch_up()  # type: ignore[union-attr]
+                if timeout is not None:
+                    timeout -= wait  # type: ignore[operator]
+                    if timeout <= 0:
+                        raise TimeoutError("no tool progressed in time") from None
+                continue
+            block = False
+            if item[0] == "wake":
+                break
+            self._take(item, events)
+        if pool is not None:
+            # calls still queued wait behind ones that block (or run long): start them
+            pool.catch_up()
+        return events
+
+    def _take(self, item: tuple[Any, ...], events: list[Event]) -> None:
+        """Apply one report from a tool thread, appending the events it makes."""
+        kind = item[0]
+        if kind == "abort":
+            raise item[1]
+        if kind == "wake" or kind == "held":  # held: settled, waits for approval
+            self._pending -= kind == "held"
+            return
+        i = item[1]
+        use = self._uses[i]
+        if kind == "started":
+            self._started[i] = True
+            events.append(ToolStarted(use.id, use.name))
+        elif kind == "progress" or kind == "forward":
+            if self._outcomes[i] is None:
+                wrap = ToolProgress if kind == "progress" else SubagentEvent
+                events.append(wrap(use.id, item[2]))
+        elif self._outcomes[i] is None:
+            outcome: _Outcome = item[2]
+            self._outcomes[i] = outcome
+            self._pending -= 1
+            error = short_error(outcome.parts) if outcome.is_error else None
+            events.append(
+                ToolFinished(use.id, use.name, outcome.is_error, outcome.seconds, error)
+            )
+
+    def wake(self) -> None:
+        """Make a ``poll`` blocked on another thread return (any thread)."""
+        self._inbox.put(("wake",))
+
+    def cancel(self) -> list[Event]:
+        """Stop the batch: tell the tools, keep what finished, close what started.
+
+        Returns the events not returned yet: the starts and ends of calls that
+        finished meanwhile, then a ``ToolFinished`` (an error, "cancelled") for each
+        call that started and did not finish. Calls still running are left to their
+        threads, and the pool gets new threads for the next batch.
+        """
+        self._cancel.set()
+        events: list[Event] = []
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if item[0] != "abort":
+                self._take(item, events)
+        for i, use in enumerate(self._uses):
+            if self._outcomes[i] is None and self._started[i]:
+                events.append(ToolFinished(use.id, use.name, True, 0.0, "cancelled"))
+        if self._pending and self._abandon is not None:
+            self._abandon()
+        return events
+
+    def finished_results(self) -> dict[str, ToolResult]:
+        """The results of the calls that finished so far, by call id."""
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if item[0] == "finished":
+                self._take(item, [])
+        return {
+            use.id: ToolResult(use.id, o.parts, o.is_error)
+            for use, o in zip(self._uses, self._outcomes, strict=True)
+            if o is not None
+        }
+
+    def cancelled_message(self) -> Message:
+        """Results for a cancelled batch: finished calls keep theirs, the rest say so."""
+        results = []
+        for i, (use, outcome) in enumerate(
+            zip(self._uses, self._outcomes, strict=True)
+        ):
+            if outcome is None:
+                text = (
+                    f"Tool {use.name!r} was cancelled while it ran: it may or may not "
+                    "have taken effect. Check before calling it again."
+                    if self._started[i]
+                    else f"Tool {use.name!r} was cancelled before it started."
+                )
+                results.append(error_result(use.id, text))
+            else:
+                results.append(ToolResult(use.id, outcome.parts, outcome.is_error))
+        return Message("user", tuple(results), wire=self._wire)
+
+    def message(self) -> Message:
+        """The user message carrying every result, in the model's order."""
+        results = []
+        for use, outcome in zip(self._uses, self._outcomes, strict=True):
+            assert outcome is not None, "message() before every call finished"
+            results.append(ToolResult(use.id, outcome.parts, outcome.is_error))
+        return Message("user", tuple(results), wire=self._wire)

@@ -1,0 +1,381 @@
+"""Tools the model may call: ``@tool`` functions, ``ToolSource`` batches, the registry.
+
+``@tool`` derives a JSON schema from a function's type hints and its description from
+the docstring (Google-style ``Args:`` lines describe parameters; see ``schema``). The
+``Tool`` it returns is still the function for callers and type checkers: same
+parameters, same return type. A ``ToolSource`` declares several tools and receives
+every call addressed to it as one batch. ``ToolSpec`` is the declaration sent to the
+model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import re
+import threading
+import types
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Generic, Protocol, overload, runtime_checkable
+
+from ..errors import ToolRegistrationError
+from . import _pydantic as pydantic_types
+from ._call_plan import CallPlan
+from ._context import ToolContext, context_parameters
+from ._schema import function_schema, parse_docstring, schema_for, type_hints
+from ._validation import ArgumentError, errors, summary
+
+if TYPE_CHECKING:
+    # Defaults (PEP 696) let ``Tool`` stand alone in annotations (``Tool[..., Any]``);
+    # type checkers ship these stubs, and at run time the defaults play no part.
+    from typing_extensions import ParamSpec, TypeVar
+
+    P = ParamSpec("P", default=...)
+    R = TypeVar("R", default=Any)
+else:
+    from typing import ParamSpec, TypeVar
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
+
+__all__ = [
+    "ArgumentError",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolRegistry",
+    "ToolSource",
+    "ToolSpec",
+    "context_parameters",
+    "schema_for",
+    "tool",
+]
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool declaration as sent to the model: name, description, JSON schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One call handed to a tool: the model's call id, tool name and decoded arguments."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(hash=False)
+
+
+def _may_await(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` may return a coroutine: an ``async def`` at any layer of
+    ``functools.wraps`` wrappers and partials (an async wrapper of a sync function
+    too), or any callable that is not a plain function, whose result cannot be told
+    before it is called."""
+    seen: set[int] = set()
+    layer: Any = fn
+    while id(layer) not in seen:  # a cycle of __wrapped__ cannot be told either
+        seen.add(id(layer))
+        if isinstance(layer, functools.partial):
+            layer = layer.func
+            continue
+        if inspect.iscoroutinefunction(layer):
+            return True
+        if not (inspect.isfunction(layer) or inspect.ismethod(layer)):
+            return True
+        inner = getattr(layer, "__wrapped__", None)
+        if inner is None:
+            return False
+        layer = inner
+    return True
+
+
+class _FunctionSignature:
+    """``inspect.signature(a_tool)`` is the signature of the tool's function."""
+
+    def __get__(self, obj: Tool | None, owner: type | None = None) -> inspect.Signature:
+        if obj is None:  # the class itself: inspect falls back to ``__init__``
+            raise AttributeError("__signature__")
+        return inspect.signature(obj.fn)
+
+
+@dataclass(frozen=True, slots=True)
+class Tool(Generic[P, R]):
+    """A function the model may call, with its declaration.
+
+    Calling the tool calls the function: ``Tool[P, R]`` takes the parameters ``P``
+    and returns ``R`` of the function it wraps. A bare ``Tool`` is any tool.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(hash=False, repr=False)
+    fn: Callable[P, R] = field(repr=False)
+    hints: dict[str, Any] = field(
+        default_factory=dict, hash=False, repr=False, compare=False
+    )
+    #: every call waits for ``Agent.approve`` before it runs
+    needs_approval: bool = field(default=False, compare=False)
+    #: worked out from ``parameters`` and ``hints`` on the first ``invoke`` (a copy
+    #: from ``dataclasses.replace`` starts without one)
+    _plan: CallPlan | None = field(
+        default=None, init=False, repr=False, compare=False, hash=False
+    )
+
+    __signature__ = _FunctionSignature()
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ToolRegistrationError(
+                f"tool name {self.name!r} must be 1-64 characters of A-Z a-z 0-9 _ -"
+            )
+
+    @property
+    def spec(self) -> ToolSpec:
+        """The declaration sent to the model."""
+        return ToolSpec(self.name, self.description, self.parameters)
+
+    def invoke(
+        self, arguments: Mapping[str, Any], context: ToolContext | None = None
+    ) -> Any:
+        """Check JSON arguments against the schema, convert them to the annotated
+        types and call the function; a coroutine function runs to completion here,
+        so the value is the function's result, awaited.
+
+        ``context`` is passed to every parameter annotated ``ToolContext`` (a fresh,
+        inert one when none is given).
+
+        Raises:
+            ArgumentError: the arguments do not match the schema (the function was
+                not called); the message names each field and what was expected.
+        """
+        plan = self._plan if self._plan is not None else self._call_plan()
+        if plan.valid is None or not plan.valid(arguments):
+            problems = errors(self.parameters, arguments)
+            if problems:
+                raise ArgumentError(f"invalid arguments: {summary(problems)}")
+        try:
+            kwargs = plan.keywords(arguments)
+        except (TypeError, ValueError) as exc:
+            lines = pydantic_types.error_lines(exc) or [str(exc)]
+            raise ArgumentError(f"invalid arguments: {summary(lines)}") from exc
+        if plan.context:
+            if context is None:
+                context = ToolContext("", self.name)
+            for k in plan.context:
+                kwargs[k] = context
+        fn: Callable[..., Any] = self.fn
+        result = fn(**kwargs)
+        if isinstance(result, types.CoroutineType):
+            return run_coroutine(
+                result, context.cancelled if context is not None else None
+            )
+        return result
+
+    @property
+    def takes_context(self) -> bool:
+        """Whether ``invoke`` reads its ``context``: a parameter annotated
+        ``ToolContext``, a function that may return a coroutine (``async def``, also
+        wrapped; cancelled through the context) or a subclass's own ``invoke``. A
+        dispatcher builds no context for the others."""
+        plan = self._plan if self._plan is not None else self._call_plan()
+        return plan.takes_context
+
+    def _call_plan(self) -> CallPlan:
+        awaits = type(self).invoke is not Tool.invoke or _may_await(self.fn)
+        plan = CallPlan(
+            self.parameters, self.hints, context_parameters(self.hints), awaits=awaits
+        )
+        object.__setattr__(self, "_plan", plan)
+        return plan
+
+    def __getstate__(self) -> list[Any]:
+        # the plan holds closures; a copy or an unpickled tool works out its own.
+        # A subclass's own attributes (SubAgent's factory) follow the fields.
+        names = {f.name for f in fields(self)}
+        extra = {
+            name: getattr(self, name)
+            for cls in type(self).__mro__
+            for name in cls.__dict__.get("__slots__", ())
+            if name not in names and hasattr(self, name)
+        }
+        extra.update(getattr(self, "__dict__", {}))
+        state = [getattr(self, f.name) for f in fields(self) if f.name != "_plan"]
+        return [*state, extra] if extra else state
+
+    def __setstate__(self, state: list[Any]) -> None:
+        names = [f.name for f in fields(self) if f.name != "_plan"]
+        extra = state[len(names)] if len(state) > len(names) else {}
+        for name, value in [
+            *zip(names, state[: len(names)], strict=True),
+            *extra.items(),
+        ]:
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_plan", None)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+
+def run_coroutine(
+    coro: Coroutine[Any, Any, Any], cancelled: threading.Event | None = None
+) -> Any:
+    """Run a coroutine to completion and return its result, from any thread.
+
+    It runs on a fresh event loop: on this thread when none is running here, else on
+    a helper thread (a thread whose own loop is running cannot wait on another
+    coroutine). When ``cancelled`` is set, the coroutine is cancelled.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_watched(coro, cancelled))
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append((True, asyncio.run(_watched(coro, cancelled))))
+        except BaseException as exc:
+            box.append((False, exc))
+
+    helper = threading.Thread(target=run, name="navi-coroutine", daemon=True)
+    helper.start()
+    helper.join()
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
+async def _watched(
+    coro: Coroutine[Any, Any, Any], cancelled: threading.Event | None
+) -> Any:
+    task = asyncio.ensure_future(coro)
+    if cancelled is None:
+        return await task
+    while not task.done():
+        await asyncio.wait((task,), timeout=0.05)
+        if cancelled.is_set() and not task.done():
+            task.cancel()
+    return task.result()
+
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """Several tools served together: all of a response's calls to them come as one batch.
+
+    ``call_batch`` runs on one worker thread and returns one item per call, in order:
+    a value (as a tool would return) or an exception instance (an error result).
+    """
+
+    def tools(self) -> Sequence[ToolSpec]:
+        """The declarations of the tools this source serves."""
+        ...
+
+    def call_batch(self, calls: Sequence[ToolCall]) -> Sequence[Any]:
+        """Run every call, in the model's order."""
+        ...
+
+
+@overload
+def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    needs_approval: bool = False,
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    needs_approval: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a typed, documented function into a ``Tool``.
+
+    ``@tool`` or ``@tool(name=..., description=..., needs_approval=...)``; the tool
+    is called like the function (``add(1, 2)``), with the same parameters and return
+    type. With ``needs_approval`` every call ends the turn with
+    ``StopReason.APPROVAL_REQUIRED`` until ``Agent.approve`` or ``Agent.deny``.
+
+    Raises:
+        ToolRegistrationError: a parameter type cannot be expressed as JSON schema.
+    """
+
+    def build(f: Callable[..., Any]) -> Tool:
+        summary, arg_docs = parse_docstring(inspect.getdoc(f) or "")
+        hints = type_hints(f)
+        injected = context_parameters(hints)
+        return Tool(
+            name or f.__name__,
+            description if description is not None else summary,
+            function_schema(f, hints, arg_docs, skip=injected),
+            f,
+            hints,
+            needs_approval,
+        )
+
+    return build(fn) if fn is not None else build
+
+
+class ToolRegistry:
+    """Tool names mapped to the registration that owns them; names are unique."""
+
+    __slots__ = ("_owners", "_specs")
+
+    def __init__(self) -> None:
+        self._owners: dict[str, Tool | ToolSource] = {}
+        self._specs: dict[str, ToolSpec] = {}
+
+    def _claim(self, spec: ToolSpec, owner: Tool | ToolSource) -> None:
+        if spec.name in self._owners:
+            raise ToolRegistrationError(
+                f"a tool named {spec.name!r} is registered already"
+            )
+        self._owners[spec.name] = owner
+        self._specs[spec.name] = spec
+
+    def register_tool(self, t: Tool | Callable[..., Any]) -> Tool:
+        """Register one tool (a plain function is wrapped with ``@tool`` first)."""
+        if not isinstance(t, Tool):
+            t = tool(t)
+        self._claim(t.spec, t)
+        return t
+
+    def register_source(self, source: ToolSource) -> None:
+        """Register every tool a source declares, all or none."""
+        specs = list(source.tools())
+        names = [s.name for s in specs]
+        clash = [n for n in names if n in self._owners]
+        dupes = {n for n in names if names.count(n) > 1}
+        if clash or dupes:
+            raise ToolRegistrationError(
+                f"tool names already registered: {sorted(set(clash) | dupes)}"
+            )
+        for s in specs:
+            self._claim(s, source)
+
+    def owner(self, name: str) -> Tool | ToolSource | None:
+        """The registration serving ``name``, or None."""
+        return self._owners.get(name)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """Every declaration, in registration order."""
+        return tuple(self._specs.values())
+
+    def names(self) -> list[str]:
+        """Every registered tool name."""
+        return list(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
