@@ -61,24 +61,22 @@ cdef extern from "pythread.h":
 
 
 cdef class Reader:
-    """Reads one open response into a stream's queue (``Stream._reader``)."""
+    """Reads one open response into a stream's queue (``Stream._reader``), built
+    from exactly what it reads (see the twin)."""
 
-    cdef object _response, _queue, _ctl, _observers, _push, _pop, _batches
+    cdef object _response, _queue, _ctl, _observers, _on_ended, _push, _pop, _batches
     cdef Assembler _core
     cdef bint _direct
     cdef Py_ssize_t _stop, _op, _deadline, _subscriptions
     cdef public bint closing, close_pending
     cdef readonly unsigned long driver
 
-    def __init__(self, stream):
-        cdef object response = stream._response
-        cdef object queue = stream._queue
-        cdef object ctl = stream._ctl
-        cdef object observers = stream._observers
+    def __init__(self, queue, ctl, observers, response, on_ended):
         self._response = response
         self._queue = queue
         self._ctl = ctl
         self._observers = observers
+        self._on_ended = on_ended
         self._push = queue.append
         self._pop = queue.popleft
         self.closing = False
@@ -90,11 +88,11 @@ cdef class Reader:
         self._subscriptions = _slot_offset(type(observers), "subscriptions")
         self._direct = (
             getattr(type(response), "produce", None) is produce
-            and type(response._core) is Assembler
+            and type(response.core) is Assembler
         )
         if self._direct:
-            self._batches = response._batches
-            self._core = response._core
+            self._batches = response.batches
+            self._core = response.core
 
     cdef bint read(self, object stream) except -1:
         cdef object ctl = self._ctl
@@ -110,9 +108,9 @@ cdef class Reader:
             return False
         try:
             if self.pump():
-                stream._read_ended(self._response, None)
+                self._on_ended(self._response, None)
         except BaseException as exc:
-            stream._read_ended(self._response, exc)
+            self._on_ended(self._response, exc)
         self.driver = 0
         if self.closing:
             ctl.wake()
@@ -149,11 +147,11 @@ cdef class Reader:
                 if queue or not _is_none(ctl, self._stop, "stop"):
                     return False
         except _ProviderError as exc:
-            clean = response._scrubbed(exc)
+            clean = response.scrubbed(exc)
             if clean is exc:
                 raise
         else:
-            response._finish(queue)
+            response.finish(queue)
             return True
         # raised outside the handler: the unredacted original is not its context
         raise clean
@@ -182,18 +180,18 @@ def produce(self, queue):
 
     Raises:
         MalformedStream: the batches ran out before the terminator.
-        ProviderError: whatever the batches raised, as the response's ``_scrubbed``
+        ProviderError: whatever the batches raised, as the response's ``scrubbed``
             returns it (redacted and clipped for an HTTP response).
     """
     if self._complete:
         return True
     cdef object clean
     try:
-        if _read_batch(self._batches, self._core, queue.append, self):
-            self._finish(queue)
+        if _read_batch(self.batches, self.core, queue.append, self):
+            self.finish(queue)
         return self._complete
     except _ProviderError as exc:
-        clean = self._scrubbed(exc)
+        clean = self.scrubbed(exc)
         if clean is exc:
             raise
     # raised outside the handler: the unredacted original is not its context
@@ -207,10 +205,10 @@ cdef bint _read_batch(
     try:
         batch = next(batches)
     except StopIteration:
-        raise response._ended() from None
+        raise response.ended() from None
     if batch:
         try:
             core.feed(batch, push)
         except ValueError as exc:
-            raise response._malformed(exc) from None
+            raise response.malformed(exc) from None
     return core.done

@@ -5,6 +5,7 @@ signature; tests/core/test_selection.py keeps the two equal.
 """
 
 import socket
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
@@ -100,5 +101,12 @@ class Reader:
     close_pending: bool
     @property
     def driver(self) -> int: ...
-    def __init__(self, stream: Any) -> None: ...
+    def __init__(
+        self,
+        queue: deque[Any],
+        ctl: Any,
+        observers: Any,
+        response: Any,
+        on_ended: Callable[[Any, BaseException | None], None],
+    ) -> None: ...
     def pump(self) -> bool: ...

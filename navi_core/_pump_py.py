@@ -13,8 +13,14 @@ Pure twin of ``csrc/_pump.pxi``. ``stream.Stream`` takes ``next_event`` and
   response until it pushes an event. For a ``DeltaStream`` whose class keeps this
   ``produce``, it feeds the batches to the assembler itself, from fields it took
   once, with no attribute of the response read per batch. A response that completed
-  or failed goes back to the stream (``Stream._read_ended``);
+  or failed goes back to the stream through the ``on_ended`` it was given;
 * everything else is ``Stream._advance``.
+
+What the hot path reads is declared: a ``Reader`` is built from exactly what it needs
+(the stream's queue, its ``TurnControl`` — ``stop``, ``op``, ``deadline``, ``wake`` —
+its observers' ``subscriptions``, the response and ``on_ended``), and of a
+``DeltaStream`` it reads the feed that class documents: ``batches``, ``core``,
+``finish``, ``ended``, ``malformed``, ``scrubbed``.
 """
 
 from __future__ import annotations
@@ -80,6 +86,10 @@ def _quick(self: Any, read: bool) -> Any:
 class Reader:
     """Reads one open response into a stream's queue (``Stream._reader``).
 
+    Built from exactly what it reads: the stream's ``queue``, its ``TurnControl``
+    (``ctl``), its ``Observers``, the open ``response``, and ``on_ended(response,
+    error)``, called when a read completed the response (``error`` None) or failed.
+
     ``driver`` is the thread inside a read (0: none); ``closing`` and
     ``close_pending`` are ``Stream.close``'s: the handshake with a close from another
     thread, and a close asked for inside a read (by a hook), which runs after it.
@@ -91,6 +101,7 @@ class Reader:
         "_ctl",
         "_direct",
         "_observers",
+        "_on_ended",
         "_pop",
         "_push",
         "_queue",
@@ -100,13 +111,19 @@ class Reader:
         "driver",
     )
 
-    def __init__(self, stream: Any) -> None:
-        response = stream._response
-        queue = stream._queue
+    def __init__(
+        self,
+        queue: deque[Any],
+        ctl: Any,
+        observers: Any,
+        response: Any,
+        on_ended: Callable[[Any, BaseException | None], None],
+    ) -> None:
         self._response = response
         self._queue = queue
-        self._ctl = stream._ctl
-        self._observers = stream._observers
+        self._ctl = ctl
+        self._observers = observers
+        self._on_ended = on_ended
         self._push = queue.append
         self._pop = queue.popleft
         self.closing = False
@@ -114,16 +131,17 @@ class Reader:
         self.driver = 0
         self._direct = (
             getattr(type(response), "produce", None) is produce
-            and type(response._core) is Assembler
+            and type(response.core) is Assembler
         )
         if self._direct:
-            self._batches = response._batches
-            self._core = response._core
+            self._batches = response.batches
+            self._core = response.core
 
     def read(self, stream: Any) -> bool:
         """One blocking read when nothing else is due; True when the queue's first
         event can be handed out as it is. ``driver`` is set before ``closing`` is
-        read: the handshake ``Stream.close`` relies on."""
+        read: the handshake ``Stream.close`` relies on (``stream.close()`` runs here
+        when a hook asked for it inside the read)."""
         ctl = self._ctl
         if ctl.stop is not None or ctl.op is not None or ctl.deadline is not None:
             return False
@@ -133,9 +151,9 @@ class Reader:
             return False
         try:
             if self.pump():
-                stream._read_ended(self._response, None)
+                self._on_ended(self._response, None)
         except BaseException as exc:  # the stream fails the turn or retries
-            stream._read_ended(self._response, exc)
+            self._on_ended(self._response, exc)
         self.driver = 0
         if self.closing:
             ctl.wake()
@@ -171,11 +189,11 @@ class Reader:
                 if queue or ctl.stop is not None:
                     return False
         except ProviderError as exc:
-            clean = response._scrubbed(exc)
+            clean = response.scrubbed(exc)
             if clean is exc:
                 raise
         else:
-            response._finish(queue)
+            response.finish(queue)
             return True
         # raised outside the handler: the unredacted original is not its context
         raise clean
@@ -186,17 +204,17 @@ def produce(self: Any, queue: deque[Any]) -> bool:
 
     Raises:
         MalformedStream: the batches ran out before the terminator.
-        ProviderError: whatever the batches raised, as the response's ``_scrubbed``
+        ProviderError: whatever the batches raised, as the response's ``scrubbed``
             returns it (redacted and clipped for an HTTP response).
     """
     if self._complete:
         return True
     try:
-        if _read_batch(self._batches, self._core, queue.append, self):
-            self._finish(queue)
+        if _read_batch(self.batches, self.core, queue.append, self):
+            self.finish(queue)
         return bool(self._complete)
     except ProviderError as exc:
-        clean = self._scrubbed(exc)
+        clean = self.scrubbed(exc)
         if clean is exc:
             raise
     # raised outside the handler: the unredacted original is not its context
@@ -209,10 +227,10 @@ def _read_batch(
     try:
         batch = next(batches)
     except StopIteration:
-        raise response._ended() from None
+        raise response.ended() from None
     if batch:
         try:
             core.feed(batch, push)
         except ValueError as exc:
-            raise response._malformed(exc) from None
+            raise response.malformed(exc) from None
     return bool(core.done)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from .providers.base import Provider
+if TYPE_CHECKING:  # values sit below providers: the type only
+    from .providers.base import Provider
 
 __all__ = [
     "CompactionConfig",

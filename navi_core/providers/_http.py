@@ -148,7 +148,7 @@ class ResponseStream(DeltaStream):
             self._held = interrupter
             interrupter.hold(self._socket)
 
-    def _scrubbed(self, exc: ProviderError) -> ProviderError:
+    def scrubbed(self, exc: ProviderError) -> ProviderError:
         """``exc`` redacted and cut to ``MAX_MESSAGE_CHARS`` (``produce`` raises it)."""
         return scrubbed(exc, self._secrets)
 

@@ -2,6 +2,12 @@
 
 Parsing is sans-IO (``navi_core.core`` parsers return delta tuples); a ``DeltaStream``
 runs those deltas through a ``ResponseAssembler``, the same for every provider.
+
+Its feed is the interface the core's read loop (``produce`` and the ``Reader`` of
+``Stream.next()``) is written against, and all it reads of a response: ``batches``
+and ``core`` (taken once per response), then ``finish``, ``ended``, ``malformed``
+and ``scrubbed`` at the end of the response or when it fails. A subclass changes what
+its errors say by overriding ``scrubbed``.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ class DeltaStream:
     of one kind in one batch become one event.
     """
 
-    __slots__ = ("_asm", "_batches", "_complete", "_core", "_on_close")
+    __slots__ = ("_asm", "_complete", "_on_close", "batches", "core")
 
     def __init__(
         self,
@@ -38,9 +44,11 @@ class DeltaStream:
         on_close: Callable[[], None] | None = None,
         coalesce: bool = False,
     ) -> None:
-        self._batches = batches
+        #: the delta batches, read by the core's read loop
+        self.batches = batches
         self._asm = ResponseAssembler(wire, coalesce=coalesce)
-        self._core = self._asm.core  # fed directly: one call per batch fewer
+        #: the core ``Assembler`` the batches are fed to directly (a call per batch fewer)
+        self.core = self._asm.core
         self._complete = False
         self._on_close = on_close
 
@@ -62,20 +70,20 @@ class DeltaStream:
     else:  # the core's: Stream.next() calls it without a frame of its own
         produce = core_produce
 
-    def _ended(self) -> MalformedStream:
+    def ended(self) -> MalformedStream:
         """The batches ran out before the terminator (``produce`` raises it)."""
         return MalformedStream("response ended before its terminator", offset=None)
 
-    def _malformed(self, exc: ValueError) -> MalformedStream:
+    def malformed(self, exc: ValueError) -> MalformedStream:
         """The assembler refused a delta (``produce`` raises it)."""
         return MalformedStream(str(exc))
 
-    def _scrubbed(self, exc: ProviderError) -> ProviderError:
+    def scrubbed(self, exc: ProviderError) -> ProviderError:
         """What ``produce`` raises for ``exc``: ``exc`` itself here; a response that
         knows secrets returns a redacted, clipped copy (``ResponseStream``)."""
         return exc
 
-    def _finish(self, queue: deque[Event]) -> None:
+    def finish(self, queue: deque[Event]) -> None:
         """The terminator arrived: queue the ``MessageComplete`` and close."""
         message = self._asm.finish()
         queue.append(MessageComplete(message, message.usage or _ZERO))
