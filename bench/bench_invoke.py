@@ -3,7 +3,7 @@
 Baseline, measured in the same run: the per-call path ``invoke`` took before the
 plan (``validation.errors`` walking the schema, the old ``convert`` on every
 argument, every hint scanned for ``ToolContext``), kept below as ``previous_invoke``.
-Both paths give the same values and errors (tests/test_tool_invoke_fast.py).
+Both paths give the same values and errors (tests/tools/test_call_plan.py).
 Run: ``python bench/bench_invoke.py`` (best of several repeats; a few seconds).
 """
 

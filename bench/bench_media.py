@@ -221,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     width, height = (int(v) for v in args.size.split("x"))
     limits = ImageLimits()
+    if max(width, height) <= limits.max_side:
+        # media.fit sends such a picture as it is: nothing to resize, nothing to time
+        parser.error(f"--size: a side must be over max_side ({limits.max_side} px)")
     print(
         f"core: {core.IMPLEMENTATION}; source {width}x{height}; best of {args.repeat}"
     )

@@ -130,7 +130,7 @@ OVERFLOW_WORDING: Final[tuple[OverflowWording, ...]] = (
     ),
 )
 """Recorded context-overflow responses of servers whose wording the generic patterns
-missed; ``is_context_overflow`` matches every one (tests/faults/test_fault_overflow_wording.py)."""
+missed; ``is_context_overflow`` matches every one (tests/providers/test_overflow_wording.py)."""
 
 
 def is_context_overflow(text: str) -> bool:

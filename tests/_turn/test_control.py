@@ -477,7 +477,7 @@ def test_tool_context_reports_progress_and_sees_the_cancel(
 
 
 def test_the_readme_frame_loop_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme[readme.index("### Embedding in a frame loop") :]
     start = section.index("```python") + len("```python")
     code = section[start : section.index("```", start)]

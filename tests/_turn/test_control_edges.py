@@ -40,7 +40,7 @@ from navi_core import (
 from navi_core.events import Event
 
 NO_RETRY = RetryPolicy(max_attempts=1)
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_cancel_never_touches_a_pooled_connection_another_turn_uses(

@@ -61,7 +61,7 @@ def test_docstring_diagram_is_the_table() -> None:
 
 
 def test_readme_table_is_the_table() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert transition_table() in readme
 
 

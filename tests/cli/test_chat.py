@@ -20,7 +20,7 @@ from loopback import LoopbackServer, Reply
 from navi_core.conversation import CompactionSummary, Message
 from navi_core.store.sqlite import SQLiteStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-chat-test-0123456789abcdef"
 #: CSI and OSC sequences, charset and keypad switches: what a terminal does not show
 _ESCAPES = re.compile(

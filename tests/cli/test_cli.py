@@ -16,7 +16,7 @@ from navi_core.cli import build_parser, main
 from navi_core.cli.options import ProviderChoice, UsageError, provider_choice
 from navi_core.store.sqlite import SQLiteStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ("demo", "run", "sessions", "compact")
 
 

@@ -33,7 +33,7 @@ from navi_core import (
 from navi_core.mcp import MCPError, MCPTools
 from navi_core.tools import ToolCall
 
-SERVER = str(Path(__file__).with_name("mcp_server.py"))
+SERVER = str(Path(__file__).parents[1] / "mcp_server.py")
 STDIO = [sys.executable, SERVER]
 
 
