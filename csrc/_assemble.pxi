@@ -7,6 +7,8 @@
 
 import secrets as _secrets
 
+from navi_core import _deltas as _kinds
+
 from cpython.ref cimport PyObject
 
 from cpython.list cimport PyList_GET_SIZE
@@ -47,6 +49,20 @@ cdef enum:
     _B_SEALED_THINKING = 2
     _B_REDACTED = 3
     _B_TOOL = 4
+
+# The kinds are C constants here; their one home is navi_core/_deltas.py, checked.
+if (
+    _D_TEXT, _D_THINKING, _D_SIGNATURE, _D_REDACTED, _D_TOOL_START, _D_TOOL_ARGS,
+    _D_FINISH, _D_USAGE, _D_MODEL, _D_ERROR, _D_DONE, _D_REASONING_ITEM,
+    _B_TEXT, _B_THINKING, _B_SEALED_THINKING, _B_REDACTED, _B_TOOL,
+) != (
+    _kinds.TEXT, _kinds.THINKING, _kinds.SIGNATURE, _kinds.REDACTED_THINKING,
+    _kinds.TOOL_START, _kinds.TOOL_ARGS, _kinds.FINISH, _kinds.USAGE, _kinds.MODEL,
+    _kinds.ERROR, _kinds.DONE, _kinds.REASONING_ITEM,
+    _kinds.BLOCK_TEXT, _kinds.BLOCK_THINKING, _kinds.BLOCK_SEALED_THINKING,
+    _kinds.BLOCK_REDACTED, _kinds.BLOCK_TOOL,
+):
+    raise ImportError("navi_core._deltas kinds differ from the compiled core")
 
 cdef Py_ssize_t _A_RUN = 256
 

@@ -8,25 +8,10 @@ Each twin include mirrors one of its modules file for file and name for name:
 ``_assemble.pxi`` ↔ ``_assemble_py.py``, ``_pump.pxi`` ↔ ``_pump_py.py``,
 ``_sockio.pxi`` ↔ ``_sockio_py.py``. The ``_fast_*.pxi`` includes are C-only fast
 paths with no twin.
-"""
 
-__all__ = [
-    "AnthropicParser",
-    "Assembler",
-    "OpenAIChatParser",
-    "OpenAIResponsesParser",
-    "Reader",
-    "SSEDecoder",
-    "SSEEvent",
-    "b64encode",
-    "estimate_tokens",
-    "next_event",
-    "next_or_stop",
-    "produce",
-    "readable",
-    "recv_ready",
-    "send_ready",
-]
+The core's public names have one list, the twin's ``__all__``: ``navi_core.core`` takes
+them from this module by it, and tests/core/test_selection.py checks they are here.
+"""
 
 include "_fast_scan.pxi"
 include "_fast_shapes.pxi"

@@ -12,12 +12,29 @@ import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
 
+# Delta kinds and block kinds; a block is [kind, pieces, extra, joined].
+from ._deltas import (
+    BLOCK_REDACTED as _REDACTED,
+    BLOCK_SEALED_THINKING as _SEALED_THINKING,
+    BLOCK_TEXT as _TEXT,
+    BLOCK_THINKING as _THINKING,
+    BLOCK_TOOL as _TOOL,
+    DONE as _D_DONE,
+    ERROR as _D_ERROR,
+    FINISH as _D_FINISH,
+    MODEL as _D_MODEL,
+    REASONING_ITEM as _D_REASONING_ITEM,
+    REDACTED_THINKING as _D_REDACTED,
+    SIGNATURE as _D_SIGNATURE,
+    TEXT as _D_TEXT,
+    THINKING as _D_THINKING,
+    TOOL_ARGS as _D_TOOL_ARGS,
+    TOOL_START as _D_TOOL_START,
+    USAGE as _D_USAGE,
+)
+
 __all__ = ["Assembler"]
 
-# Delta kinds (navi_core._deltas) and block kinds; a block is [kind, pieces, extra, joined].
-_D_TEXT, _D_THINKING, _D_SIGNATURE, _D_REDACTED, _D_TOOL_START, _D_TOOL_ARGS = range(6)
-_D_FINISH, _D_USAGE, _D_MODEL, _D_ERROR, _D_DONE, _D_REASONING_ITEM = range(6, 12)
-_TEXT, _THINKING, _SEALED_THINKING, _REDACTED, _TOOL = range(5)
 # every _RUN new pieces of a block are joined into one: a long response arrives as
 # hundreds of thousands of tiny deltas, and each str costs ~50 bytes beyond its text
 _RUN = 256
@@ -187,7 +204,7 @@ class Assembler:
         return text, thinking, len(self._tools)
 
     def blocks(self) -> list[tuple[int, str, Any]]:
-        """Every block so far as ``(kind, text, extra)``, kinds 0-4: text, thinking,
-        sealed thinking (extra: signature or item), redacted (extra: data), tool call
-        (extra: ``(id, name)``)."""
+        """Every block so far as ``(kind, text, extra)``, kinds ``_deltas.BLOCK_*``:
+        text, thinking, sealed thinking (extra: signature or item), redacted (extra:
+        data), tool call (extra: ``(id, name)``)."""
         return [(b[0], "".join(b[1]), b[2]) for b in self._blocks]

@@ -1,31 +1,14 @@
 """Stub of the compiled core ``navi_core._core`` (csrc/_core.pyx).
 
 It mirrors the pure twin ``navi_core._core_py`` name for name and signature for
-signature; tests/core/test_selection.py keeps the two equal.
+signature: it defines exactly the names of the twin's ``__all__`` (the one list of
+them), and tests/core/test_selection.py keeps the two equal.
 """
 
 import socket
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
-
-__all__ = [
-    "AnthropicParser",
-    "Assembler",
-    "OpenAIChatParser",
-    "OpenAIResponsesParser",
-    "Reader",
-    "SSEDecoder",
-    "SSEEvent",
-    "b64encode",
-    "estimate_tokens",
-    "next_event",
-    "next_or_stop",
-    "produce",
-    "readable",
-    "recv_ready",
-    "send_ready",
-]
 
 _Buffer: TypeAlias = bytes | bytearray | memoryview
 _Delta: TypeAlias = tuple[Any, ...]

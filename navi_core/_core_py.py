@@ -9,6 +9,10 @@ parser) ↔ ``csrc/_responses.pxi``, ``_text_py`` (token estimate and base64) �
 ``csrc/_assemble.pxi``, ``_pump_py`` (the hot path of ``Stream.next``) ↔
 ``csrc/_pump.pxi``, ``_sockio_py`` (socket calls that never wait) ↔
 ``csrc/_sockio.pxi``. The compiled core's C-only fast paths are ``csrc/_fast_*.pxi``.
+
+``__all__`` below is the one list of the core's names: ``navi_core.core`` takes them
+from whichever core loads by it, and tests/core/test_selection.py checks that the
+compiled core and its stub ``_core.pyi`` have exactly these.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Delta kinds: the compact values the core's stream parsers return.
+"""Delta kinds: the compact values the core's stream parsers return; block kinds.
+
+The one home of both kind numbers: the pure core imports them from here, and the
+compiled core, which needs them as C constants, checks at import that its own equal
+these (else ``ImportError``).
 
 A delta is a tuple whose first item is one of the int kinds below. Both core
 implementations (``csrc/_core.pyx`` and ``_core_py.py``) produce exactly these shapes;
@@ -26,6 +30,19 @@ REASONING_ITEM      (REASONING_ITEM, item)  a finished Responses reasoning item 
                     text (``encrypted_content`` included): seals the current thinking
                     block, to be sent back to that API unchanged
 ==================  ===================================================================
+
+Block kinds are the first item of each ``(kind, text, extra)`` that the core's
+``Assembler.blocks()`` returns, one per block of the finished answer:
+
+=====================  ================================================================
+kind                   block
+=====================  ================================================================
+BLOCK_TEXT             text; extra None
+BLOCK_THINKING         thinking without a signature; extra None
+BLOCK_SEALED_THINKING  thinking sealed by a signature or a reasoning item; extra: it
+BLOCK_REDACTED         redacted thinking; text "", extra its data
+BLOCK_TOOL             a tool call; text: its arguments, extra ``(id, name)``
+=====================  ================================================================
 """
 
 from __future__ import annotations
@@ -34,6 +51,11 @@ import math
 from typing import Any, Final
 
 __all__ = [
+    "BLOCK_REDACTED",
+    "BLOCK_SEALED_THINKING",
+    "BLOCK_TEXT",
+    "BLOCK_THINKING",
+    "BLOCK_TOOL",
     "DONE",
     "ERROR",
     "FINISH",
@@ -61,6 +83,12 @@ MODEL: Final = 8
 ERROR: Final = 9
 DONE: Final = 10
 REASONING_ITEM: Final = 11
+
+BLOCK_TEXT: Final = 0
+BLOCK_THINKING: Final = 1
+BLOCK_SEALED_THINKING: Final = 2
+BLOCK_REDACTED: Final = 3
+BLOCK_TOOL: Final = 4
 
 
 def token_count(obj: Any, key: str, member: str | None = None) -> int:

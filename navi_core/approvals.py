@@ -16,13 +16,14 @@ it may have taken effect, so it is answered as interrupted and never run again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .conversation import TextPart, ToolResult, ToolUse
+from .conversation import ToolResult, ToolUse
 from .errors import ApprovalNotPending
 from .session import Session
 from .store.base import Approval, ApprovalState, SessionStore
+from .tools._results import ResultText, error_result
 
 __all__ = [
     "ResumePlan",
@@ -36,23 +37,9 @@ __all__ = [
 ]
 
 
-def _error(call_id: str, text: str) -> ToolResult:
-    return ToolResult(call_id, (TextPart(text),), is_error=True)
-
-
 def denied_result(use: ToolUse, reason: str) -> ToolResult:
     """The result the model reads for a denied call."""
-    why = f": {reason}" if reason.strip() else "."
-    return _error(use.id, f"Tool {use.name!r} was not approved by the user{why}")
-
-
-def _interrupted(use: ToolUse) -> ToolResult:
-    return _error(
-        use.id,
-        f"Tool {use.name!r} was approved and started, but its run was interrupted "
-        "before it stored a result: it may or may not have taken effect, and it was "
-        "not run again. Check before calling it again.",
-    )
+    return error_result(use.id, ResultText.denied(use.name, reason))
 
 
 def hold(
@@ -70,7 +57,9 @@ def hold(
         if u.id in held:
             batch.append(Approval(u.id, u.name, ApprovalState.PENDING, held[u.id]))
         else:
-            result = finished.get(u.id) or _error(u.id, f"Tool {u.name!r} did not run.")
+            result = finished.get(u.id) or error_result(
+                u.id, ResultText.did_not_run(u.name)
+            )
             batch.append(Approval(u.id, u.name, ApprovalState.DONE, "", result))
     session.store.save_approvals(session.id, batch)
     return tuple(u for u in uses if u.id in held)
@@ -91,6 +80,39 @@ def held_batch(session: Session) -> list[Approval]:
         session.store.save_approvals(session.id, ())
         return []
     return batch
+
+
+def _held_calls(
+    session: Session,
+) -> tuple[tuple[ToolUse, ...], list[tuple[Approval, ToolUse]]] | None:
+    """The held batch: the calls it answers, and each stored call with its
+    ``ToolUse``, in the batch's order; None when no batch is held."""
+    batch = held_batch(session)
+    if not batch:
+        return None
+    last = session.last_dialogue_message()
+    assert last is not None
+    by_id = {u.id: u for u in last.tool_uses}
+    return last.tool_uses, [(a, by_id[a.call_id]) for a in batch]
+
+
+def _answers(
+    calls: Sequence[tuple[Approval, ToolUse]],
+    other: Callable[[Approval, ToolUse], ToolResult | None],
+) -> dict[str, ToolResult]:
+    """Results of held calls, by call id: a done call keeps its result, a denied one
+    reads as denied, and ``other`` answers the rest, in order (None: no result)."""
+    results: dict[str, ToolResult] = {}
+    for a, use in calls:
+        if a.state is ApprovalState.DONE and a.result is not None:
+            result: ToolResult | None = a.result
+        elif a.state is ApprovalState.DENIED:
+            result = denied_result(use, a.reason)
+        else:
+            result = other(a, use)
+        if result is not None:
+            results[a.call_id] = result
+    return results
 
 
 def decide(
@@ -149,31 +171,26 @@ def plan_resume(session: Session) -> ResumePlan | None:
 
     Nothing is claimed while a call is still pending.
     """
-    batch = held_batch(session)
-    if not batch:
+    held = _held_calls(session)
+    if held is None:
         return None
-    last = session.last_dialogue_message()
-    assert last is not None
-    uses = last.tool_uses
-    by_id = {u.id: u for u in uses}
-    pending = tuple(by_id[a.call_id] for a in batch if a.state is ApprovalState.PENDING)
+    uses, calls = held
+    pending = tuple(use for a, use in calls if a.state is ApprovalState.PENDING)
     if pending:
         return ResumePlan(uses, {}, (), pending)
-    known: dict[str, ToolResult] = {}
     run: list[ToolUse] = []
     store, sid = session.store, session.id
-    for a in batch:
-        use = by_id[a.call_id]
-        if a.state is ApprovalState.DONE and a.result is not None:
-            known[a.call_id] = a.result
-        elif a.state is ApprovalState.DENIED:
-            known[a.call_id] = denied_result(use, a.reason)
-        elif a.state is ApprovalState.APPROVED and store.move_approval(
+
+    def claim(a: Approval, use: ToolUse) -> ToolResult | None:
+        if a.state is ApprovalState.APPROVED and store.move_approval(
             sid, a.call_id, ApprovalState.APPROVED, ApprovalState.RUNNING
         ):
             run.append(use)
-        else:  # running: claimed by a driver that stopped, or by another one now
-            known[a.call_id] = _interrupted(use)
+            return None
+        # running: claimed by a driver that stopped, or by another one now
+        return error_result(use.id, ResultText.approved_then_interrupted(use.name))
+
+    known = _answers(calls, claim)
     return ResumePlan(uses, known, tuple(run), ())
 
 
@@ -184,26 +201,16 @@ def settle_for_new_turn(session: Session) -> dict[str, ToolResult]:
     that was running is left to the interrupted-call answer). Call ``clear`` after
     committing them.
     """
-    batch = held_batch(session)
-    if not batch:
+    held = _held_calls(session)
+    if held is None:
         return {}
-    last = session.last_dialogue_message()
-    assert last is not None
-    by_id = {u.id: u for u in last.tool_uses}
-    results: dict[str, ToolResult] = {}
-    for a in batch:
-        use = by_id[a.call_id]
-        if a.state is ApprovalState.DONE and a.result is not None:
-            results[a.call_id] = a.result
-        elif a.state is ApprovalState.DENIED:
-            results[a.call_id] = denied_result(use, a.reason)
-        elif a.state is not ApprovalState.RUNNING:  # running: answered as interrupted
-            results[a.call_id] = _error(
-                a.call_id,
-                f"Tool {use.name!r} did not run: the user sent a new message "
-                "instead of running it.",
-            )
-    return results
+
+    def left(a: Approval, use: ToolUse) -> ToolResult | None:
+        if a.state is ApprovalState.RUNNING:  # answered as interrupted
+            return None
+        return error_result(use.id, ResultText.superseded(use.name))
+
+    return _answers(held[1], left)
 
 
 def clear(session: Session) -> None:

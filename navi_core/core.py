@@ -13,32 +13,23 @@ either fallback into an ``ImportError``.
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 import warnings
+from types import ModuleType
 from typing import TYPE_CHECKING, Final
 
+from . import _core_py
+
+# The core's names have one list, the twin's ``__all__``; both cores are taken by it.
 __all__ = [
     "EXTENSION_ERROR",
     "IMPLEMENTATION",
     "REQUIRE_EXTENSION",
     "ExtensionFallbackWarning",
-    "AnthropicParser",
-    "Assembler",
-    "OpenAIChatParser",
-    "OpenAIResponsesParser",
-    "Reader",
-    "SSEDecoder",
-    "SSEEvent",
-    "b64encode",
-    "estimate_tokens",
-    "next_event",
-    "next_or_stop",
-    "produce",
-    "readable",
-    "recv_ready",
-    "send_ready",
 ]
+__all__ += _core_py.__all__
 
 _TRUTHY: Final = frozenset({"1", "true", "yes", "on"})
 FORCE_PURE: Final[bool] = (
@@ -57,46 +48,28 @@ class ExtensionFallbackWarning(RuntimeWarning):
 EXTENSION_ERROR: str | None = None
 """Why the compiled core did not load, when it is present but broken; else None."""
 
+
+def _names(module: ModuleType) -> dict[str, object]:
+    """The core's names as ``module`` defines them; ImportError when one is missing
+    (as ``from module import name`` raises it)."""
+    for name in _core_py.__all__:
+        if not hasattr(module, name):
+            raise ImportError(
+                f"cannot import name {name!r} from {module.__name__!r} "
+                f"({module.__file__})",
+                name=module.__name__,
+                path=module.__file__,
+            )
+    return {name: getattr(module, name) for name in _core_py.__all__}
+
+
 if TYPE_CHECKING or FORCE_PURE:
-    from ._core_py import (
-        AnthropicParser,
-        Assembler,
-        OpenAIChatParser,
-        OpenAIResponsesParser,
-        Reader,
-        SSEDecoder,
-        SSEEvent,
-        b64encode,
-        estimate_tokens,
-        next_event,
-        next_or_stop,
-        produce,
-        readable,
-        recv_ready,
-        send_ready,
-    )
+    from ._core_py import *  # noqa: F403
 
     IMPLEMENTATION: str = "python"
 else:
     try:
-        from ._core import (
-            AnthropicParser,
-            Assembler,
-            OpenAIChatParser,
-            OpenAIResponsesParser,
-            Reader,
-            SSEDecoder,
-            SSEEvent,
-            b64encode,
-            estimate_tokens,
-            next_event,
-            next_or_stop,
-            produce,
-            readable,
-            recv_ready,
-            send_ready,
-        )
-
+        globals().update(_names(importlib.import_module(f"{__package__}._core")))
         IMPLEMENTATION = "cython"
     except ImportError as exc:
         if REQUIRE_EXTENSION:
@@ -115,22 +88,5 @@ else:
                 ExtensionFallbackWarning,
                 stacklevel=2,
             )
-        from ._core_py import (
-            AnthropicParser,
-            Assembler,
-            OpenAIChatParser,
-            OpenAIResponsesParser,
-            Reader,
-            SSEDecoder,
-            SSEEvent,
-            b64encode,
-            estimate_tokens,
-            next_event,
-            next_or_stop,
-            produce,
-            readable,
-            recv_ready,
-            send_ready,
-        )
-
+        globals().update(_names(_core_py))
         IMPLEMENTATION = "python"

@@ -29,10 +29,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
 
-from .conversation import Message, TextPart, ToolResult
+from .conversation import Message, ToolResult
 from .events import HookFailure, TurnComplete
+from .tools._results import BLOCKED_BY_HOOK, ResultText, error_result
 from .tools._tool import ToolCall
 
 __all__ = [
@@ -45,9 +45,6 @@ __all__ = [
     "check_hooks",
     "veto_result",
 ]
-
-#: what the model reads when an ``on_tool_start`` hook raised
-BLOCKED_BY_HOOK: Final = "Tool {name!r} was blocked by a tool_start hook."
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,12 +151,12 @@ class HookRunner:
         held: NeedsApproval | None = None
         for h in self.hooks:
             if cancelled is not None and cancelled.is_set():
-                return Veto(f"Tool {call.name!r} was cancelled before it started.")
+                return Veto(ResultText.cancelled_before_start(call.name))
             try:
                 decision = h.on_tool_start(call)
             except Exception as exc:
                 self._record(h, "tool_start", exc, call.id)
-                return Veto(BLOCKED_BY_HOOK.format(name=call.name))
+                return Veto(ResultText.blocked_by_hook(call.name))
             if isinstance(decision, Veto):
                 return decision
             if isinstance(decision, NeedsApproval) and held is None:
@@ -185,9 +182,4 @@ class HookRunner:
 
 def veto_result(call_id: str, name: str, veto: Veto) -> ToolResult:
     """The error result of a vetoed call."""
-    reason = veto.reason.strip()
-    if reason.startswith(f"Tool {name!r}"):
-        text = reason
-    else:
-        text = f"Tool {name!r} was blocked: {reason or 'no reason given'}"
-    return ToolResult(call_id, (TextPart(text),), is_error=True)
+    return error_result(call_id, ResultText.vetoed(name, veto.reason))

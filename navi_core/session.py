@@ -23,7 +23,7 @@ from .conversation import (
 )
 from .store.base import SessionLock, SessionStore
 from .tokens import SizeCache
-from .tools._dispatch import interrupted_results
+from .tools._results import interrupted_results
 
 __all__ = ["Session"]
 

@@ -435,7 +435,11 @@ class Stream:
         self._reader = None
         if to is Phase.STREAMING:  # _closing is read once it is set: see close()
             self._reader = reader = Reader(
-                self._queue, self._ctl, self._observers, self._response, self._read_ended
+                self._queue,
+                self._ctl,
+                self._observers,
+                self._response,
+                self._read_ended,
             )
             reader.closing = self._closing
         if self._step is None:  # the turn ended: later steering waits for the next

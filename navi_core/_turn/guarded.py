@@ -19,9 +19,10 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..conversation import Message, Part, TextPart, ToolResult, ToolUse
+from ..conversation import Message, Part, ToolResult, ToolUse
 from ..hooks import HookRunner, NeedsApproval, Veto, veto_result
-from ..tools._dispatch import Dispatch, error_result
+from ..tools._dispatch import Dispatch
+from ..tools._results import ResultText, error_result
 from ..tools._tool import ToolCall
 
 __all__ = ["CallGuard", "GuardedDispatch"]
@@ -127,7 +128,7 @@ class GuardedDispatch(Dispatch):
         results = tuple(
             self._preset.get(u.id)
             or by_id.get(u.id)
-            or error_result(u.id, f"Tool {u.name!r} did not run.")
+            or error_result(u.id, ResultText.did_not_run(u.name))
             for u in self._order
         )
         return Message("user", results, wire=ran.wire)
@@ -139,15 +140,12 @@ class GuardedDispatch(Dispatch):
             if not self._preset and self._order == self._uses:
                 return ran  # every call ran, in the model's order already
             return self._merged(ran)
-        results = []
         finished = self.finished_results()
-        for u in self._uses:
-            r = finished.get(u.id)
-            if r is None:
-                text = f"Tool {u.name!r} was not run: it waited for approval."
-                r = ToolResult(u.id, (TextPart(text),), is_error=True)
-            results.append(r)
-        return self._merged(Message("user", tuple(results), wire=self._wire))
+        results = tuple(
+            finished.get(u.id) or error_result(u.id, ResultText.held(u.name))
+            for u in self._uses
+        )
+        return self._merged(Message("user", results, wire=self._wire))
 
     def cancelled_message(self) -> Message:
         return self._merged(super().cancelled_message())

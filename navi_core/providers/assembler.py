@@ -10,6 +10,12 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+from .._deltas import (
+    BLOCK_REDACTED,
+    BLOCK_SEALED_THINKING,
+    BLOCK_TEXT,
+    BLOCK_THINKING,
+)
 from ..conversation import (
     Block,
     Message,
@@ -57,8 +63,6 @@ def normalize_stop_reason(raw: str | None, has_tool_calls: bool) -> str:
     return _STOP_REASONS.get(raw, raw)
 
 
-# The core's block kinds (``Assembler.blocks()``).
-_TEXT, _THINKING, _SEALED_THINKING, _REDACTED, _TOOL = range(5)
 _EVENTS = (TextDelta, ThinkingDelta, ToolCallStart, ToolCallDelta, ModelInfo)
 
 
@@ -126,13 +130,13 @@ class ResponseAssembler:
         content: list[Block] = []
         tools = False
         for kind, text, extra in self._core.blocks():
-            if kind == _TEXT:
+            if kind == BLOCK_TEXT:
                 content.append(Text(text))
-            elif kind == _THINKING:
+            elif kind == BLOCK_THINKING:
                 content.append(Thinking(text))
-            elif kind == _SEALED_THINKING:
+            elif kind == BLOCK_SEALED_THINKING:
                 content.append(Thinking(text, extra))
-            elif kind == _REDACTED:
+            elif kind == BLOCK_REDACTED:
                 content.append(RedactedThinking(extra))
             else:
                 call_id, name = extra

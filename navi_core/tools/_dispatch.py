@@ -31,6 +31,7 @@ from ..errors import Cancelled
 from ..events import Event, SubagentEvent, ToolFinished, ToolProgress, ToolStarted
 from ._pool import DaemonPool
 from ._results import (
+    ResultText,
     cancelled_before_start,
     describe,
     error_result,
@@ -118,16 +119,11 @@ class Dispatch:
         for i, use in enumerate(self._uses):
             owner = registry.owner(use.name)
             if owner is None:
-                known = ", ".join(registry.names()) or "none"
-                self._reject(i, f"Unknown tool {use.name!r}; available tools: {known}.")
+                self._reject(i, ResultText.unknown(use.name, registry.names()))
                 continue
             args = decode_arguments(use.input)
             if isinstance(args, str):
-                self._reject(
-                    i,
-                    f"Tool {use.name!r} was not run: its arguments are not a complete "
-                    f"JSON object ({args}). Arguments received: {use.input[:200]!r}",
-                )
+                self._reject(i, ResultText.not_json(use.name, args, use.input))
                 continue
             if isinstance(owner, Tool):
                 tool_groups.append((owner, i, args))
@@ -227,7 +223,7 @@ class Dispatch:
                 "%s.call_batch failed", type(source).__name__, exc_info=exc
             )
             for i, call in calls:
-                text = f"Tool {call.name!r} failed: {describe(exc)}"
+                text = ResultText.failed(call.name, exc)
                 self._finished(i, (TextPart(text),), True, seconds)
             return
         seconds = time.perf_counter() - t0
@@ -249,7 +245,7 @@ class Dispatch:
                 try:
                     parts, error = to_parts(value, self._limits), False
                 except Exception as exc:
-                    text = f"Tool {call.name!r} returned an unusable value: {describe(exc)}"
+                    text = ResultText.unusable(call.name, exc)
                     parts, error = (TextPart(text),), True
             self._finished(i, parts, error, seconds)
 
@@ -381,10 +377,9 @@ class Dispatch:
         ):
             if outcome is None:
                 text = (
-                    f"Tool {use.name!r} was cancelled while it ran: it may or may not "
-                    "have taken effect. Check before calling it again."
+                    ResultText.cancelled_while_running(use.name)
                     if self._started[i]
-                    else f"Tool {use.name!r} was cancelled before it started."
+                    else ResultText.cancelled_before_start(use.name)
                 )
                 results.append(error_result(use.id, text))
             else:

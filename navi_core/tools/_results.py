@@ -1,11 +1,12 @@
 """What a tool returned, turned into the parts of its ``ToolResult``; the error
-results navi_core writes itself (unknown, interrupted, cancelled calls)."""
+results navi_core writes itself (unknown, interrupted, cancelled calls), every text of
+them in one table, ``ResultText``."""
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final, final
 
 import orjson
 
@@ -23,6 +24,8 @@ from ..conversation import (
 from ._validation import ArgumentError
 
 __all__ = [
+    "BLOCKED_BY_HOOK",
+    "ResultText",
     "cancelled_before_start",
     "describe",
     "error_result",
@@ -31,6 +34,124 @@ __all__ = [
     "short_error",
     "to_parts",
 ]
+
+
+#: what the model reads when an ``on_tool_start`` hook raised (``hooks.BLOCKED_BY_HOOK``)
+BLOCKED_BY_HOOK: Final = "Tool {name!r} was blocked by a tool_start hook."
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` (or just ``Type``), for error texts."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@final
+class ResultText:
+    """Every text navi_core writes as a tool call's result itself, one line each.
+
+    The model reads these (and tests pin several): change one only on purpose.
+    ``name`` is the called tool's name.
+    """
+
+    #: a tool returned None
+    NO_OUTPUT: Final = "(no output)"
+
+    @staticmethod
+    def unknown(name: str, known: Sequence[str]) -> str:
+        """No tool or source owns ``name``; ``known``: the names that exist."""
+        return f"Unknown tool {name!r}; available tools: {', '.join(known) or 'none'}."
+
+    @staticmethod
+    def not_json(name: str, problem: str, received: str) -> str:
+        """Not run: the arguments ``received`` are no JSON object (``problem`` says why)."""
+        return (
+            f"Tool {name!r} was not run: its arguments are not a complete "
+            f"JSON object ({problem}). Arguments received: {received[:200]!r}"
+        )
+
+    @staticmethod
+    def bad_arguments(name: str, exc: BaseException) -> str:
+        """Not run: the arguments do not match the schema (``exc``: ArgumentError)."""
+        return f"Tool {name!r} was not run: {exc}. Fix the arguments and call it again."
+
+    @staticmethod
+    def failed(name: str, exc: BaseException) -> str:
+        """The tool (or its source's batch) raised ``exc``."""
+        return f"Tool {name!r} failed: {describe(exc)}"
+
+    @staticmethod
+    def unusable(name: str, exc: BaseException) -> str:
+        """A source's value for the call could not be turned into result parts."""
+        return f"Tool {name!r} returned an unusable value: {describe(exc)}"
+
+    @staticmethod
+    def cancelled_before_start(name: str) -> str:
+        """A cancel stopped the call before it started."""
+        return f"Tool {name!r} was cancelled before it started."
+
+    @staticmethod
+    def cancelled_while_running(name: str) -> str:
+        """A cancel abandoned the call while it ran."""
+        return (
+            f"Tool {name!r} was cancelled while it ran: it may or may not "
+            "have taken effect. Check before calling it again."
+        )
+
+    @staticmethod
+    def interrupted(name: str) -> str:
+        """A crash, abort or close ended the run before the call's result was kept."""
+        return (
+            f"Tool {name!r} was interrupted before it returned a result: it may or "
+            "may not have taken effect, and it was not run again. Check before "
+            "calling it again."
+        )
+
+    @staticmethod
+    def approved_then_interrupted(name: str) -> str:
+        """An approved call was claimed, but its driver stopped before storing a result."""
+        return (
+            f"Tool {name!r} was approved and started, but its run was interrupted "
+            "before it stored a result: it may or may not have taken effect, and it was "
+            "not run again. Check before calling it again."
+        )
+
+    @staticmethod
+    def did_not_run(name: str) -> str:
+        """A call of the batch that has no result and never ran."""
+        return f"Tool {name!r} did not run."
+
+    @staticmethod
+    def held(name: str) -> str:
+        """The call was held for approval (the batch's own result message)."""
+        return f"Tool {name!r} was not run: it waited for approval."
+
+    @staticmethod
+    def denied(name: str, reason: str) -> str:
+        """The user denied the held call, saying ``reason`` (may be blank)."""
+        why = f": {reason}" if reason.strip() else "."
+        return f"Tool {name!r} was not approved by the user{why}"
+
+    @staticmethod
+    def superseded(name: str) -> str:
+        """A held call left behind by a new user message."""
+        return (
+            f"Tool {name!r} did not run: the user sent a new message "
+            "instead of running it."
+        )
+
+    @staticmethod
+    def blocked_by_hook(name: str) -> str:
+        """An ``on_tool_start`` hook raised (its text is never shown)."""
+        return BLOCKED_BY_HOOK.format(name=name)
+
+    @staticmethod
+    def vetoed(name: str, reason: str) -> str:
+        """A hook's ``Veto(reason)``; a reason naming the tool first is used as is."""
+        reason = reason.strip()
+        if reason.startswith(f"Tool {name!r}"):
+            return reason
+        return f"Tool {name!r} was blocked: {reason or 'no reason given'}"
 
 
 def to_parts(value: Any, limits: ImageLimits | None = None) -> tuple[Part, ...]:
@@ -45,7 +166,7 @@ def to_parts(value: Any, limits: ImageLimits | None = None) -> tuple[Part, ...]:
     if isinstance(value, (TextPart, MediaPart)):
         return (value,)
     if value is None:
-        return (TextPart("(no output)"),)
+        return (TextPart(ResultText.NO_OUTPUT),)
     if isinstance(value, (int, float, dict)):
         return (TextPart(_json_text(value)),)
     lim = limits or ImageLimits()
@@ -100,13 +221,7 @@ def interrupted_results(
     """
     known = known or {}
     results = tuple(
-        known.get(u.id)
-        or error_result(
-            u.id,
-            f"Tool {u.name!r} was interrupted before it returned a result: it may or "
-            "may not have taken effect, and it was not run again. Check before "
-            "calling it again.",
-        )
+        known.get(u.id) or error_result(u.id, ResultText.interrupted(u.name))
         for u in uses
     )
     return Message("user", results, wire=wire)
@@ -119,24 +234,17 @@ def cancelled_before_start(
     return Message(
         "user",
         tuple(
-            error_result(u.id, f"Tool {u.name!r} was cancelled before it started.")
-            for u in uses
+            error_result(u.id, ResultText.cancelled_before_start(u.name)) for u in uses
         ),
         wire=wire,
     )
 
 
-def describe(exc: BaseException) -> str:
-    """``Type: message`` (or just ``Type``), for error texts."""
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def failure_text(name: str, exc: BaseException) -> str:
     """The error result of a call that raised (or whose source returned ``exc``)."""
     if isinstance(exc, ArgumentError):
-        return f"Tool {name!r} was not run: {exc}. Fix the arguments and call it again."
-    return f"Tool {name!r} failed: {describe(exc)}"
+        return ResultText.bad_arguments(name, exc)
+    return ResultText.failed(name, exc)
 
 
 #: ``ToolFinished.error`` is cut to this many characters.

@@ -44,6 +44,7 @@ from navi_core import (
     Usage,
     UserMessage,
     WireIdentity,
+    tokens as sizing,
 )
 from navi_core.compaction import (
     MIN_FOLD_TOKENS,
@@ -54,7 +55,6 @@ from navi_core.compaction import (
 from navi_core.compaction._transcript import render_transcript
 from navi_core.core import estimate_tokens
 from navi_core.events import Event
-from navi_core import tokens as sizing
 from navi_core.tokens import (
     SizeCache,
     estimate_message_tokens,
