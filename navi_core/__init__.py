@@ -4,6 +4,11 @@ agent = Agent(provider=OpenAIChat(model="qwen2.5", base_url="http://127.0.0.1:11
 with agent.run("What does README.md say?") as stream:
     while ev := stream.next():
         ...
+
+Every public name is importable from here and reports ``__module__ == "navi_core"``,
+so reprs, docs and tracebacks show the public path. Names only implementers need
+(provider and store authors) are also reachable from their subpackages:
+``navi_core.providers`` and ``navi_core.store``.
 """
 
 from __future__ import annotations
@@ -12,60 +17,16 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+# isort: split
+# the agent and its turn
 from ._turn.casual import is_casual_message
 from ._turn.steering import SteerDisposition
 from .agent import Agent
-from .config import (
-    CompactionConfig,
-    Config,
-    ImageLimits,
-    PlanningConfig,
-    RetryPolicy,
-    Timeout,
-)
-from .conversation import (
-    CompactionSummary,
-    Conversation,
-    MediaPart,
-    Message,
-    RedactedThinking,
-    System,
-    Text,
-    TextPart,
-    Thinking,
-    ToolResult,
-    ToolUse,
-    Usage,
-    UserMessage,
-    WireIdentity,
-)
-from .errors import (
-    AmbiguousSession,
-    ApprovalNotPending,
-    AuthFailed,
-    BadRequest,
-    Cancelled,
-    ContextOverflow,
-    EmptyAssistantResponse,
-    MalformedStream,
-    NaviError,
-    NoCompactionPrompt,
-    NothingToCompact,
-    OutputValidationError,
-    Overloaded,
-    ProviderError,
-    RateLimited,
-    ServerError,
-    SessionBusy,
-    SessionError,
-    SessionLockLost,
-    SessionNotFound,
-    SteeringQueueFull,
-    StreamPoisoned,
-    ThinkingStall,
-    ToolRegistrationError,
-    TransportError,
-)
+from .session import Session
+from .stream import Phase, Stream
+
+# isort: split
+# events
 from .events import (
     PENDING,
     AnyEvent,
@@ -93,16 +54,39 @@ from .events import (
     ToolStarted,
     TurnComplete,
 )
-from .hooks import Hook, NeedsApproval, TurnInfo, Veto
-from .providers.base import Provider, ProviderRequest, ProviderStream
-from .providers.scripted import MidStreamFailure, Scripted
-from .session import Session
-from .store.base import Approval, ApprovalState, HistoryPage, SessionInfo, SessionStore
-from .store.memory import MemoryStore
-from .store.null import NullStore
-from .stream import Phase, Stream
-from .subagent import SubAgent
-from .subscribe import Subscription
+
+# isort: split
+# conversation values
+from .conversation import (
+    CompactionSummary,
+    Conversation,
+    MediaPart,
+    Message,
+    RedactedThinking,
+    System,
+    Text,
+    TextPart,
+    Thinking,
+    ToolResult,
+    ToolUse,
+    Usage,
+    UserMessage,
+    WireIdentity,
+)
+
+# isort: split
+# configuration
+from .config import (
+    CompactionConfig,
+    Config,
+    ImageLimits,
+    PlanningConfig,
+    RetryPolicy,
+    Timeout,
+)
+
+# isort: split
+# tools
 from .tools._tool import (
     ArgumentError,
     Tool,
@@ -113,13 +97,68 @@ from .tools._tool import (
     tool,
 )
 
+# isort: split
+# providers (OpenAIChat, OpenAIResponses and Anthropic: loaded on first use)
+from .providers.base import Provider, ProviderRequest, ProviderStream
+from .providers.scripted import MidStreamFailure, Scripted
+
+# isort: split
+# stores (SQLiteStore and PostgresStore: loaded on first use)
+from .store.base import HistoryPage, SessionInfo, SessionStore
+from .store.memory import MemoryStore
+from .store.null import NullStore
+
+# isort: split
+# errors (MCPError and MCPToolError: with MCP, below)
+from .errors import (
+    AmbiguousSession,
+    ApprovalNotPending,
+    AuthFailed,
+    BadRequest,
+    Cancelled,
+    ContextOverflow,
+    EmptyAssistantResponse,
+    MalformedStream,
+    NaviError,
+    NoCompactionPrompt,
+    NothingToCompact,
+    OutputValidationError,
+    Overloaded,
+    ProviderError,
+    RateLimited,
+    ServerError,
+    SessionBusy,
+    SessionError,
+    SessionLockLost,
+    SessionNotFound,
+    SteeringQueueFull,
+    StreamPoisoned,
+    ThinkingStall,
+    ToolRegistrationError,
+    TransportError,
+)
+
+# isort: split
+# sub-agents, hooks, approvals and observers
+from .hooks import Hook, NeedsApproval, TurnInfo, Veto
+from .store.base import Approval, ApprovalState
+from .subagent import SubAgent
+from .subscribe import Subscription
+
 if TYPE_CHECKING:  # imported on first use at run time (see __getattr__)
+    # the agent and its turn
     from .compaction._compaction import CompactionResult
+
+    # MCP and media
     from .mcp._tools import MCPError, MCPToolError, MCPTools
     from .media._parts import Media
+
+    # providers
     from .providers.anthropic import Anthropic
     from .providers.openai_chat import OpenAIChat
     from .providers.openai_responses import OpenAIResponses
+
+    # stores
     from .store.postgres import PostgresStore
     from .store.sqlite import SQLiteStore
 
@@ -131,7 +170,8 @@ __version__ = "0.1.0"
 logging.getLogger("navi_core").addHandler(logging.NullHandler())
 
 #: names whose modules import httpx, sqlite3, psycopg or Pillow (or start processes):
-#: loaded on first use
+#: loaded on first use. Each of their classes sets ``__module__ = "navi_core"`` in its
+#: own body, so it reports the public path whichever module is imported first.
 _LAZY = {
     "OpenAIChat": "navi_core.providers.openai_chat",
     "OpenAIResponses": "navi_core.providers.openai_responses",
@@ -146,118 +186,128 @@ _LAZY = {
 }
 
 __all__ = [
-    "ApprovalNotPending",
-    "is_casual_message",
-    "Hook",
-    "NeedsApproval",
-    "TurnInfo",
-    "Veto",
-    "Approval",
-    "ApprovalState",
-    "HistoryPage",
-    "SubAgent",
-    "Subscription",
+    "__version__",
+    # the agent and its turn
     "Agent",
-    "AmbiguousSession",
-    "Anthropic",
-    "AnyEvent",
-    "ArgumentError",
-    "AuthFailed",
-    "BadRequest",
-    "Cancelled",
-    "Compacted",
-    "CompactionConfig",
     "CompactionResult",
+    "Phase",
+    "Session",
+    "SteerDisposition",
+    "Stream",
+    "is_casual_message",
+    # events
+    "AnyEvent",
+    "Compacted",
     "CompactionStarted",
-    "CompactionSummary",
-    "Config",
-    "ContextOverflow",
-    "Conversation",
-    "EmptyAssistantResponse",
     "Event",
     "HookFailure",
-    "ImageLimits",
     "Lagged",
-    "MCPError",
-    "MCPToolError",
-    "MCPTools",
-    "MalformedStream",
-    "Media",
-    "MediaPart",
-    "MemoryStore",
-    "Message",
     "MessageComplete",
-    "MidStreamFailure",
     "ModelInfo",
-    "NaviError",
-    "NoCompactionPrompt",
-    "NothingToCompact",
-    "NullStore",
-    "OpenAIChat",
-    "OpenAIResponses",
-    "OutputValidationError",
-    "Overloaded",
     "PENDING",
     "Pending",
-    "Phase",
-    "PlanningConfig",
-    "PostgresStore",
-    "Provider",
-    "ProviderError",
-    "ProviderRequest",
     "ProviderRetry",
-    "ProviderStream",
-    "RateLimited",
-    "RedactedThinking",
     "ResponseDiscarded",
-    "RetryPolicy",
-    "SQLiteStore",
-    "Scripted",
-    "ServerError",
-    "Session",
-    "SessionBusy",
-    "SessionError",
-    "SessionInfo",
-    "SessionLockLost",
-    "SessionNotFound",
-    "SessionStore",
-    "SteerDisposition",
     "Steered",
-    "SteeringQueueFull",
     "StopReason",
-    "Stream",
-    "StreamPoisoned",
     "SubagentEvent",
-    "System",
-    "Text",
     "TextDelta",
-    "TextPart",
-    "Thinking",
     "ThinkingDelta",
-    "ThinkingStall",
-    "Timeout",
-    "Tool",
-    "ToolCall",
     "ToolCallDelta",
     "ToolCallStart",
-    "ToolContext",
     "ToolDispatchComplete",
     "ToolDispatchStart",
     "ToolFinished",
     "ToolProgress",
-    "ToolRegistrationError",
-    "ToolResult",
-    "ToolSource",
-    "ToolSpec",
     "ToolStarted",
-    "ToolUse",
-    "TransportError",
     "TurnComplete",
+    # conversation values
+    "CompactionSummary",
+    "Conversation",
+    "MediaPart",
+    "Message",
+    "RedactedThinking",
+    "System",
+    "Text",
+    "TextPart",
+    "Thinking",
+    "ToolResult",
+    "ToolUse",
     "Usage",
     "UserMessage",
     "WireIdentity",
-    "__version__",
+    # configuration
+    "CompactionConfig",
+    "Config",
+    "ImageLimits",
+    "PlanningConfig",
+    "RetryPolicy",
+    "Timeout",
+    # tools
+    "ArgumentError",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolSource",
+    "ToolSpec",
     "tool",
+    # providers
+    "Anthropic",
+    "MidStreamFailure",
+    "OpenAIChat",
+    "OpenAIResponses",
+    "Provider",
+    "ProviderRequest",
+    "ProviderStream",
+    "Scripted",
+    # stores
+    "HistoryPage",
+    "MemoryStore",
+    "NullStore",
+    "PostgresStore",
+    "SQLiteStore",
+    "SessionInfo",
+    "SessionStore",
+    # errors
+    "AmbiguousSession",
+    "ApprovalNotPending",
+    "AuthFailed",
+    "BadRequest",
+    "Cancelled",
+    "ContextOverflow",
+    "EmptyAssistantResponse",
+    "MalformedStream",
+    "NaviError",
+    "NoCompactionPrompt",
+    "NothingToCompact",
+    "OutputValidationError",
+    "Overloaded",
+    "ProviderError",
+    "RateLimited",
+    "ServerError",
+    "SessionBusy",
+    "SessionError",
+    "SessionLockLost",
+    "SessionNotFound",
+    "SteeringQueueFull",
+    "StreamPoisoned",
+    "ThinkingStall",
+    "ToolRegistrationError",
+    "TransportError",
+    # sub-agents, hooks, approvals and observers
+    "Approval",
+    "ApprovalState",
+    "Hook",
+    "NeedsApproval",
+    "SubAgent",
+    "Subscription",
+    "TurnInfo",
+    "Veto",
+    # MCP and media
+    "MCPError",
+    "MCPToolError",
+    "MCPTools",
+    "Media",
 ]
 
 
@@ -269,3 +319,57 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip this function
     return value
+
+
+def _publish(namespace: dict[str, Any]) -> None:
+    """Give each public class and function of ``namespace`` the module ``navi_core``.
+
+    ``typing.get_type_hints`` evaluates a class's string annotations (``from
+    __future__ import annotations``) in the namespace of ``sys.modules[cls.__module__]``
+    (and the class's own). Once that is navi_core, names a module imports for its
+    annotations only (``Sequence``, ``Any``, private types) would be missing, so each
+    class's own annotations are evaluated first, where the class is defined, with the
+    public names of this module for those its module imports under ``TYPE_CHECKING``
+    only. One that still does not evaluate stays the string it was. Dataclass fields
+    keep their ``Field.type`` as written. The lazy names are not loaded: their classes
+    set ``__module__`` themselves.
+    """
+    import inspect
+    import sys
+    import types
+    import typing
+
+    def resolved(cls: type) -> dict[str, Any]:
+        out = inspect.get_annotations(cls)
+        # lookups: the class, its module, then the public names (for those its module
+        # imports under TYPE_CHECKING only)
+        where = {**namespace, **vars(sys.modules[cls.__module__]), **vars(cls)}
+        for name, value in out.items():
+            if not isinstance(value, str):
+                continue
+            # a class holding this one annotation, in cls's module: get_type_hints
+            # reads it as a class annotation (ClassVar allowed) in that namespace
+            probe = type(
+                cls.__name__,
+                (),
+                {"__annotations__": {name: value}, "__module__": cls.__module__},
+            )
+            try:
+                hints = typing.get_type_hints(probe, localns=where, include_extras=True)
+            except Exception:  # NameError, or whatever else the expression raises
+                continue
+            out[name] = hints[name]
+        return out
+
+    for name in __all__:
+        obj = namespace.get(name)
+        if isinstance(obj, type):
+            if "__annotations__" in vars(obj):
+                obj.__annotations__ = resolved(obj)
+            obj.__module__ = "navi_core"
+        elif isinstance(obj, types.FunctionType):
+            obj.__module__ = "navi_core"
+
+
+_publish(globals())
+del _publish

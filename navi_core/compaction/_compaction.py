@@ -96,6 +96,8 @@ class CompactionResult:
     previous summary not included); ``kept_turns`` the user prompts kept verbatim.
     """
 
+    __module__ = "navi_core"  # its public path, in reprs, docs and pickles
+
     compacted: bool
     summarized_messages: int
     kept_turns: int

@@ -36,6 +36,8 @@ _BAD_NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
 class MCPToolError(MCPError):
     """The server ran the tool and reported a failure (``isError``)."""
 
+    __module__ = "navi_core"  # its public path, in reprs, docs and tracebacks
+
 
 class MCPTools:
     """A ``ToolSource`` serving the tools of one MCP server.
@@ -55,6 +57,8 @@ class MCPTools:
         MCPError: the server could not be started, reached or understood.
         ValueError: neither or both of ``command`` and ``url``.
     """
+
+    __module__ = "navi_core"  # its public path, in reprs, docs and tracebacks
 
     def __init__(
         self,

@@ -66,6 +66,8 @@ CLOSE_WAIT: Final = 2.0
 class MCPError(NaviError, RuntimeError):
     """An MCP server failed a request, died, did not answer in time, or broke protocol."""
 
+    __module__ = "navi_core"  # its public path, in reprs, docs and tracebacks
+
 
 def safe_environment(extra: Mapping[str, str] | None) -> dict[str, str]:
     """The environment of a stdio server: ``INHERITED_ENV`` from here, then ``extra``."""

@@ -44,6 +44,8 @@ __all__ = [
 class Media:
     """Image bytes a tool returns; ``media_type`` is a hint, the magic number wins."""
 
+    __module__ = "navi_core"  # its public path, in reprs, docs and pickles
+
     data: bytes
     media_type: str | None = None
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import islice
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -40,8 +41,10 @@ from .delta_stream import DeltaStream
 from .errormap import error_fields, error_for_stream
 
 __all__ = [
+    "HTTP_DEFAULTS",
     "MAX_RETRY_AFTER_MS",
     "HTTPProvider",
+    "HTTPSettings",
     "Parser",
     "ResponseStream",
     "TAPPED_HEADERS",
@@ -187,11 +190,41 @@ _log = get_logger("navi_core.http")
 _P = TypeVar("_P", bound="HTTPProvider")
 
 
+@dataclass(frozen=True)
+class HTTPSettings:
+    """The keywords every HTTP provider takes beside its own: their one home.
+
+    ``OpenAIChat``, ``OpenAIResponses`` and ``Anthropic`` list them as keyword-only
+    parameters of the same names, typed as here, with the defaults of
+    ``HTTP_DEFAULTS``, and hand them to ``HTTPProvider`` as one of these
+    (tests/providers/test_http_settings.py keeps the lists equal).
+
+    - ``timeout``: the connect, read, write and pool limits of every request.
+    - ``http2``: the provider's own client speaks HTTP/2 where the server offers it
+      (``pip install 'navi-core[http2]'``).
+    - ``headers``: more request headers (names case-insensitive); they win over the
+      ones the provider builds, its auth headers included.
+    - ``client``: an ``httpx.Client`` to send with instead of the provider's own; it
+      is used but never closed (``timeout`` still bounds each request, ``http2`` is
+      then the client's own choice).
+    """
+
+    timeout: Timeout = Timeout()  # noqa: RUF009 - frozen value
+    http2: bool = False
+    headers: Mapping[str, str] | None = None
+    client: httpx.Client | None = None
+
+
+#: the defaults of the keywords every HTTP provider takes (``HTTPSettings``)
+HTTP_DEFAULTS: Final = HTTPSettings()
+
+
 class HTTPProvider:
     """Base of the HTTP providers: the client, the secrets, ``wire`` and the request.
 
     Subclasses set ``api_style`` and ``path``, build the JSON body and name the
-    parser; ``open`` is shared. A ``client`` passed in is used but never closed.
+    parser; ``open`` is shared. ``settings`` holds the keywords every HTTP provider
+    takes (``HTTPSettings``); a ``client`` passed in is used but never closed.
     """
 
     api_style: ClassVar[str]
@@ -203,11 +236,10 @@ class HTTPProvider:
         base_url: str,
         *,
         auth: Mapping[str, str],
-        timeout: Timeout,
-        http2: bool,
-        headers: Mapping[str, str] | None,
-        client: httpx.Client | None,
+        settings: HTTPSettings,
     ) -> None:
+        timeout, http2 = settings.timeout, settings.http2
+        headers, client = settings.headers, settings.client
         if not model:
             raise ValueError("model must be a non-empty string")
         if not base_url.startswith(("http://", "https://")):

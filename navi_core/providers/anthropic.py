@@ -37,7 +37,7 @@ from ..conversation import (
     WireIdentity,
 )
 from ..tools._tool import ToolSpec
-from ._http import HTTPProvider, Parser, json_object
+from ._http import HTTP_DEFAULTS, HTTPProvider, HTTPSettings, Parser, json_object
 from .base import ProviderRequest
 from .body_cache import AnthropicEncoder, split_body
 from .openai_chat import SUMMARY_PREFIX
@@ -64,8 +64,11 @@ class Anthropic(HTTPProvider):
     ``{"type": "enabled", "budget_tokens": 2048}``. ``cache`` places prompt-cache
     breakpoints (see the module docstring). ``options`` are copied into every
     request body and win over the fields built here.
+    ``timeout``, ``http2``, ``headers`` and ``client`` are the keywords every HTTP
+    provider takes (``HTTPSettings`` describes them).
     """
 
+    __module__ = "navi_core"  # its public path, in reprs, docs and tracebacks
     api_style = "anthropic-messages"
     path = "/v1/messages"
 
@@ -77,10 +80,10 @@ class Anthropic(HTTPProvider):
         *,
         max_tokens: int = 4096,
         thinking: Mapping[str, Any] | None = None,
-        timeout: Timeout = Timeout(),  # noqa: B008 - frozen value
-        http2: bool = False,
-        headers: Mapping[str, str] | None = None,
-        client: httpx.Client | None = None,
+        timeout: Timeout = HTTP_DEFAULTS.timeout,
+        http2: bool = HTTP_DEFAULTS.http2,
+        headers: Mapping[str, str] | None = HTTP_DEFAULTS.headers,
+        client: httpx.Client | None = HTTP_DEFAULTS.client,
         anthropic_version: str = "2023-06-01",
         cache: bool = True,
         **options: Any,
@@ -94,15 +97,8 @@ class Anthropic(HTTPProvider):
         auth = {"anthropic-version": anthropic_version}
         if api_key:
             auth["x-api-key"] = api_key
-        super().__init__(
-            model,
-            base_url,
-            auth=auth,
-            timeout=timeout,
-            http2=http2,
-            headers=headers,
-            client=client,
-        )
+        settings = HTTPSettings(timeout, http2, headers, client)
+        super().__init__(model, base_url, auth=auth, settings=settings)
         self._max_tokens = max_tokens
         self._thinking = dict(thinking) if thinking is not None else None
         self._cache = cache

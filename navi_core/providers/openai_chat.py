@@ -27,7 +27,7 @@ from ..conversation import (
     ToolUse,
 )
 from ..tools._tool import ToolSpec
-from ._http import HTTPProvider, Parser, json_object
+from ._http import HTTP_DEFAULTS, HTTPProvider, HTTPSettings, Parser, json_object
 from .base import ProviderRequest
 from .body_cache import FlatEncoder, split_body
 
@@ -65,8 +65,11 @@ class OpenAIChat(HTTPProvider):
     ``max_tokens_field`` names the body field ``Config.max_output_tokens`` goes to
     ("max_completion_tokens" for OpenAI's reasoning models). ``options`` are copied
     into every request body and win over the fields built here.
+    ``timeout``, ``http2``, ``headers`` and ``client`` are the keywords every HTTP
+    provider takes (``HTTPSettings`` describes them).
     """
 
+    __module__ = "navi_core"  # its public path, in reprs, docs and tracebacks
     api_style = "openai-chat"
     path = "/chat/completions"
 
@@ -76,10 +79,10 @@ class OpenAIChat(HTTPProvider):
         base_url: str | None = None,
         api_key: str | None = None,
         *,
-        timeout: Timeout = Timeout(),  # noqa: B008 - frozen value
-        http2: bool = False,
-        headers: Mapping[str, str] | None = None,
-        client: httpx.Client | None = None,
+        timeout: Timeout = HTTP_DEFAULTS.timeout,
+        http2: bool = HTTP_DEFAULTS.http2,
+        headers: Mapping[str, str] | None = HTTP_DEFAULTS.headers,
+        client: httpx.Client | None = HTTP_DEFAULTS.client,
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
         **options: Any,
     ) -> None:
@@ -88,15 +91,8 @@ class OpenAIChat(HTTPProvider):
                 "max_tokens_field must be 'max_tokens' or 'max_completion_tokens'"
             )
         base_url, auth = openai_endpoint(base_url, api_key)
-        super().__init__(
-            model,
-            base_url,
-            auth=auth,
-            timeout=timeout,
-            http2=http2,
-            headers=headers,
-            client=client,
-        )
+        settings = HTTPSettings(timeout, http2, headers, client)
+        super().__init__(model, base_url, auth=auth, settings=settings)
         self._max_tokens_field = max_tokens_field
         self._options = options
         self._encoder = FlatEncoder(self.api_style, _encode)

@@ -30,7 +30,7 @@ from ..conversation import (
     WireIdentity,
 )
 from ..tools._tool import ToolSpec
-from ._http import HTTPProvider, Parser, json_object
+from ._http import HTTP_DEFAULTS, HTTPProvider, HTTPSettings, Parser, json_object
 from .base import ProviderRequest
 from .body_cache import FlatEncoder, split_body
 from .openai_chat import SUMMARY_PREFIX, openai_endpoint
@@ -46,8 +46,11 @@ class OpenAIResponses(HTTPProvider):
     ``api_key`` to ``OPENAI_API_KEY``. ``options`` are copied into every request body
     and win over the fields built here, e.g. ``reasoning={"effort": "low",
     "summary": "auto"}``.
+    ``timeout``, ``http2``, ``headers`` and ``client`` are the keywords every HTTP
+    provider takes (``HTTPSettings`` describes them).
     """
 
+    __module__ = "navi_core"  # its public path, in reprs, docs and tracebacks
     api_style = "openai-responses"
     path = "/responses"
 
@@ -57,22 +60,15 @@ class OpenAIResponses(HTTPProvider):
         base_url: str | None = None,
         api_key: str | None = None,
         *,
-        timeout: Timeout = Timeout(),  # noqa: B008 - frozen value
-        http2: bool = False,
-        headers: Mapping[str, str] | None = None,
-        client: httpx.Client | None = None,
+        timeout: Timeout = HTTP_DEFAULTS.timeout,
+        http2: bool = HTTP_DEFAULTS.http2,
+        headers: Mapping[str, str] | None = HTTP_DEFAULTS.headers,
+        client: httpx.Client | None = HTTP_DEFAULTS.client,
         **options: Any,
     ) -> None:
         base_url, auth = openai_endpoint(base_url, api_key)
-        super().__init__(
-            model,
-            base_url,
-            auth=auth,
-            timeout=timeout,
-            http2=http2,
-            headers=headers,
-            client=client,
-        )
+        settings = HTTPSettings(timeout, http2, headers, client)
+        super().__init__(model, base_url, auth=auth, settings=settings)
         self._options = options
         self._encoder = FlatEncoder(self.api_style, self._encode, self.wire)
 

@@ -34,7 +34,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar, Final, TypeAlias
+from typing import Any, ClassVar, Final, TypeAlias, get_type_hints
 
 import orjson
 
@@ -237,6 +237,15 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
     STATEMENTS: ClassVar[Statements] = _STATEMENTS
     EXTRAS: ClassVar[ExtraStatements] = _EXTRAS
     DRIVER_ERRORS: ClassVar[tuple[type[Exception], ...]] = (psycopg.Error,)
+
+    # Its public path, navi_core.PostgresStore, in reprs, docs and tracebacks. As
+    # get_type_hints looks names up in the module __module__ names, the annotations
+    # above are evaluated here, where their names are defined.
+    __annotations__ = get_type_hints(
+        type("PostgresStore", (), {"__annotations__": __annotations__}),
+        include_extras=True,
+    )
+    __module__ = "navi_core"
 
     def __init__(
         self, dsn: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 30.0

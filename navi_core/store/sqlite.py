@@ -31,7 +31,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, Final, Literal, TypeAlias
+from typing import Any, ClassVar, Final, Literal, TypeAlias, get_type_hints
 
 from .. import codec
 from ..conversation import Message
@@ -177,6 +177,15 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
     STATEMENTS: ClassVar[Statements] = _STATEMENTS
     EXTRAS: ClassVar[ExtraStatements] = _EXTRAS
     DRIVER_ERRORS: ClassVar[tuple[type[Exception], ...]] = (sqlite3.Error,)
+
+    # Its public path, navi_core.SQLiteStore, in reprs, docs and tracebacks. As
+    # get_type_hints looks names up in the module __module__ names, the annotations
+    # above are evaluated here, where their names are defined.
+    __annotations__ = get_type_hints(
+        type("SQLiteStore", (), {"__annotations__": __annotations__}),
+        include_extras=True,
+    )
+    __module__ = "navi_core"
 
     def __init__(
         self,
