@@ -40,13 +40,13 @@ def next_or_stop(self):
 
 cdef inline object _quick(object self, bint read):
     cdef object queue = self._queue
-    cdef object reader = self._reader
-    if reader is not None:
+    cdef Reader reader = <Reader>self._reader
+    if reader.response is not None:
         if queue:
-            if (<Reader>reader).ready():
-                return (<Reader>reader).take()
-        elif read and (<Reader>reader).read(self):
-            return (<Reader>reader).take()
+            if reader.ready():
+                return reader.take()
+        elif read and reader.read(self):
+            return reader.take()
     elif (
         queue
         and not self._observers.subscriptions
@@ -61,18 +61,18 @@ cdef extern from "pythread.h":
 
 
 cdef class Reader:
-    """Reads one open response into a stream's queue (``Stream._reader``), built
-    from exactly what it reads (see the twin)."""
+    """A turn's reader of its open response (``Stream._reader``), and the turn's
+    close handshake, built from exactly what it reads (see the twin)."""
 
-    cdef object _response, _queue, _ctl, _observers, _on_ended, _push, _pop, _batches
+    cdef object _queue, _ctl, _observers, _on_ended, _push, _pop, _batches
     cdef Assembler _core
     cdef bint _direct
     cdef Py_ssize_t _stop, _op, _deadline, _subscriptions
     cdef public bint closing, close_pending
-    cdef readonly unsigned long driver
+    cdef public unsigned long driver
+    cdef readonly object response
 
-    def __init__(self, queue, ctl, observers, response, on_ended):
-        self._response = response
+    def __init__(self, queue, ctl, observers, on_ended):
         self._queue = queue
         self._ctl = ctl
         self._observers = observers
@@ -82,10 +82,16 @@ cdef class Reader:
         self.closing = False
         self.close_pending = False
         self.driver = 0
+        self.response = None
+        self._direct = False
         self._stop = _slot_offset(type(ctl), "stop")
         self._op = _slot_offset(type(ctl), "op")
         self._deadline = _slot_offset(type(ctl), "deadline")
         self._subscriptions = _slot_offset(type(observers), "subscriptions")
+
+    def arm(self, response):
+        """Read ``response`` from now on (see the twin)."""
+        self.response = response
         self._direct = (
             getattr(type(response), "produce", None) is produce
             and type(response.core) is Assembler
@@ -93,6 +99,43 @@ cdef class Reader:
         if self._direct:
             self._batches = response.batches
             self._core = response.core
+
+    def disarm(self):
+        """Nothing to read any more."""
+        self.response = None
+        self._batches = None
+        self._core = None
+        self._direct = False
+
+    def release(self):
+        """The turn ended: let go of ``on_ended`` (a cycle through the stream)."""
+        self.disarm()
+        self._on_ended = None
+
+    def enter(self):
+        """The calling thread drives the turn; False (and it does not) when a close
+        from another thread runs."""
+        return self._enter()
+
+    def leave(self, stream):
+        """The driving thread leaves: wake a waiting close, run one it asked for."""
+        self._leave(stream)
+
+    cdef inline bint _enter(self) except -1:
+        self.driver = PyThread_get_thread_ident()
+        if self.closing:
+            self.driver = 0
+            return False
+        return True
+
+    cdef inline int _leave(self, object stream) except -1:
+        self.driver = 0
+        if self.closing:
+            self._ctl.wake()
+        if self.close_pending:
+            self.close_pending = False
+            stream.close()
+        return 0
 
     cdef bint read(self, object stream) except -1:
         cdef object ctl = self._ctl
@@ -102,21 +145,16 @@ cdef class Reader:
             and _is_none(ctl, self._deadline, "deadline")
         ):
             return False
-        self.driver = PyThread_get_thread_ident()
-        if self.closing:
-            self.driver = 0
+        if not self._enter():
             return False
+        cdef object response = self.response
+        cdef object on_ended = self._on_ended
         try:
             if self.pump():
-                self._on_ended(self._response, None)
+                on_ended(response, None)
         except BaseException as exc:
-            self._on_ended(self._response, exc)
-        self.driver = 0
-        if self.closing:
-            ctl.wake()
-        if self.close_pending:
-            self.close_pending = False
-            stream.close()
+            on_ended(response, exc)
+        self._leave(stream)
         return bool(self._queue) and self.ready()
 
     cdef inline object take(self):
@@ -133,7 +171,7 @@ cdef class Reader:
     cpdef bint pump(self) except -1:
         """Read until the response pushes an event or a stop is asked for (False), or
         until it completes (True)."""
-        cdef object response = self._response
+        cdef object response = self.response
         cdef object queue = self._queue
         cdef object ctl = self._ctl
         if not self._direct:

@@ -7,8 +7,8 @@ Pure twin of ``csrc/_pump.pxi``. ``stream.Stream`` takes ``next_event`` and
 * an event already queued is handed out at once (the stream deduplicates a
   ``ModelInfo``, and a turn with subscribers publishes each event: both go to
   ``Stream._advance``, the phase machine);
-* with the queue empty, while the turn streams a response (``Stream._reader``, a
-  ``Reader``) with nothing else due (no ``next(timeout)``, no stop asked for, no call
+* with the queue empty, while the turn streams a response (armed in
+  ``Stream._reader``, a ``Reader``) with nothing else due (no ``next(timeout)``, no stop asked for, no call
   waiting off-thread, no ``close()`` from another thread), the reader reads the
   response until it pushes an event. For a ``DeltaStream`` whose class keeps this
   ``produce``, it feeds the batches to the assembler itself, from fields it took
@@ -18,7 +18,7 @@ Pure twin of ``csrc/_pump.pxi``. ``stream.Stream`` takes ``next_event`` and
 
 What the hot path reads is declared: a ``Reader`` is built from exactly what it needs
 (the stream's queue, its ``TurnControl`` — ``stop``, ``op``, ``deadline``, ``wake`` —
-its observers' ``subscriptions``, the response and ``on_ended``), and of a
+its observers' ``subscriptions`` and ``on_ended``; the response when armed), and of a
 ``DeltaStream`` it reads the feed that class documents: ``batches``, ``core``,
 ``finish``, ``ended``, ``malformed``, ``scrubbed``.
 """
@@ -70,7 +70,7 @@ def _quick(self: Any, read: bool) -> Any:
     read the open response for one), else ``_LATER``."""
     queue = self._queue
     reader = self._reader
-    if reader is not None:
+    if reader.response is not None:
         if queue:
             if reader.ready():
                 return reader.take()
@@ -84,15 +84,21 @@ def _quick(self: Any, read: bool) -> Any:
 
 
 class Reader:
-    """Reads one open response into a stream's queue (``Stream._reader``).
+    """A turn's reader of its open response (``Stream._reader``), and the turn's close
+    handshake.
 
-    Built from exactly what it reads: the stream's ``queue``, its ``TurnControl``
-    (``ctl``), its ``Observers``, the open ``response``, and ``on_ended(response,
-    error)``, called when a read completed the response (``error`` None) or failed.
+    Built once per turn from exactly what it reads: the stream's ``queue``, its
+    ``TurnControl`` (``ctl``: ``stop``, ``op``, ``deadline``, ``wake``), its
+    ``Observers`` (``subscriptions``), and ``on_ended(response, error)``, called when a
+    read completed the response (``error`` None) or failed. ``arm(response)`` when the
+    turn starts streaming a response, ``disarm()`` when it stops; ``response`` is the
+    armed one (None: nothing to read). ``release()`` when the turn ended.
 
-    ``driver`` is the thread inside a read (0: none); ``closing`` and
-    ``close_pending`` are ``Stream.close``'s: the handshake with a close from another
-    thread, and a close asked for inside a read (by a hook), which runs after it.
+    The handshake with ``Stream.close``: ``driver`` is the thread inside ``next()`` or a
+    read (0: none), set by ``enter`` before it looks at ``closing``; a close from
+    another thread sets ``closing`` before it looks at ``driver`` and waits while it
+    is set; ``close_pending`` is a close asked for by that thread itself (a hook),
+    run when it leaves.
     """
 
     __slots__ = (
@@ -105,10 +111,10 @@ class Reader:
         "_pop",
         "_push",
         "_queue",
-        "_response",
         "close_pending",
         "closing",
         "driver",
+        "response",
     )
 
     def __init__(
@@ -116,19 +122,27 @@ class Reader:
         queue: deque[Any],
         ctl: Any,
         observers: Any,
-        response: Any,
         on_ended: Callable[[Any, BaseException | None], None],
     ) -> None:
-        self._response = response
         self._queue = queue
         self._ctl = ctl
         self._observers = observers
-        self._on_ended = on_ended
+        self._on_ended: Callable[[Any, BaseException | None], None] | None = on_ended
         self._push = queue.append
         self._pop = queue.popleft
         self.closing = False
         self.close_pending = False
         self.driver = 0
+        self.response: Any = None
+        self._direct = False
+        self._batches: Any = None
+        self._core: Any = None
+
+    def arm(self, response: Any) -> None:
+        """Read ``response`` from now on. A ``DeltaStream`` whose class keeps this
+        module's ``produce`` is fed batch by batch from its ``batches`` and ``core``,
+        taken here once."""
+        self.response = response
         self._direct = (
             getattr(type(response), "produce", None) is produce
             and type(response.core) is Assembler
@@ -137,29 +151,53 @@ class Reader:
             self._batches = response.batches
             self._core = response.core
 
-    def read(self, stream: Any) -> bool:
-        """One blocking read when nothing else is due; True when the queue's first
-        event can be handed out as it is. ``driver`` is set before ``closing`` is
-        read: the handshake ``Stream.close`` relies on (``stream.close()`` runs here
-        when a hook asked for it inside the read)."""
-        ctl = self._ctl
-        if ctl.stop is not None or ctl.op is not None or ctl.deadline is not None:
-            return False
+    def disarm(self) -> None:
+        """Nothing to read any more (the response completed, failed or was dropped)."""
+        self.response = self._batches = self._core = None
+        self._direct = False
+
+    def release(self) -> None:
+        """The turn ended: let go of ``on_ended`` (the stream it calls back holds this
+        reader: a cycle)."""
+        self.disarm()
+        self._on_ended = None
+
+    def enter(self) -> bool:
+        """The calling thread drives the turn from now on; False (and it does not)
+        when a close from another thread runs."""
         self.driver = get_ident()
         if self.closing:
             self.driver = 0
             return False
-        try:
-            if self.pump():
-                self._on_ended(self._response, None)
-        except BaseException as exc:  # the stream fails the turn or retries
-            self._on_ended(self._response, exc)
+        return True
+
+    def leave(self, stream: Any) -> None:
+        """The driving thread leaves: wake a close that waits for it, and run one it
+        asked for itself meanwhile (``stream.close()``)."""
         self.driver = 0
         if self.closing:
-            ctl.wake()
+            self._ctl.wake()
         if self.close_pending:
             self.close_pending = False
             stream.close()
+
+    def read(self, stream: Any) -> bool:
+        """One blocking read when nothing else is due; True when the queue's first
+        event can be handed out as it is."""
+        ctl = self._ctl
+        if ctl.stop is not None or ctl.op is not None or ctl.deadline is not None:
+            return False
+        if not self.enter():
+            return False
+        response = self.response
+        on_ended = self._on_ended
+        assert on_ended is not None  # armed: the turn has not ended
+        try:
+            if self.pump():
+                on_ended(response, None)
+        except BaseException as exc:  # the stream fails the turn or retries
+            on_ended(response, exc)
+        self.leave(stream)
         return bool(self._queue) and self.ready()
 
     def take(self) -> Any:
@@ -176,7 +214,7 @@ class Reader:
     def pump(self) -> bool:
         """Read until the response pushes an event or a stop is asked for (False), or
         until it completes (True)."""
-        response = self._response
+        response = self.response
         queue = self._queue
         ctl = self._ctl
         if not self._direct:

@@ -83,7 +83,6 @@ class Agent:
         self._tools = ToolRunner(registry)
         self._steering = SteeringQueue()
         self._stream: Stream | None = None
-        self._turn: TurnExtras | None = None
         self._closed = False
         self._session = Session.open(self.store, session)
         try:
@@ -135,12 +134,16 @@ class Agent:
             self._config,
         )
 
-    def start_tools(self, uses: Sequence[ToolUse], config: Config) -> Dispatch:
-        """Start a response's tool calls on the tool threads (used by ``Stream``)."""
-        turn = self._turn or TurnExtras(self._session, self._hooks)
-        run, factory = turn.dispatch_factory(uses)
+    def start_tools(
+        self,
+        calls: Sequence[ToolUse],
+        factory: Callable[..., Dispatch],
+        config: Config,
+    ) -> Dispatch:
+        """Start ``calls`` on the tool threads as a batch made by ``factory`` (used by
+        the turn, which chose both)."""
         return self._tools.start(
-            run,
+            calls,
             config.max_tool_threads,
             config.images,
             self.provider.wire,
@@ -148,11 +151,11 @@ class Agent:
             factory=factory,
         )
 
-    def turn_ended(self, stream: Stream) -> None:
-        """Let go of a stream whose turn ended (used by ``Stream``): the agent and the
-        stream no longer hold each other, so both are freed as soon as the host drops
-        them, with no work left for the cyclic collector."""
-        if self._stream is stream:
+    def turn_ended(self, turn_id: str) -> None:
+        """Let go of the stream of a turn that ended (used by the turn): the agent and
+        the stream no longer hold each other, so both are freed as soon as the host
+        drops them, with no work left for the cyclic collector."""
+        if self._stream is not None and self._stream.turn_id == turn_id:
             self._stream = None
 
     # -- configuration -----------------------------------------------------------------
@@ -413,7 +416,6 @@ class Agent:
         x = TurnExtras(
             session, self._hooks, self._observers, plan=plan, resume_plan=held
         )
-        self._turn = x
         if x.hooks:
             x.hooks.turn_start(TurnInfo(x.turn_id, session.id, prompt))
         self._steering.begin_turn()

@@ -1,1 +1,1 @@
-"""One turn's private machinery: phases, control, extras, steering, approvals."""
+"""One turn's private machinery: the phase machine, control, extras, steering."""

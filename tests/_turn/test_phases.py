@@ -23,10 +23,10 @@ from navi_core import (
     ToolUse,
     tool,
 )
-from navi_core._turn import phases
-from navi_core._turn.phases import render_transitions, transition_table
+from navi_core._turn import machine
+from navi_core._turn.machine import Turn, render_transitions, transition_table
 from navi_core.events import Event
-from navi_core.stream import TRANSITIONS, Stream, Trigger
+from navi_core.stream import TRANSITIONS, Trigger
 
 
 def test_table_matches_the_design() -> None:
@@ -53,7 +53,7 @@ def test_table_matches_the_design() -> None:
 
 
 def test_docstring_diagram_is_the_table() -> None:
-    doc = phases.__doc__
+    doc = machine.__doc__
     assert doc is not None
     diagram = doc.split("this from ``TRANSITIONS``)::")[1]
     lines = [ln.strip() for ln in diagram.strip().splitlines()]
@@ -68,7 +68,7 @@ def test_readme_table_is_the_table() -> None:
 def test_illegal_move_is_refused_with_both_names() -> None:
     stream = Agent(Scripted([])).run("x")
     with pytest.raises(RuntimeError, match="from TURN_START on 'completed'"):
-        stream._move(Trigger.COMPLETED)
+        stream._turn._move(Trigger.COMPLETED)
     assert stream.phase is Phase.TURN_START
 
 
@@ -76,14 +76,14 @@ def test_observed_path_of_a_turn_with_tools_and_a_retry(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen: list[tuple[Phase, Phase]] = []
-    original = Stream._move
+    original = Turn._move
 
-    def spy(self: Stream, trigger: Trigger) -> None:
-        before = self._phase
+    def spy(self: Turn, trigger: Trigger) -> None:
+        before = self.phase
         original(self, trigger)
-        seen.append((before, self._phase))
+        seen.append((before, self.phase))
 
-    monkeypatch.setattr(Stream, "_move", spy)
+    monkeypatch.setattr(Turn, "_move", spy)
 
     @tool
     def t() -> str:
