@@ -326,46 +326,59 @@ def _publish(namespace: dict[str, Any]) -> None:
 
     ``typing.get_type_hints`` evaluates a class's string annotations (``from
     __future__ import annotations``) in the namespace of ``sys.modules[cls.__module__]``
-    (and the class's own). Once that is navi_core, names a module imports for its
-    annotations only (``Sequence``, ``Any``, private types) would be missing, so each
-    class's own annotations are evaluated first, where the class is defined, with the
-    public names of this module for those its module imports under ``TYPE_CHECKING``
-    only. One that still does not evaluate stays the string it was. Dataclass fields
-    keep their ``Field.type`` as written. The lazy names are not loaded: their classes
-    set ``__module__`` themselves.
+    (and the class's own), and pydantic evaluates a dataclass's ``Field.type`` there.
+    Once that is navi_core, names a module imports for its annotations only
+    (``Sequence``, ``Any``, private types) would be missing, so each class's own
+    annotations are evaluated first, where the class is defined (the class, its module,
+    the builtins), then among the public names of this module (for those its module
+    imports under ``TYPE_CHECKING`` only). One that does not evaluate stays the string
+    it was. A dataclass's own fields get the same objects as their ``type``. The lazy
+    names are not loaded: their classes set ``__module__`` themselves.
     """
-    import inspect
+    import builtins
     import sys
     import types
-    import typing
+    from collections import ChainMap
+    from collections.abc import Mapping
 
-    def resolved(cls: type) -> dict[str, Any]:
-        out = inspect.get_annotations(cls)
-        # lookups: the class, its module, then the public names (for those its module
-        # imports under TYPE_CHECKING only)
-        where = {**namespace, **vars(sys.modules[cls.__module__]), **vars(cls)}
-        for name, value in out.items():
-            if not isinstance(value, str):
-                continue
-            # a class holding this one annotation, in cls's module: get_type_hints
-            # reads it as a class annotation (ClassVar allowed) in that namespace
-            probe = type(
-                cls.__name__,
-                (),
-                {"__annotations__": {name: value}, "__module__": cls.__module__},
-            )
+    builtin = vars(builtins)
+    codes: dict[str, types.CodeType] = {}  # the same strings recur: compile each once
+
+    def evaluate(value: str, module: dict[str, Any], here: Mapping[str, Any]) -> Any:
+        """The object ``value`` names (or itself, when it does not evaluate)."""
+        for scope in (here, module, builtin, namespace):  # most are one name: no eval
+            if value in scope:
+                return scope[value]
+        try:
+            code = codes.get(value)
+            if code is None:
+                code = codes[value] = compile(value, "<annotation>", "eval")
             try:
-                hints = typing.get_type_hints(probe, localns=where, include_extras=True)
-            except Exception:  # NameError, or whatever else the expression raises
-                continue
-            out[name] = hints[name]
-        return out
+                return eval(code, module, here)
+            except NameError:  # a name its module imports under TYPE_CHECKING only
+                scopes = ChainMap(here, module, builtin, namespace)  # type: ignore[arg-type]
+                return eval(code, module, scopes)
+        except Exception:  # NameError, or whatever else the expression raises
+            return value
+
+    def resolve(cls: type, annotations: dict[str, Any]) -> None:
+        module = vars(sys.modules[cls.__module__])
+        here = vars(cls)
+        cls.__annotations__ = resolved = {
+            name: evaluate(value, module, here) if isinstance(value, str) else value
+            for name, value in annotations.items()
+        }
+        fields = here.get("__dataclass_fields__", {})
+        for name, value in resolved.items():
+            if name in fields and not isinstance(value, str):
+                fields[name].type = value  # this class's own field
 
     for name in __all__:
         obj = namespace.get(name)
         if isinstance(obj, type):
-            if "__annotations__" in vars(obj):
-                obj.__annotations__ = resolved(obj)
+            annotations = vars(obj).get("__annotations__")
+            if annotations and any(isinstance(v, str) for v in annotations.values()):
+                resolve(obj, annotations)
             obj.__module__ = "navi_core"
         elif isinstance(obj, types.FunctionType):
             obj.__module__ = "navi_core"

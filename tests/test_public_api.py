@@ -5,7 +5,7 @@
   module is imported first.
 * What that could break still works: pickling and copying the values, events, errors
   and enums; ``typing.get_type_hints`` of every public class; schemas of public
-  dataclasses in tools and structured output.
+  dataclasses in tools, structured output and pydantic (``Field.type`` is evaluated).
 * ``import navi_core`` loads none of httpx, sqlite3, Pillow or psycopg.
 * Provider and store authors find the names they need in ``navi_core.providers`` and
   ``navi_core.store``, at run time and for mypy.
@@ -486,6 +486,60 @@ def test_public_dataclasses_work_as_structured_output() -> None:
     assert value == Approval(
         "c1", "rm", ApprovalState.DENIED, "no", ToolResult("c1", (TextPart("kept"),))
     )
+
+
+#: the public dataclasses loaded with navi_core
+DATACLASSES = sorted(
+    n
+    for n in PUBLIC
+    if n not in LAZY
+    and n not in NOT_CLASSES
+    and dataclasses.is_dataclass(getattr(navi_core, n))
+)
+#: the lazily loaded ones, and a value of each
+LAZY_DATACLASSES: dict[str, Callable[[], object]] = {
+    "CompactionResult": lambda: public("CompactionResult")(True, 10, 2),
+    "Media": lambda: public("Media")(b"\x89PNG\r\n\x1a\n", "image/png"),
+}
+#: public dataclasses pydantic has no schema for (nor had before they reported
+#: navi_core): each holds a value that is not data
+NOT_PYDANTIC = {
+    "CompactionConfig": "provider: Provider | None",
+    "Config": "compaction: CompactionConfig",
+    "MidStreamFailure": "error: ProviderError",
+    "ProviderRequest": "config: RequestConfig",
+    "SubAgent": "a Tool",
+    "SubagentEvent": "event: Event",
+    "Tool": "_plan: CallPlan | None",
+}
+#: the samples above, by class name
+SAMPLES = {type(v).__name__: v for v in [*EVENTS, *VALUES]}
+
+
+def test_dataclass_fields_hold_their_evaluated_types() -> None:
+    # Field.type as the annotations: pydantic reads it, in the namespace of navi_core
+    for name in DATACLASSES:
+        cls = public(name)
+        hints = typing.get_type_hints(cls, include_extras=True)
+        for f in dataclasses.fields(cls):
+            assert f.type == hints[f.name], (name, f.name, f.type)
+
+
+@pytest.mark.parametrize(
+    "name", sorted({*DATACLASSES, *LAZY_DATACLASSES} - set(NOT_PYDANTIC))
+)
+def test_public_dataclasses_have_pydantic_schemas(name: str) -> None:
+    pytest.importorskip("pydantic", reason="pydantic is an optional dependency")
+    from pydantic import TypeAdapter
+
+    cls = public(name)
+    adapter = TypeAdapter(cls)
+    assert adapter.pydantic_complete  # every type its fields name was found
+    value = LAZY_DATACLASSES[name]() if name in LAZY_DATACLASSES else SAMPLES[name]
+    assert type(value) is cls
+    assert same(adapter.validate_python(adapter.dump_python(value)), value)
+    if name != "Media":  # bytes go to JSON as UTF-8 only
+        assert same(adapter.validate_json(adapter.dump_json(value)), value)
 
 
 # -- what implementers find in the subpackages ---------------------------------------

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Final, get_args
+from typing import Any, Final, TypeAlias, get_args, get_type_hints
 
 import orjson
 
@@ -121,16 +121,36 @@ def _hook_failure(obj: Any) -> HookFailure:
     return HookFailure(**obj)
 
 
-#: field annotation (as the events module writes it) -> decoder of its JSON
-_FIELD_DECODERS: Final[Mapping[str, Callable[[Any], Any]]] = MappingProxyType(
+#: a field's JSON -> its value
+_Decoder: TypeAlias = Callable[[Any], Any]
+#: an event's fields, each with the decoder of its JSON (None: the JSON is the value)
+_Fields: TypeAlias = tuple[tuple[str, _Decoder | None], ...]
+
+#: field type -> decoder of its JSON; the types are the evaluated annotations
+#: (``typing.get_type_hints``), not the strings the events module writes
+_FIELD_DECODERS: Final[Mapping[object, _Decoder]] = MappingProxyType(
     {
-        "Message": from_obj,
-        "Usage": lambda o: Usage(**o),
-        "StopReason": StopReason,
-        "Event": lambda o: decode_event(o),
-        "tuple[ToolUse, ...]": lambda o: tuple(_tool_use(x) for x in o),
-        "tuple[HookFailure, ...]": lambda o: tuple(_hook_failure(x) for x in o),
+        Message: from_obj,
+        Usage: lambda o: Usage(**o),
+        StopReason: StopReason,
+        Event: lambda o: decode_event(o),
+        tuple[ToolUse, ...]: lambda o: tuple(_tool_use(x) for x in o),
+        tuple[HookFailure, ...]: lambda o: tuple(_hook_failure(x) for x in o),
     }
+)
+
+
+def _fields(cls: type[Event]) -> _Fields:
+    hints = get_type_hints(cls)
+    return tuple(
+        (f.name, _FIELD_DECODERS.get(hints[f.name]))
+        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+    )
+
+
+#: event class name -> the class and its fields
+_DECODING: Final[Mapping[str, tuple[type[Event], _Fields]]] = MappingProxyType(
+    {name: (cls, _fields(cls)) for name, cls in EVENT_TYPES.items()}
 )
 
 
@@ -150,17 +170,17 @@ def decode_event(data: bytes | str | Mapping[str, Any]) -> Event:
     if not isinstance(obj, Mapping):
         raise WireError("an event must be a JSON object")
     name = obj.get("type")
-    cls = EVENT_TYPES.get(name) if isinstance(name, str) else None
-    if cls is None:
+    known = _DECODING.get(name) if isinstance(name, str) else None
+    if known is None:
         raise WireError(f"unknown event type {name!r}")
+    cls, fields = known
     kwargs = {}
     try:
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            if f.name not in obj:
+        for field, decoder in fields:
+            if field not in obj:
                 continue
-            value = obj[f.name]
-            decoder = _FIELD_DECODERS.get(str(f.type))
-            kwargs[f.name] = value if decoder is None else decoder(value)
+            value = obj[field]
+            kwargs[field] = value if decoder is None else decoder(value)
         return cls(**kwargs)
     except (TypeError, KeyError, ValueError) as exc:
         raise WireError(f"{name}: {exc}") from exc
