@@ -62,6 +62,8 @@ C_ONLY = {
     "_pump.pxi": {
         "_get",  # reads a slotted object's fields at their offsets; the twin reads
         "_is_none",  # them as attributes
+        "Reader._enter",  # enter and leave as C calls inside a read; the twin's
+        "Reader._leave",  # read calls enter and leave
     },
     "_sockio.pxi": set(),
     "_assemble.pxi": {
