@@ -3,6 +3,7 @@
 NaviError
 ├── ProviderError(message, status_code, retry_after_ms)     retryable: ClassVar[bool]
 │   ├── RateLimited · Overloaded · ServerError · TransportError · MalformedStream  (True)
+│   │   └── IncompleteResponse  (MalformedStream) no terminal marker: cut off, not done
 │   └── AuthFailed · BadRequest · ContextOverflow                                 (False)
 ├── StreamPoisoned          a Stream failed earlier; ``__cause__`` is that failure
 ├── EmptyAssistantResponse  the model answered with nothing at all
@@ -30,6 +31,7 @@ __all__ = [
     "Cancelled",
     "ContextOverflow",
     "EmptyAssistantResponse",
+    "IncompleteResponse",
     "MalformedStream",
     "NaviError",
     "NoCompactionPrompt",
@@ -140,6 +142,17 @@ class MalformedStream(ProviderError):
             message, status_code=status_code, retry_after_ms=retry_after_ms
         )
         self.offset = offset
+
+
+class IncompleteResponse(MalformedStream):
+    """The response ended without its API's terminal marker: chat completions sent no
+    ``finish_reason`` before ``[DONE]`` or the end of the body, Responses no
+    ``response.completed``, Anthropic no ``message_stop``.
+
+    A server that cuts a stream (a dropped connection, a server serving a second
+    request) leaves half an answer that looks whole; it is retried like a dropped
+    connection and never reported as ``END_TURN``.
+    """
 
 
 class AuthFailed(ProviderError):

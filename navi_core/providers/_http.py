@@ -137,8 +137,15 @@ class ResponseStream(DeltaStream):
         secrets: Sequence[str] = (),
         network_stream: Any = None,
         coalesce: bool = False,
+        require_finish: bool = False,
     ) -> None:
-        super().__init__(batches, wire, on_close=on_close, coalesce=coalesce)
+        super().__init__(
+            batches,
+            wire,
+            on_close=on_close,
+            coalesce=coalesce,
+            require_finish=require_finish,
+        )
         self._body = batches
         self._secrets = tuple(secrets)
         get = getattr(network_stream, "get_extra_info", lambda _: None)
@@ -229,6 +236,8 @@ class HTTPProvider:
 
     api_style: ClassVar[str]
     path: ClassVar[str]
+    #: a terminator without a finish reason is an ``IncompleteResponse``
+    require_finish: bool = False
 
     def __init__(
         self,
@@ -292,6 +301,12 @@ class HTTPProvider:
     def base_url(self) -> str:
         """The public API root: no trailing slash, user info or secret parameters."""
         return self._wire.base_url
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Every spelling of the credentials this provider sends (``request_secrets``):
+        what a recording of its traffic must redact. Never show or store it."""
+        return self._secrets
 
     def __repr__(self) -> str:
         return (
@@ -368,6 +383,7 @@ class HTTPProvider:
             network_stream=response.extensions.get("network_stream"),
             # a RequestConfig from before coalesce_deltas existed has no such attribute
             coalesce=getattr(request.config, "coalesce_deltas", False),
+            require_finish=self.require_finish,
         )
 
     def _sized(self, size: int) -> dict[str, str]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..conversation import Usage, WireIdentity
 from ..core import produce as core_produce
-from ..errors import MalformedStream, ProviderError
+from ..errors import IncompleteResponse, MalformedStream, ProviderError
 from ..events import Event, MessageComplete
 from .assembler import ResponseAssembler
 
@@ -30,11 +30,13 @@ class DeltaStream:
 
     ``batches`` yields one list of core deltas per unit of input and must raise
     ``ProviderError`` subclasses for transport failures. Running out of batches before
-    the terminator delta is a ``MalformedStream``. With ``coalesce``, adjacent deltas
-    of one kind in one batch become one event.
+    the terminator delta is an ``IncompleteResponse``, and so is a terminator with no
+    finish reason before it when ``require_finish`` (chat completions: ``[DONE]``
+    alone is what a server that cut the answer sends). With ``coalesce``, adjacent
+    deltas of one kind in one batch become one event.
     """
 
-    __slots__ = ("_asm", "_complete", "_on_close", "batches", "core")
+    __slots__ = ("_asm", "_complete", "_on_close", "_require_finish", "batches", "core")
 
     def __init__(
         self,
@@ -43,6 +45,7 @@ class DeltaStream:
         *,
         on_close: Callable[[], None] | None = None,
         coalesce: bool = False,
+        require_finish: bool = False,
     ) -> None:
         #: the delta batches, read by the core's read loop
         self.batches = batches
@@ -51,6 +54,7 @@ class DeltaStream:
         self.core = self._asm.core
         self._complete = False
         self._on_close = on_close
+        self._require_finish = require_finish
 
     @property
     def complete(self) -> bool:
@@ -72,7 +76,7 @@ class DeltaStream:
 
     def ended(self) -> MalformedStream:
         """The batches ran out before the terminator (``produce`` raises it)."""
-        return MalformedStream("response ended before its terminator", offset=None)
+        return IncompleteResponse("response ended before its terminator", offset=None)
 
     def malformed(self, exc: ValueError) -> MalformedStream:
         """The assembler refused a delta (``produce`` raises it)."""
@@ -84,7 +88,18 @@ class DeltaStream:
         return exc
 
     def finish(self, queue: deque[Event]) -> None:
-        """The terminator arrived: queue the ``MessageComplete`` and close."""
+        """The terminator arrived: queue the ``MessageComplete`` and close.
+
+        Raises:
+            IncompleteResponse: ``require_finish`` and no finish reason came.
+        """
+        if self._require_finish and self._asm.finish_reason is None:
+            raise IncompleteResponse(
+                "response ended without a finish_reason: the server cut the answer "
+                "short (OpenAIChat(require_finish_reason=False) accepts servers that "
+                "never send one)",
+                offset=None,
+            )
         message = self._asm.finish()
         queue.append(MessageComplete(message, message.usage or _ZERO))
         self._complete = True

@@ -65,6 +65,9 @@ class OpenAIChat(HTTPProvider):
     ``max_tokens_field`` names the body field ``Config.max_output_tokens`` goes to
     ("max_completion_tokens" for OpenAI's reasoning models). ``options`` are copied
     into every request body and win over the fields built here.
+    ``require_finish_reason``: a stream whose ``[DONE]`` (or end) comes with no
+    ``finish_reason`` is an ``IncompleteResponse``, retried, never a finished answer;
+    ``False`` for a server that never sends one.
     ``timeout``, ``http2``, ``headers`` and ``client`` are the keywords every HTTP
     provider takes (``HTTPSettings`` describes them).
     """
@@ -84,6 +87,7 @@ class OpenAIChat(HTTPProvider):
         headers: Mapping[str, str] | None = HTTP_DEFAULTS.headers,
         client: httpx.Client | None = HTTP_DEFAULTS.client,
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        require_finish_reason: bool = True,
         **options: Any,
     ) -> None:
         if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
@@ -94,6 +98,7 @@ class OpenAIChat(HTTPProvider):
         settings = HTTPSettings(timeout, http2, headers, client)
         super().__init__(model, base_url, auth=auth, settings=settings)
         self._max_tokens_field = max_tokens_field
+        self.require_finish = require_finish_reason
         self._options = options
         self._encoder = FlatEncoder(self.api_style, _encode)
 

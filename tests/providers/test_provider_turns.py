@@ -115,7 +115,7 @@ def test_openai_stream_cut_before_done_is_retried(loopback: LoopbackServer) -> N
         agent = Agent(provider, config=FAST)
         events = _events(agent.run("hi"))
     assert [e.error for e in events if isinstance(e, ProviderRetry)] == [
-        "MalformedStream"
+        "IncompleteResponse"
     ]
     assert [m.text for m in agent.conversation.messages] == ["hi", "whole"]
 
