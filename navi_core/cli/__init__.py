@@ -2,8 +2,9 @@
 
 ``main`` parses the arguments and runs one sub-command: ``demo`` (an offline turn),
 ``run`` (a turn against a real endpoint), ``sessions list|show`` and ``compact``. Each
-lives in its own module; ``options`` holds the flags they share and ``console`` the
-terminal rendering.
+lives in its own module; ``options`` holds the flags they share, ``console`` the
+terminal rendering and ``_terminal_text`` the rule that shows text of models, tools and
+servers without its control characters.
 """
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
 """Terminal rendering shared by the commands: a Stream's events as they arrive, and
-the one-line summary of a finished turn."""
+the one-line summary of a finished turn.
+
+What the model, its tools and the server say is shown through ``terminal_safe``, with
+the program's own styling around it, so none of their escape sequences reach the
+terminal.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from ..events import (
     ToolFinished,
     TurnComplete,
 )
+from ._terminal_text import terminal_safe
 
 __all__ = ["EventPrinter", "turn_summary"]
 
@@ -77,6 +83,9 @@ class EventPrinter:
         self.out.flush()
 
     def _stream(self, mode: str, text: str) -> None:
+        text = terminal_safe(text)
+        if not text:
+            return
         if self._mode != mode:
             if self._inline:
                 self._write("\n")
@@ -95,14 +104,16 @@ class EventPrinter:
             case ThinkingDelta(text=t):
                 self._stream("thinking", t)
             case ToolCallStart(name=name, id=call_id):
-                self._line(self._style("36", f"  -> call {name} ({call_id})"))
+                call = f"{terminal_safe(name)} ({terminal_safe(call_id)})"
+                self._line(self._style("36", f"  -> call {call}"))
             case ToolDispatchStart(count=n):
                 self._line(
                     self._style("36", f"  [running {n} tool call{'s' * (n != 1)}]")
                 )
             case ToolFinished(name=name, call_id=call_id, is_error=err, seconds=s):
                 mark = self._style("31", "error") if err else self._style("32", "ok")
-                self._line(f"  <- {name} ({call_id}) {mark} in {s * 1000:.1f} ms")
+                call = f"{terminal_safe(name)} ({terminal_safe(call_id)})"
+                self._line(f"  <- {call} {mark} in {s * 1000:.1f} ms")
             case ResponseDiscarded():
                 self._discard()
             case MessageComplete() | ToolDispatchComplete():
@@ -111,12 +122,14 @@ class EventPrinter:
                 self._line(
                     self._style(
                         "33",
-                        f"  [retry {r.attempt}/{r.max_attempts} after {r.error}: "
+                        f"  [retry {r.attempt}/{r.max_attempts} after "
+                        f"{terminal_safe(r.error)}: "
                         f"waiting {r.delay_ms} ms]",
                     )
                 )
             case CompactionStarted(reason=reason, messages_before=n):
-                self._line(self._style("35", f"  [compacting {n} messages: {reason}]"))
+                why = terminal_safe(reason)
+                self._line(self._style("35", f"  [compacting {n} messages: {why}]"))
             case Compacted(messages_before=a, messages_after=b):
                 self._line(self._style("35", f"  [compacted {a} -> {b} messages]"))
             case TurnComplete():

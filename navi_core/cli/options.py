@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from ..errors import NaviError
 from ..providers.base import Provider
 from ..store.base import SessionStore
+from ._terminal_text import terminal_safe
 
 __all__ = [
     "Command",
@@ -52,9 +53,10 @@ class UsageError(Exception):
 def error_line(exc: BaseException, *, with_type: bool = True) -> str:
     """``exc`` as one ``error:`` line; with ``with_type`` a NaviError names its class.
 
-    Provider and store errors never hold a key or a password, so their text is shown.
+    Provider and store errors never hold a key or a password, so their text is shown;
+    it may quote a server's body, so its controls are shown as marks (``terminal_safe``).
     """
-    text = " ".join(str(exc).split())
+    text = terminal_safe(" ".join(str(exc).split()))
     if with_type and isinstance(exc, NaviError):
         return f"error: {type(exc).__name__}: {text}"
     return f"error: {text}"

@@ -1,7 +1,9 @@
 """``navi-core sessions list`` and ``sessions show``: read stored sessions as text.
 
 The store is chosen by the shared ``--db`` / ``--postgres`` flags (``options``); blocks
-read as in the compaction's transcript (``navi_core.compaction._transcript``).
+read as in the compaction's transcript (``navi_core.compaction._transcript``). What a
+session holds is what models, tools and servers sent: it is shown through
+``terminal_safe``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ..compaction._transcript import heading, render_block
 from ..conversation import Message, Usage
 from ..errors import SessionError
 from ..store.base import SessionInfo
+from ._terminal_text import terminal_safe
 from .options import (
     Subcommands,
     add_store_arguments,
@@ -63,24 +66,25 @@ def _when(t: float) -> str:
 
 
 def _one_line(text: str, width: int) -> str:
-    flat = " ".join(text.split())
+    flat = " ".join(terminal_safe(text).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def render_listing(infos: Sequence[SessionInfo]) -> str:
     """A table of sessions: id, last change, message count, model, last prompt."""
+    models = [terminal_safe(i.model or "-") for i in infos]
     id_width = max((len(i.id) for i in infos), default=2)
-    model_width = max((len(i.model or "-") for i in infos), default=5)
+    model_width = max((len(m) for m in models), default=5)
     header = (
         f"{'ID':<{id_width}}  {'MODIFIED':<19}  {'MSGS':>5}  "
         f"{'MODEL':<{model_width}}  LAST PROMPT"
     )
     lines = [header]
-    for i in infos:
+    for i, model in zip(infos, models, strict=True):
         prompt = _one_line(i.last_user_message or "", _PROMPT_WIDTH)
         lines.append(
             f"{i.id:<{id_width}}  {_when(i.modified_at)}  {i.message_count:>5}  "
-            f"{i.model or '-':<{model_width}}  {prompt}".rstrip()
+            f"{model:<{model_width}}  {prompt}".rstrip()
         )
     return "\n".join(lines) + "\n"
 
@@ -135,7 +139,7 @@ def render_session(info: SessionInfo, windows: Sequence[Sequence[Message]]) -> s
             label = "start" if n == 0 else "compaction"
             lines.append(f"\n===== {label}: window {n + 1} of {len(windows)} =====")
         lines.extend("\n" + _message(m, names) for m in window)
-    return "\n".join(lines) + "\n"
+    return terminal_safe("\n".join(lines) + "\n")
 
 
 def _print_error(exc: SessionError) -> None:

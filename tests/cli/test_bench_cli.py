@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 from loopback import LoopbackServer, Reply
+from terminal_check import HOSTILE, leaks
 
 from navi_core.cli.bench.report import percentiles, table
 from navi_core.cli.main import main
@@ -205,3 +206,13 @@ def test_small_values_keep_three_significant_digits() -> None:
     assert lines["inter-token latency"][0] == "0.000500"  # p50, in ms
     assert float(lines["inter-token latency"][2]) == pytest.approx(0.0363, rel=0.01)
     assert lines["time to first token"][0] == "45.600"
+
+
+def test_a_server_error_is_named_inert(capsys: pytest.CaptureFixture[str]) -> None:
+    with LoopbackServer() as server:
+        server.add(Reply.json(400, {"error": {"message": HOSTILE}}))
+        status = bench(server, "--turns", "1", "--no-progress")
+    assert status == 1
+    out = capsys.readouterr().out
+    assert "error: BadRequest: A␛]52;c;SGVsbG8=␇B" in out
+    assert leaks(out) == [], out

@@ -16,6 +16,7 @@ import orjson
 import pexpect
 import pytest
 from loopback import LoopbackServer, Reply
+from terminal_check import HOSTILE
 
 from navi_core.conversation import CompactionSummary, Message
 from navi_core.store.sqlite import SQLiteStore
@@ -421,3 +422,41 @@ def test_multi_line_input_and_the_history(tmp_path: Path, chats: list[Pty]) -> N
     history = (tmp_path / ".state" / "navi-core" / "chat_history").read_text()
     assert "+first line\n+second line\n+third line\n" in history
     assert "+/exit\n" in history
+
+
+def test_escape_sequences_of_the_model_reach_the_screen_inert(
+    loopback: LoopbackServer, tmp_path: Path, chats: list[Pty]
+) -> None:
+    """Text, thinking, a tool call's name and arguments and an error quoting the
+    server: the screen shows them with their controls as marks, and no sequence of
+    the model's reaches the terminal (rich and prompt_toolkit pass ESC through)."""
+    name = "evil\x1b]0;pwned\x07"
+    calling = tool_reply("c1", name, '{"x": "\x1b[2J"}', "A\x1b")
+    body = list(calling.body)
+    body.insert(1, _chunk({"reasoning_content": HOSTILE}))
+    body.insert(2, _chunk({"content": "]52;c;SGVsbG8=\x07B "}))
+    loopback.add(
+        Reply(body=body),
+        text_reply(HOSTILE[:40], HOSTILE[40:]),
+        Reply.json(400, {"error": {"message": HOSTILE}}),
+    )
+    p = start(chats, tmp_path, *endpoint(loopback, tmp_path / "chat.db"))
+    p.type("hi")
+    p.wait_for(r"✗ evil␛\]0;pwned␇")
+    p.wait_for(r"A␛\]52;c;SGVsbG8=␇B")
+    p.wait_for(r"\[end_turn\]")
+    p.type("again")
+    p.wait_for(r"error: BadRequest: A␛\]52;c;SGVsbG8=␇B")
+    assert p.exit() == 0
+    for sequence in (
+        "\x1b]52",
+        "\x1b]0;pwned",
+        "\x1b]8;;https://evil",
+        "\x1b[2J",
+        "\x1bP",
+        "\x1bc",
+        "\x9b",
+        "\x9d",
+        "\u202e",
+    ):
+        assert sequence not in p.raw, f"{sequence!r} reached the terminal"

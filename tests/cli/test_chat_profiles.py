@@ -3,6 +3,7 @@ flags over the profile, keys only from the environment, and the retry rule end t
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -11,11 +12,12 @@ from pathlib import Path
 import orjson
 import pytest
 from loopback import LoopbackServer, Reply
+from terminal_check import HOSTILE, leaks
 from test_chat import ROOT, chat_env, text_reply
 
 from navi_core.cli.chat.profiles import Price, load_profile
 from navi_core.cli.options import UsageError
-from navi_core.conversation import System, Usage, UserMessage
+from navi_core.conversation import Message, System, Usage, UserMessage
 from navi_core.store.sqlite import SQLiteStore
 
 PROFILES = """
@@ -377,3 +379,75 @@ def test_an_unknown_session_is_one_error_line(tmp_path: Path) -> None:
     result = piped("", "--demo", "--session", "feedbeef", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr == "error: SessionNotFound: no session matches 'feedbeef'\n"
+
+
+HOSTILE_TOOLS = '''
+from navi_core import tool
+
+
+@tool
+def shout(text: str) -> str:
+    """Shout it.\\x1b]0;pwned\\x07\\x1b[2J
+
+    Args:
+        text: what to shout
+    """
+    return text.upper()
+
+
+TOOLS = [shout]
+'''
+
+
+def _delta(delta: dict[str, object]) -> bytes:
+    choice = {"index": 0, "delta": delta, "finish_reason": None}
+    obj = {"id": "c", "object": "chat.completion.chunk", "choices": [choice]}
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def test_piped_chat_prints_what_others_wrote_inert(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    """Model text split between its ESC and the rest, thinking, a tool call with a
+    hostile name, a tool's description, a stored session's recap and listing, and a
+    server's error body: no control reaches the piped output."""
+    (tmp_path / "hostile_tools.py").write_text(HOSTILE_TOOLS, encoding="utf-8")
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[profiles.p]\nmodel = "m"\nbase_url = "{loopback.url}/v1"\n'
+        'tools = ["hostile_tools:TOOLS"]\n',
+        encoding="utf-8",
+    )
+    db = tmp_path / "c.db"
+    with SQLiteStore(db) as store:
+        sid = store.create().id
+        store.append(sid, [UserMessage(HOSTILE), Message("system", (System(HOSTILE),))])
+    body = list(text_reply("A\x1b", "]52;c;SGVsbG8=\x07B ", HOSTILE).body)
+    body.insert(1, _delta({"reasoning_content": HOSTILE}))
+    tool = {"index": 0, "id": "c\x1b[2J", "type": "function"}
+    tool["function"] = {"name": "evil\x1b]0;pwned\x07", "arguments": "{}"}
+    loopback.add(
+        Reply(body=[*body[:-3], _delta({"tool_calls": [tool]}), *body[-3:]]),
+        text_reply(HOSTILE),
+        Reply.json(400, {"error": {"message": HOSTILE}}),
+    )
+    result = piped(
+        "hi\nagain\n/tools\n/sessions\n/system\n",
+        "--config",
+        str(config),
+        "--session",
+        "latest",
+        "--db",
+        str(db),
+        cwd=tmp_path,
+        PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert leaks(out) == [], out
+    assert "you: A␛]52;c;SGVsbG8=␇B" in out  # the recap of the stored session
+    assert "A␛]52;c;SGVsbG8=␇B A␛]52;c;SGVsbG8=␇B" in out  # the streamed answer
+    assert "✗ evil␛]0;pwned␇" in out
+    assert "error: BadRequest: A␛]52;c;SGVsbG8=␇B" in out
+    assert "Shout it.␛]0;pwned␇␛[2J" in out
+    assert "system: A␛]52;c;SGVsbG8=␇B" in out

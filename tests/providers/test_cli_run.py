@@ -8,8 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pexpect
 import pytest
 from loopback import LoopbackServer, Reply
+from terminal_check import HOSTILE, leaks, without_own_styling
 from wire_streams import anthropic_body, openai_body
 
 from navi_core.conversation import Message, Text, UserMessage
@@ -211,3 +213,104 @@ def test_two_base_urls_are_a_usage_error_on_every_command(
     assert result.stderr.startswith("error: ") and "not both" in result.stderr
     assert result.stderr.count("\n") == 1
     assert not (tmp_path / "navi.db").exists()
+
+
+# -- what the model and the server say reaches the terminal inert --------------------
+
+
+def _hostile_turn(loopback: LoopbackServer) -> list[str]:
+    """A turn whose text, thinking, tool name, call id and arguments all carry escape
+    sequences, one cut between its ESC and the rest; the flags of ``run`` against it."""
+    tool = ("c1\x1b]0;id\x07", "evil\x1b]0;name\x07", ['{"x": "\x1b[2J"}'])
+    loopback.add(
+        Reply.sse(
+            openai_body(
+                ["A\x1b", "]52;c;SGVsbG8=\x07B", HOSTILE],
+                reasoning=[HOSTILE],
+                tool_calls=[tool],
+            )
+        ),
+        Reply.sse(openai_body([HOSTILE])),
+    )
+    return ["run", "hi", "--model", "m", "--base-url", f"{loopback.url}/v1"]
+
+
+def test_run_shows_the_model_s_escape_sequences_inert(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    flags = _hostile_turn(loopback)
+    result = navi(*flags, "--db", str(tmp_path / "navi.db"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert leaks(out) == [], out
+    assert "assistant: A␛]52;c;SGVsbG8=␇B" in out  # split across two deltas
+    assert "-> call evil␛]0;name␇ (c1␛]0;id␇)" in out
+    assert "thinking: A␛]52;c;SGVsbG8=␇B␛]0;pwned␇" in out
+    assert "<U+202E>gnp.exe" in out and "line␍forged" in out
+
+
+def test_run_on_a_terminal_writes_only_its_own_styling(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    flags = _hostile_turn(loopback)
+    env = {**os.environ, "OPENAI_API_KEY": SECRET, "TERM": "xterm-256color"}
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "navi_core", *flags, "--db", str(tmp_path / "navi.db")],
+        cwd=str(tmp_path),
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+    )
+    raw = child.read()
+    child.close()
+    assert child.exitstatus == 0, raw
+    assert "\x1b[1massistant: \x1b[0m" in raw  # colour is on
+    shown = without_own_styling(raw).replace("\r\n", "\n")
+    assert leaks(shown) == [], shown
+    assert "␛]52;c;SGVsbG8=␇" in shown
+
+
+def test_an_error_that_quotes_the_server_is_one_inert_line(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    loopback.add(Reply.json(400, {"error": {"message": HOSTILE}}))
+    result = navi(
+        "run",
+        "hi",
+        "--model",
+        "m",
+        "--base-url",
+        f"{loopback.url}/v1",
+        "--db",
+        str(tmp_path / "navi.db"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: BadRequest: A␛]52;c;SGVsbG8=␇B")
+    assert result.stderr.count("\n") == 1
+    assert leaks(result.stderr) == [], result.stderr
+
+
+def test_compact_shows_a_server_error_inert(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    db = tmp_path / "navi.db"
+    sid = _stored_session(db)
+    loopback.add(Reply.json(400, {"error": {"message": HOSTILE}}))
+    result = navi(
+        "compact",
+        sid,
+        "--model",
+        "m",
+        "--base-url",
+        f"{loopback.url}/v1",
+        "--keep-verbatim",
+        "10",
+        "--db",
+        str(db),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    assert "A␛]52;c;SGVsbG8=␇B" in result.stderr
+    assert leaks(result.stderr) == [], result.stderr

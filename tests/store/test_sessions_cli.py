@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from storekit import child_env
+from terminal_check import HOSTILE, leaks
 
 from navi_core.conversation import (
     CompactionSummary,
@@ -229,3 +230,39 @@ def test_list_and_show_on_postgres(pg_dsn: str, tmp_path: Path) -> None:
     result = _cli("show", sid, "--all", env=env)
     assert result.returncode == 0, result.stderr
     assert "===== compaction: window 2 of 2 =====" in result.stdout
+
+
+def test_list_and_show_print_stored_escape_sequences_inert(tmp_path: Path) -> None:
+    """What a model, a tool or a server once said is stored as sent; reading the
+    session later must not hand its escape sequences to the terminal."""
+    path = tmp_path / "navi.db"
+    wire = WireIdentity("openai_chat", "http://127.0.0.1:9/v1", "m\x1b]0;model\x07")
+    with SQLiteStore(path) as store:
+        sid = store.create().id
+        store.append(
+            sid,
+            [
+                UserMessage(f"look at {HOSTILE}"),
+                Message(
+                    "assistant",
+                    (
+                        Thinking(HOSTILE),
+                        Text(HOSTILE),
+                        ToolUse("c\x1b[2J", "evil\x1b]0;t\x07", '{"p": "\\u001b[2J"}'),
+                    ),
+                    Usage(1, 1),
+                    "tool_use\x1b[2J",
+                    wire,
+                ),
+                Message("user", (ToolResult("c\x1b[2J", (TextPart(HOSTILE),)),)),
+            ],
+        )
+    listing = _cli("list", "--db", str(path))
+    assert listing.returncode == 0, listing.stderr
+    assert leaks(listing.stdout) == [], listing.stdout
+    assert "m␛]0;model␇" in listing.stdout and "look at A␛]52;c" in listing.stdout
+    shown = _cli("show", sid, "--db", str(path))
+    assert shown.returncode == 0, shown.stderr
+    assert leaks(shown.stdout) == [], shown.stdout
+    assert "A␛]52;c;SGVsbG8=␇B" in shown.stdout
+    assert "[tool call evil␛]0;t␇ id=c␛[2J]" in shown.stdout

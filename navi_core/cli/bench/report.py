@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from .._terminal_text import terminal_safe
 from .workload import BenchResult
 
 __all__ = ["percentiles", "summarize", "table", "write_json", "write_png"]
@@ -103,7 +104,8 @@ def _cell(value: float, decimals: int) -> str:
 
 
 def table(summary: dict[str, Any]) -> str:
-    """The summary as a text table."""
+    """The summary as a text table. Each error, which may quote a server's body, is
+    one line with its controls shown as marks (``terminal_safe``)."""
     head = "".join(f"{q:>12}" for q in ("p50", "p90", "p99", "mean"))
     lines = [f"{'metric':<28}{head}  unit   n"]
     for key, label, scale, unit, decimals in METRICS:
@@ -129,7 +131,7 @@ def table(summary: dict[str, Any]) -> str:
             "note: --tools was given but the model called no tool, so no tool"
             " round trip was measured (does the server run a model that calls tools?)"
         )
-    lines += [f"error: {e}" for e in summary["errors"]]
+    lines += [f"error: {terminal_safe(' '.join(e.split()))}" for e in summary["errors"]]
     return "\n".join(lines)
 
 

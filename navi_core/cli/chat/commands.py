@@ -2,7 +2,8 @@
 
 ``run_command`` parses one input line starting with ``/``. Commands that touch the
 agent run as jobs on the controller's worker, after a turn that is still running;
-``/help``, ``/queue`` and ``/exit`` act at once.
+``/help``, ``/queue`` and ``/exit`` act at once. What they show of a session, a tool
+or a server goes through ``terminal_safe``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from ...conversation import Message, Usage
 from ...errors import NaviError
+from .._terminal_text import terminal_safe
 from ..options import error_line
 from ..sessions import render_listing
 from .controller import ChatController
@@ -92,7 +94,7 @@ def recap(messages: list[Message], painter_style: Callable[[str, str], str]) -> 
     for m in messages:
         if m.role not in ("user", "assistant") or not m.text.strip():
             continue
-        flat = " ".join(m.text.split())
+        flat = " ".join(terminal_safe(m.text).split())
         flat = flat if len(flat) <= 100 else flat[:99] + "…"
         who = "you" if m.role == "user" else "assistant"
         shown.append(painter_style("2", f"  {who}: {flat}"))
@@ -140,7 +142,7 @@ def _model(chat: ChatController, arg: str) -> None:
 
 def _system(chat: ChatController, arg: str) -> None:
     if not arg:
-        prompt = chat.agent.conversation.system_prompt()
+        prompt = terminal_safe(chat.agent.conversation.system_prompt() or "")
         _say(chat, f"  system: {prompt}" if prompt else "  no system prompt")
         return
     chat.agent.add_system_message(arg, "replace")
@@ -153,10 +155,12 @@ def _tools(chat: ChatController, arg: str) -> None:
     if not specs:
         _say(chat, "  no tools (give --workspace DIR, or tools in the profile)")
         return
-    width = max(len(s.name) for s in specs)
-    lines = [
-        f"  {s.name:<{width}}  {(s.description or '').splitlines()[0]}" for s in specs
+    rows = [
+        (terminal_safe(s.name), terminal_safe((s.description or "").split("\n")[0]))
+        for s in specs
     ]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"  {name:<{width}}  {about}" for name, about in rows]
     _say(chat, "\n".join(lines))
 
 

@@ -21,6 +21,7 @@ from ...errors import NaviError, SteeringQueueFull
 from ...events import Steered, StopReason, TurnComplete
 from ...store.base import SessionStore
 from ...stream import Stream
+from .._terminal_text import terminal_safe
 from ..options import error_line
 from .profiles import ChatSettings
 from .render import Painter, TurnView
@@ -97,7 +98,8 @@ class ChatController:
     def queue_turn(self, text: str) -> None:
         """Run ``text`` as its own turn once the running one (if any) ended."""
         if self.turn_running:
-            self.view.note(self.painter.style("34", f"  ⏸ queued: {text}"))
+            shown = terminal_safe(text)
+            self.view.note(self.painter.style("34", f"  ⏸ queued: {shown}"))
         self.submit(lambda: self.turn(text))
 
     def cancel(self) -> bool:
@@ -203,10 +205,11 @@ class ChatController:
             self.out(self.painter.style("31", error_line(exc)) + "\n")
             return
         self._steers_sent += 1
+        shown = terminal_safe(text)
         if disposition is SteerDisposition.QUEUED:
-            label = f"  ↳ steer: {text} (before the next response)"
+            label = f"  ↳ steer: {shown} (before the next response)"
         else:
-            label = f"  ↳ steer: {text} (the turn is ending; answered next)"
+            label = f"  ↳ steer: {shown} (the turn is ending; answered next)"
         self.view.note(self.painter.style("35", label))
 
     def _close_agent(self) -> None:

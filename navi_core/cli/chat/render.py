@@ -7,6 +7,11 @@ response is committed to the scrollback, rendered as markdown; so when an attemp
 fails mid-stream (``ResponseDiscarded``) its partial text just vanishes from the live
 area and the retried answer is never printed twice. Each finished tool call commits
 one line; the turn ends with a status line of its tokens (and cost, when priced).
+
+Every string an event carries (the model's text and thinking, tool names, arguments,
+progress and errors, a server's error) is taken through ``terminal_safe`` as it
+arrives, so the live area, rich's markdown and the scrollback hold no escape
+sequence but the program's own styling.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from ...events import (
     ToolStarted,
     TurnComplete,
 )
+from .._terminal_text import terminal_safe
 from .profiles import Price
 
 __all__ = ["Painter", "TurnView", "status_line"]
@@ -57,7 +63,11 @@ class Painter:
         return f"\x1b[{code}m{text}\x1b[0m" if self.color and text else text
 
     def markdown(self, text: str) -> str:
-        """``text`` rendered as markdown for the terminal, ending with a newline."""
+        """``text`` rendered as markdown for the terminal, ending with a newline.
+
+        Links show their target as text: an OSC 8 link could hide where it goes.
+        """
+        text = terminal_safe(text)  # rich passes ESC through
         if not self.color:
             return text.rstrip("\n") + "\n"
         try:
@@ -70,12 +80,12 @@ class Painter:
         console = Console(
             file=buf, force_terminal=True, width=max(20, self.width()), soft_wrap=False
         )
-        console.print(Markdown(text.strip()))
+        console.print(Markdown(text.strip(), hyperlinks=False))
         return buf.getvalue()
 
 
 def _short(text: str, width: int = _ARGS_WIDTH) -> str:
-    flat = " ".join(text.split())
+    flat = " ".join(terminal_safe(text).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
@@ -173,21 +183,22 @@ class TurnView:
             match ev:
                 case TextDelta(text=t):
                     self._waiting = False
-                    self._text += t
+                    self._text += terminal_safe(t)
                 case ThinkingDelta(text=t):
                     self._waiting = False
-                    self._thinking += t
+                    self._thinking += terminal_safe(t)
                 case ToolCallStart(index=i, name=name):
                     self._waiting = False
-                    self._writing[i] = _Call(name)
+                    self._writing[i] = _Call(terminal_safe(name))
                 case ToolCallDelta(index=i, arguments=a) if i in self._writing:
-                    self._writing[i].args += a
+                    self._writing[i].args += terminal_safe(a)
                 case ModelInfo(model=m):
                     self.model = m
                 case MessageComplete():
                     self._complete_response()
                 case ToolStarted(call_id=cid, name=name):
-                    self._running[cid] = _Call(name, started=time.monotonic())
+                    started = time.monotonic()
+                    self._running[cid] = _Call(terminal_safe(name), started=started)
                 case ToolProgress(call_id=cid, text=t) if cid in self._running:
                     self._running[cid].progress = _short(t, 40)
                 case ToolFinished() as f:
@@ -208,20 +219,23 @@ class TurnView:
                     self.commit(
                         p.style(
                             "33",
-                            f"  ↺ retry {r.attempt}/{r.max_attempts} after {r.error}"
+                            f"  ↺ retry {r.attempt}/{r.max_attempts} after "
+                            f"{terminal_safe(r.error)}"
                             f", waiting {r.delay_ms} ms\n",
                         )
                     )
                 case Steered(message=m):
                     self._notes = [n for n in self._notes if "steer" not in n]
                     self.commit(p.style("35", f"  ↳ steered: {_short(m.text)}\n"))
-                case CompactionStarted(reason=why, messages_before=n):
+                case CompactionStarted(reason=reason, messages_before=n):
+                    why = terminal_safe(reason)
                     self.commit(p.style("35", f"  ⇊ compacting {n} messages ({why})\n"))
                 case Compacted(messages_before=a, messages_after=b):
                     self.commit(p.style("35", f"  ⇊ compacted {a} → {b} messages\n"))
                 case SubagentEvent(call_id=cid, event=inner) if cid in self._running:
                     if isinstance(inner, ToolStarted):
-                        self._running[cid].progress = f"sub-agent: {inner.name}"
+                        name = terminal_safe(inner.name)
+                        self._running[cid].progress = f"sub-agent: {name}"
                 case TurnComplete() as done:
                     seconds = time.monotonic() - self._started
                     self.commit(status_line(done, seconds, self.price, p) + "\n\n")
@@ -250,8 +264,9 @@ class TurnView:
             tail = p.style("31", f" {_short(f.error or 'error', 50)}")
         else:
             mark, tail = p.style("32", "✓"), ""
+        name = terminal_safe(f.name)
         self.commit(
-            f"  {mark} {f.name} " + p.style("2", _seconds(f.seconds)) + tail + "\n"
+            f"  {mark} {name} " + p.style("2", _seconds(f.seconds)) + tail + "\n"
         )
 
     # -- the terminal's thread ---------------------------------------------------------

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from prompt_toolkit.application import Application
     from prompt_toolkit.formatted_text import ANSI
 
+from .._terminal_text import terminal_safe
 from .commands import EXIT, run_command
 from .controller import ChatController
 
@@ -188,8 +189,8 @@ def _settle(chat: ChatController) -> None:
 
 
 def _echo(text: str, style: Callable[[str, str], str]) -> str:
-    """The submitted input as it stays in the scrollback."""
-    first, *rest = text.splitlines()
+    """The submitted input as it stays in the scrollback (a paste may hold controls)."""
+    first, *rest = terminal_safe(text).splitlines()
     lines = [style("1", _PROMPT) + first, *(style("2", ". ") + r for r in rest)]
     return "\n".join(lines) + "\n"
 
