@@ -15,9 +15,10 @@ returns None), callers run ``errors`` as before, so every message still comes fr
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
+
+from ._patterns import matcher
 
 __all__ = ["Check", "compile_schema"]
 
@@ -293,26 +294,19 @@ def _array(schema: Mapping[str, Any]) -> Check | None:
 
 
 def _string(schema: Mapping[str, Any]) -> Check | None:
-    """``minLength``, ``maxLength`` and ``pattern`` (one Python cannot read is no
-    rule, as in ``errors``) for a string value; None when they cannot fail."""
+    """``minLength``, ``maxLength`` and ``pattern`` (one RE2 cannot run is no rule,
+    as in ``errors``) for a string value; None when they cannot fail."""
     low, high = _limit(schema, "minLength"), _limit(schema, "maxLength")
     pattern = schema.get("pattern")
-    search = None
-    if isinstance(pattern, str):
-        try:
-            search = re.compile(pattern).search
-        except re.error:
-            pass
-        except Exception as exc:  # errors() raises it at each check: keep that path
-            raise _Outside from exc
-    if low is None and high is None and search is None:
+    found = matcher(pattern) if isinstance(pattern, str) else None
+    if low is None and high is None and found is None:
         return None
 
     def check(value: str) -> bool:
         n = len(value)
         if (low is not None and n < low) or (high is not None and n > high):
             return False
-        return search is None or search(value) is not None
+        return found is None or found(value)
 
     return check
 

@@ -8,19 +8,21 @@ arrays (``items``, ``prefixItems``, ``minItems``, ``maxItems``, ``uniqueItems``)
 strings (``minLength``, ``maxLength``, ``pattern``), numbers (``minimum``,
 ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf``) and local
 ``$ref`` into ``$defs``/``definitions``. Keywords it does not know are ignored, so a
-schema from elsewhere never rejects a value for a rule nobody can read.
+schema from elsewhere never rejects a value for a rule nobody can read. A ``pattern``
+is ECMA-262 run on RE2, in time linear in the text (``patterns``); one RE2 cannot run
+(a backreference, lookaround) is no rule here, and is logged once.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any, Final
 
 import orjson
 
 from ..errors import NaviError
+from ._patterns import matcher
 
 __all__ = ["ArgumentError", "errors", "json_type", "summary"]
 
@@ -242,11 +244,8 @@ class _Checker:
             )
         pattern = schema.get("pattern")
         if isinstance(pattern, str):
-            try:
-                matched = re.search(pattern, value) is not None
-            except re.error:
-                matched = True  # a pattern Python cannot read is not the model's fault
-            if not matched:
+            found = matcher(pattern)
+            if found is not None and not found(value):
                 self.fail(
                     path, f"expected text matching {pattern!r}, got {_short(value)}"
                 )
