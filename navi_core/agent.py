@@ -233,26 +233,35 @@ class Agent:
         tool declarations and config, as the provider receives them."""
         return self.next_request()
 
-    def approve(self, call_id: str) -> None:
+    def approve(self, call: approvals.CallRef) -> None:
         """Approve a held tool call; the next ``resume()`` runs it (exactly once).
 
-        The decision is stored at once, so it holds across a crash or a restart.
+        ``call`` names the call: an ``Approval`` from ``store.approvals(session_id)``
+        or its ``key`` (bound to the call's place, turn, tool and arguments), a
+        ``ToolUse`` of ``TurnComplete.pending_approvals`` (bound to its id, tool and
+        arguments), or a bare call id. The decision is stored at once, so it holds
+        across a crash or a restart.
 
         Raises:
-            ApprovalNotPending: no held call has that id, or it was denied.
+            ApprovalMismatch: the call held is not the one ``call`` names (a model
+                reused the id for another call); nothing was decided.
+            ApprovalNotPending: no held call answers to ``call``, or it was denied.
         """
         approvals.decide(
-            self._session.store, self._session.id, call_id, ApprovalState.APPROVED
+            self._session.store, self._session.id, call, ApprovalState.APPROVED
         )
 
-    def deny(self, call_id: str, reason: str = "") -> None:
+    def deny(self, call: approvals.CallRef, reason: str = "") -> None:
         """Deny a held tool call; the model reads that it was not approved, and why.
 
+        ``call`` names the call as for ``approve``.
+
         Raises:
-            ApprovalNotPending: no held call has that id, or it was approved.
+            ApprovalMismatch: the call held is not the one ``call`` names.
+            ApprovalNotPending: no held call answers to ``call``, or it was approved.
         """
         approvals.decide(
-            self._session.store, self._session.id, call_id, ApprovalState.DENIED, reason
+            self._session.store, self._session.id, call, ApprovalState.DENIED, reason
         )
 
     # -- compaction by hand ------------------------------------------------------------
@@ -427,11 +436,12 @@ class Agent:
     def _answer_dangling(self) -> None:
         """Give results to the last message's unanswered calls before a new user
         message: a held batch keeps the results it has, its other calls did not run."""
-        left = approvals.settle_for_new_turn(self._session)
-        self._session.keep_results(left)
-        self._session.answer_dangling_calls(self.provider.wire)
-        if left:
+        wire = self.provider.wire
+        settled = approvals.settle_for_new_turn(self._session, wire)
+        if settled is not None:
+            self._session.commit(settled, wire)
             approvals.clear(self._session)
+        self._session.answer_dangling_calls(wire)
 
     def _apply_steering(self) -> list[Message]:
         """Commit the waiting steering messages, oldest first, and return them."""

@@ -6,6 +6,13 @@ and the whole batch is saved in the store (``SessionStore.save_approvals``): the
 finished calls with their results, the held ones as pending. The turn ends with
 ``StopReason.APPROVAL_REQUIRED``; the assistant message stays unanswered.
 
+Each stored call is bound to the call it holds, not only to the model's call id:
+its place in the response (``ordinal``: two calls of one response may share an id),
+the turn that held it, and the digest of its tool name and canonical arguments
+(``call_digest``). Models and servers reuse ids such as ``call_0`` across turns, so a
+decision names the call it means (an ``Approval`` as listed, its ``key``, or the
+``ToolUse``) and is refused with ``ApprovalMismatch`` when the held call is another.
+
 ``Agent.approve``/``deny`` move a held call out of pending, in the store, so any
 process may decide. ``Agent.resume`` claims each approved call (approved -> running,
 one atomic update: of two resuming drivers only one wins), runs it, stores its result
@@ -16,17 +23,25 @@ it may have taken effect, so it is answered as interrupted and never run again.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final, TypeAlias
 
-from .conversation import ToolResult, ToolUse
+import orjson
+
+from .conversation import Message, ToolResult, ToolUse, WireIdentity
 from .errors import ApprovalNotPending
 from .session import Session
-from .store.base import Approval, ApprovalState, SessionStore
+from .store.base import Approval, ApprovalState, SessionStore, same_call
 from .tools._results import ResultText, error_result
 
 __all__ = [
+    "ApprovalMismatch",
+    "CallRef",
     "ResumePlan",
+    "call_digest",
     "clear",
     "decide",
     "denied_result",
@@ -36,6 +51,30 @@ __all__ = [
     "settle_for_new_turn",
 ]
 
+#: what a decision names: an ``Approval`` as ``store.approvals`` lists it (or its
+#: ``key``), the ``ToolUse`` of ``TurnComplete.pending_approvals``, or a bare call id
+CallRef: TypeAlias = Approval | ToolUse | str
+
+#: ``Approval.key``: ordinal, turn id, digest
+_KEY: Final = re.compile(r"(\d{1,6}):([0-9A-Za-z_-]*):([0-9a-f]{64})")
+
+
+class ApprovalMismatch(ApprovalNotPending):
+    """A decision names a call that is not the one held: other arguments, another
+    tool, or a call of another turn that reused the id. Nothing was decided."""
+
+
+def call_digest(name: str, arguments: str) -> str:
+    """SHA-256 (hex) of ``name`` and the canonical JSON of ``arguments`` (keys sorted,
+    no spaces): the same call however the model spaced or ordered its JSON."""
+    try:
+        body = orjson.dumps(
+            [name, orjson.loads(arguments)], option=orjson.OPT_SORT_KEYS
+        )
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        body = orjson.dumps([name, None, arguments])  # never run, still bound
+    return hashlib.sha256(body).hexdigest()
+
 
 def denied_result(use: ToolUse, reason: str) -> ToolResult:
     """The result the model reads for a denied call."""
@@ -44,39 +83,55 @@ def denied_result(use: ToolUse, reason: str) -> ToolResult:
 
 def hold(
     session: Session,
+    turn_id: str,
     uses: Sequence[ToolUse],
-    finished: Mapping[str, ToolResult],
-    held: Mapping[str, str],
+    finished: Mapping[int, ToolResult],
+    held: Mapping[int, str],
 ) -> tuple[ToolUse, ...]:
-    """Save the batch of ``uses``: ``finished`` results done, ``held`` calls pending.
+    """Save the batch of ``uses`` held by turn ``turn_id``: ``finished`` results (by
+    ordinal) done, ``held`` calls (ordinal -> the hook's reason) pending.
 
     Returns the held calls, in the model's order.
     """
     batch = []
-    for u in uses:
-        if u.id in held:
-            batch.append(Approval(u.id, u.name, ApprovalState.PENDING, held[u.id]))
+    for i, u in enumerate(uses):
+        digest = call_digest(u.name, u.input)
+        if i in held:
+            state, reason, result = ApprovalState.PENDING, held[i], None
         else:
-            result = finished.get(u.id) or error_result(
+            state, reason = ApprovalState.DONE, ""
+            result = finished.get(i) or error_result(
                 u.id, ResultText.did_not_run(u.name)
             )
-            batch.append(Approval(u.id, u.name, ApprovalState.DONE, "", result))
+        batch.append(Approval(u.id, u.name, state, reason, result, i, turn_id, digest))
     session.store.save_approvals(session.id, batch)
-    return tuple(u for u in uses if u.id in held)
+    return tuple(u for i, u in enumerate(uses) if i in held)
+
+
+def _binds(a: Approval, use: ToolUse) -> bool:
+    """Whether the stored ``a`` holds ``use`` (a record from before digests were
+    kept is bound to the call id alone)."""
+    if a.call_id != use.id or a.name != use.name:
+        return False
+    return not a.digest or a.digest == call_digest(use.name, use.input)
 
 
 def held_batch(session: Session) -> list[Approval]:
     """The stored batch, when it belongs to the unanswered last assistant message.
 
     A batch the conversation has moved past (its result message was committed before
-    a crash cleared it) is cleared here and not returned.
+    a crash cleared it, or a newer response reuses its call ids) is cleared here and
+    not returned.
     """
     batch = session.store.approvals(session.id)
     if not batch:
         return []
     last = session.last_dialogue_message()
-    ids = [u.id for u in last.tool_uses] if last and last.role == "assistant" else []
-    if ids != [a.call_id for a in batch]:
+    uses = last.tool_uses if last and last.role == "assistant" else ()
+    if len(uses) != len(batch) or not all(
+        a.ordinal == i and _binds(a, u)
+        for i, (a, u) in enumerate(zip(batch, uses, strict=True))
+    ):
         session.store.save_approvals(session.id, ())
         return []
     return batch
@@ -92,17 +147,16 @@ def _held_calls(
         return None
     last = session.last_dialogue_message()
     assert last is not None
-    by_id = {u.id: u for u in last.tool_uses}
-    return last.tool_uses, [(a, by_id[a.call_id]) for a in batch]
+    return last.tool_uses, list(zip(batch, last.tool_uses, strict=True))
 
 
 def _answers(
     calls: Sequence[tuple[Approval, ToolUse]],
     other: Callable[[Approval, ToolUse], ToolResult | None],
-) -> dict[str, ToolResult]:
-    """Results of held calls, by call id: a done call keeps its result, a denied one
+) -> dict[int, ToolResult]:
+    """Results of held calls, by ordinal: a done call keeps its result, a denied one
     reads as denied, and ``other`` answers the rest, in order (None: no result)."""
-    results: dict[str, ToolResult] = {}
+    results: dict[int, ToolResult] = {}
     for a, use in calls:
         if a.state is ApprovalState.DONE and a.result is not None:
             result: ToolResult | None = a.result
@@ -111,31 +165,93 @@ def _answers(
         else:
             result = other(a, use)
         if result is not None:
-            results[a.call_id] = result
+            results[a.ordinal] = result
     return results
+
+
+def _named(batch: Sequence[Approval], call: CallRef) -> Approval:
+    """The record of ``batch`` that ``call`` names.
+
+    Raises:
+        ApprovalMismatch: a record is there, but holds another call.
+        ApprovalNotPending: nothing in the batch answers to ``call``.
+    """
+    if isinstance(call, str) and (m := _KEY.fullmatch(call)):
+        ordinal, turn_id, digest = int(m[1]), m[2], m[3]
+        here = batch[ordinal] if ordinal < len(batch) else None
+        if here is None:
+            raise ApprovalNotPending(f"no held tool call has the key {call!r}")
+        if (here.turn_id, here.digest) != (turn_id, digest):
+            raise ApprovalMismatch(
+                f"the held call {here.call_id!r} ({here.name}) is not the one key "
+                f"{call!r} names: it was held by another turn, or with other arguments"
+            )
+        return here
+    if isinstance(call, Approval):
+        here = batch[call.ordinal] if 0 <= call.ordinal < len(batch) else None
+        if here is None or here.call_id != call.call_id:
+            raise ApprovalNotPending(
+                f"no tool call {call.call_id!r} waits for approval at place "
+                f"{call.ordinal}"
+            )
+        if not same_call(here, call) or here.name != call.name:
+            raise ApprovalMismatch(
+                f"the held call {here.call_id!r} ({here.name}) is not the one decided "
+                "on: it was held by another turn, or with other arguments"
+            )
+        return here
+    call_id = call.id if isinstance(call, ToolUse) else call
+    # calls that ran without approval share the id harmlessly: they are not decided
+    found = [
+        a for a in batch if a.call_id == call_id and a.state is not ApprovalState.DONE
+    ]
+    if not found:
+        raise ApprovalNotPending(f"no tool call {call_id!r} waits for approval")
+    if isinstance(call, ToolUse):
+        found = [a for a in found if _binds(a, call)]
+        if not found:
+            raise ApprovalMismatch(
+                f"the held call {call_id!r} is not this {call.name} call: it was "
+                "held with another tool or other arguments"
+            )
+    if len(found) > 1:
+        raise ApprovalMismatch(
+            f"{len(found)} held calls answer to {call_id!r}: decide on one "
+            "Approval from store.approvals(session_id), or its key"
+        )
+    return found[0]
 
 
 def decide(
     store: SessionStore,
     session_id: str,
-    call_id: str,
+    call: CallRef,
     state: ApprovalState,
     reason: str = "",
 ) -> None:
     """Approve (``APPROVED``) or deny (``DENIED``) one pending call, in the store.
+
+    ``call`` names the call: an ``Approval`` as ``store.approvals`` lists it or its
+    ``key`` (bound to the call's place, turn, tool and arguments), the ``ToolUse`` of
+    ``TurnComplete.pending_approvals`` (bound to its id, tool and arguments), or a
+    bare call id (bound to whichever call is held under that id now). The move in the
+    store names the same call, so a batch replaced meanwhile is never decided.
 
     Needs no ``Agent``: a process that does not drive the session (a web page, a
     chat bot) may decide while another one holds it. Deciding the same way twice is
     harmless.
 
     Raises:
-        ApprovalNotPending: no held call has that id, or it was decided otherwise.
+        ApprovalMismatch: the held call is not the one ``call`` names.
+        ApprovalNotPending: no held call answers to ``call``, or it was decided
+            otherwise.
     """
     if state not in (ApprovalState.APPROVED, ApprovalState.DENIED):
         raise ValueError(f"a decision is approved or denied, not {state}")
+    target = _named(store.approvals(session_id), call)
     moved = store.move_approval(
         session_id,
-        call_id,
+        target,
         ApprovalState.PENDING,
         state,
         reason=reason if state is ApprovalState.DENIED else None,
@@ -143,12 +259,14 @@ def decide(
     if moved:
         return
     batch = store.approvals(session_id)
-    current = next((a for a in batch if a.call_id == call_id), None)
-    if current is None:
-        raise ApprovalNotPending(f"no tool call {call_id!r} waits for approval")
-    if current.state is not state:
+    here = batch[target.ordinal] if target.ordinal < len(batch) else None
+    if here is None or not same_call(here, target):
         raise ApprovalNotPending(
-            f"tool call {call_id!r} ({current.name}) is {current.state} already"
+            f"tool call {target.call_id!r} ({target.name}) is no longer held"
+        )
+    if here.state is not state:
+        raise ApprovalNotPending(
+            f"tool call {target.call_id!r} ({target.name}) is {here.state} already"
         )
 
 
@@ -158,10 +276,10 @@ class ResumePlan:
 
     #: the assistant message whose calls the batch answers
     uses: tuple[ToolUse, ...]
-    #: results known already (done, denied, interrupted), by call id
-    known: dict[str, ToolResult]
-    #: approved calls this driver claimed and must run now
-    run: tuple[ToolUse, ...]
+    #: results known already (done, denied, interrupted), by ordinal
+    known: dict[int, ToolResult]
+    #: approved calls this driver claimed and must run now, with their records
+    run: tuple[tuple[Approval, ToolUse], ...]
     #: calls still waiting for a decision (the turn ends again at once)
     pending: tuple[ToolUse, ...]
 
@@ -178,14 +296,14 @@ def plan_resume(session: Session) -> ResumePlan | None:
     pending = tuple(use for a, use in calls if a.state is ApprovalState.PENDING)
     if pending:
         return ResumePlan(uses, {}, (), pending)
-    run: list[ToolUse] = []
+    run: list[tuple[Approval, ToolUse]] = []
     store, sid = session.store, session.id
 
     def claim(a: Approval, use: ToolUse) -> ToolResult | None:
         if a.state is ApprovalState.APPROVED and store.move_approval(
-            sid, a.call_id, ApprovalState.APPROVED, ApprovalState.RUNNING
+            sid, a, ApprovalState.APPROVED, ApprovalState.RUNNING
         ):
-            run.append(use)
+            run.append((a, use))
             return None
         # running: claimed by a driver that stopped, or by another one now
         return error_result(use.id, ResultText.approved_then_interrupted(use.name))
@@ -194,23 +312,25 @@ def plan_resume(session: Session) -> ResumePlan | None:
     return ResumePlan(uses, known, tuple(run), ())
 
 
-def settle_for_new_turn(session: Session) -> dict[str, ToolResult]:
-    """Results for a held batch that a new user message leaves behind.
+def settle_for_new_turn(session: Session, wire: WireIdentity | None) -> Message | None:
+    """The result message for a held batch that a new user message leaves behind;
+    None when no batch is held.
 
-    Finished calls keep their results; the others did not run and say so (a call
-    that was running is left to the interrupted-call answer). Call ``clear`` after
-    committing them.
+    Finished calls keep their results; a call that was running reads as interrupted;
+    the others did not run and say so. Call ``clear`` after committing it.
     """
     held = _held_calls(session)
     if held is None:
-        return {}
+        return None
+    uses, calls = held
 
-    def left(a: Approval, use: ToolUse) -> ToolResult | None:
-        if a.state is ApprovalState.RUNNING:  # answered as interrupted
-            return None
+    def left(a: Approval, use: ToolUse) -> ToolResult:
+        if a.state is ApprovalState.RUNNING:
+            return error_result(use.id, ResultText.interrupted(use.name))
         return error_result(use.id, ResultText.superseded(use.name))
 
-    return _answers(held[1], left)
+    known = _answers(calls, left)
+    return Message("user", tuple(known[i] for i in range(len(uses))), wire=wire)
 
 
 def clear(session: Session) -> None:

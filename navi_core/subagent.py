@@ -2,21 +2,27 @@
 
 The child is made fresh for every call by ``agent_factory`` (and closed after), runs
 one turn on the tool's thread with its own ``max_iterations`` and
-``max_thinking_chars``, and is cancelled when ``timeout`` seconds pass or the parent
-turn is cancelled. Each child event reaches the parent stream as
-``SubagentEvent(call_id, event)``; the child's ``TurnComplete`` among them carries its
-usage, which the parent adds to its own. The result is the child's answer followed by
-a status line such as ``[Sub-agent stopped: completed]``.
+``max_thinking_chars``, and ends with ``StopReason.TIMEOUT`` when ``timeout`` seconds
+pass. Each child event reaches the parent stream as ``SubagentEvent(call_id, event)``;
+the child's ``TurnComplete`` among them carries its usage, which the parent adds to
+its own. The result is the child's answer followed by a status line such as
+``[Sub-agent stopped: completed]``.
+
+Sub-agents form a tree under the top-level turn (``navi_core._turn.lineage``): a call
+from a turn ``max_depth`` deep, or while the tree runs ``max_running`` sub-agents, is
+an error result telling the model it cannot delegate (further); cancelling, closing
+or timing out a turn cancels every sub-agent under it before ``cancel()`` returns,
+and none starts after. A call returns only once its child's whole tree has ended.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
+from ._turn.lineage import Lineage, LineageContext, adopting
 from .errors import ThinkingStall
 from .events import StopReason, TextDelta, TurnComplete
 from .tools._tool import Tool, ToolContext
@@ -26,8 +32,10 @@ if TYPE_CHECKING:
 
 __all__ = ["SubAgent", "status_line"]
 
-#: how often the watcher looks at the parent's cancel flag and the clock
+#: how often a call made outside a stream looks at its context's cancel flag
 _WATCH_SECONDS: Final = 0.02
+#: how long a call waits for its child's tree to end once the child's turn ended
+_DRAIN_SECONDS: Final = 10.0
 
 _STATUS: Final = {
     StopReason.END_TURN: "completed",
@@ -58,26 +66,12 @@ _PARAMETERS: Final = {
 }
 
 
-class _Watch:
-    """Cancels the child stream on a parent cancel or when the time is up."""
-
-    def __init__(self, parent: threading.Event, timeout: float) -> None:
-        self.parent = parent
-        self.deadline = time.monotonic() + timeout
-        self.done = threading.Event()
-        self.timed_out = False
-        self.cancelled = False
-
-    def run(self, cancel: Callable[[], None]) -> None:
-        while not self.done.wait(_WATCH_SECONDS):
-            if self.parent.is_set():
-                self.cancelled = True
-                cancel()
-                return
-            if time.monotonic() >= self.deadline:
-                self.timed_out = True
-                cancel()
-                return
+def _watch(cancelled: threading.Event, tree: Lineage, done: threading.Event) -> None:
+    """Stop ``tree`` when ``cancelled`` is set, until ``done`` is."""
+    while not done.wait(_WATCH_SECONDS):
+        if cancelled.is_set():
+            tree.stop()
+            return
 
 
 class SubAgent(Tool[[str, ToolContext], str]):
@@ -87,15 +81,29 @@ class SubAgent(Tool[[str, ToolContext], str]):
         name, description: the tool declaration the parent model sees.
         agent_factory: makes a new child ``Agent`` for each call; it is closed after.
         max_iterations: the child's ``Config.max_iterations``.
-        timeout: seconds the child turn may take; then it is cancelled ("timeout").
+        timeout: seconds the child turn may take; then it ends ("timeout"), and every
+            sub-agent under it with it.
         max_thinking_chars: the child's ``Config.max_thinking_chars``.
+        max_depth: how deep sub-agents nest (the top-level turn is at 0): a call
+            from a turn at this depth is an error result, "cannot delegate further".
+        max_running: sub-agents that may run at once under one top-level turn,
+            nested ones included; a call beyond is an error result.
     """
 
-    __slots__ = ("agent_factory", "max_iterations", "max_thinking_chars", "timeout")
+    __slots__ = (
+        "agent_factory",
+        "max_depth",
+        "max_iterations",
+        "max_running",
+        "max_thinking_chars",
+        "timeout",
+    )
     agent_factory: Callable[[], Agent]
     max_iterations: int
     timeout: float
     max_thinking_chars: int | None
+    max_depth: int
+    max_running: int
 
     def __init__(
         self,
@@ -106,53 +114,88 @@ class SubAgent(Tool[[str, ToolContext], str]):
         max_iterations: int = 20,
         timeout: float = 300.0,
         max_thinking_chars: int | None = None,
+        max_depth: int = 4,
+        max_running: int = 8,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
         if timeout <= 0:
             raise ValueError("timeout must be positive")
+        if max_depth < 1:
+            raise ValueError("max_depth must be at least 1")
+        if max_running < 1:
+            raise ValueError("max_running must be at least 1")
         hints: dict[str, Any] = {"task": str, "context": ToolContext}
         super().__init__(name, description, dict(_PARAMETERS), self.run_task, hints)
         object.__setattr__(self, "agent_factory", agent_factory)
         object.__setattr__(self, "max_iterations", max_iterations)
         object.__setattr__(self, "timeout", timeout)
         object.__setattr__(self, "max_thinking_chars", max_thinking_chars)
+        object.__setattr__(self, "max_depth", max_depth)
+        object.__setattr__(self, "max_running", max_running)
 
     def run_task(self, task: str, context: ToolContext) -> str:
-        """Run the child turn for ``task``; the answer plus a status line."""
-        child = self.agent_factory()
-        try:
-            own = child.config
-            stall = self.max_thinking_chars
-            limit = own.turn_timeout
-            child.set_config(
-                replace(
-                    own,
-                    max_iterations=self.max_iterations,
-                    max_thinking_chars=own.max_thinking_chars
-                    if stall is None
-                    else stall,
-                    turn_timeout=self.timeout
-                    if limit is None
-                    else min(limit, self.timeout),
-                )
-            )
-            return self._drive(child, task, context)
-        finally:
-            child.close()
+        """Run the child turn for ``task``; the answer plus a status line.
 
-    def _drive(self, child: Agent, task: str, context: ToolContext) -> str:
-        watch = _Watch(context.cancelled, self.timeout)
-        text: list[str] = []
-        status = "completed"
-        with child.run(task) as stream:
-            watcher = threading.Thread(
-                target=watch.run,
-                args=(stream.cancel,),
+        Raises:
+            DelegationRefused: too deep, too many sub-agents running, or the calling
+                turn is stopping (the model reads it as the call's error result).
+        """
+        if isinstance(context, LineageContext):
+            parent, watched = context.lineage, None
+        else:  # called outside a stream: a tree of its own, stopped by the context
+            parent, watched = Lineage(), threading.Event()
+        node = parent.admit(self.max_depth, self.max_running)
+        if watched is not None:
+            threading.Thread(
+                target=_watch,
+                args=(context.cancelled, parent, watched),
                 name=f"navi-subagent-{context.call_id}",
                 daemon=True,
+            ).start()
+        try:
+            if node.stopped:
+                return status_line("cancelled")
+            child = self.agent_factory()
+            try:
+                if node.stopped:  # cancelled while the factory ran: never starts
+                    return status_line("cancelled")
+                self._configure(child)
+                return self._drive(child, node, task, context)
+            finally:
+                child.close()
+        finally:
+            node.stop()
+            node.wait_drained(_DRAIN_SECONDS)
+            node.release()
+            if watched is not None:
+                watched.set()
+
+    def _configure(self, child: Agent) -> None:
+        """The child's limits: iterations, thinking, and the turn timeout."""
+        own = child.config
+        stall = self.max_thinking_chars
+        limit = own.turn_timeout
+        child.set_config(
+            replace(
+                own,
+                max_iterations=self.max_iterations,
+                max_thinking_chars=own.max_thinking_chars if stall is None else stall,
+                turn_timeout=self.timeout
+                if limit is None
+                else min(limit, self.timeout),
             )
-            watcher.start()
+        )
+
+    def _drive(
+        self, child: Agent, node: Lineage, task: str, context: ToolContext
+    ) -> str:
+        text: list[str] = []
+        status = "completed"
+        with adopting(node):  # the child's turn takes ``node`` as its lineage
+            stream = child.run(task)
+        with stream:
+            node.attach(stream.cancel)  # a stop that came first cancels it now
             try:
                 while (ev := stream.next()) is not None:
                     context.forward(ev)
@@ -164,11 +207,6 @@ class SubAgent(Tool[[str, ToolContext], str]):
                             text = [ev.response]
             except ThinkingStall:
                 status = "thinking stall"
-            finally:
-                watch.done.set()
-                watcher.join()
-        if watch.timed_out:
-            status = "timeout"
         answer = "".join(text).strip()
         return f"{answer}\n\n{status_line(status)}" if answer else status_line(status)
 

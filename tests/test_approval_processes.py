@@ -3,7 +3,9 @@
 One process runs a turn until a call waits for approval; another approves it and is
 killed with SIGKILL before anything resumes; a third resumes: the tool runs exactly
 once. A resumer killed while the approved tool runs leaves the call claimed: the
-next resume answers it as interrupted and never runs it again.
+next resume answers it as interrupted and never runs it again. A decision made in
+another process names the held call by its key: a key of an earlier call whose id
+a later one reuses is refused there and decides nothing.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ _CHILD = textwrap.dedent(
     """
     import json, os, signal, sys, time
     from navi_core import Agent, Scripted, SessionBusy, Text, ToolUse, tool
+    from navi_core.approvals import ApprovalMismatch
 
     mode, spec, count = sys.argv[1:4]
     sid = sys.argv[4] if len(sys.argv) > 4 else None
+    key = sys.argv[5] if len(sys.argv) > 5 else None
 
     def open_store():
         kind, _, where = spec.partition(":")
@@ -67,10 +71,25 @@ _CHILD = textwrap.dedent(
         return {"stop": str(done.stop_reason), "response": done.response, "events": sent,
                 "pending": [u.id for u in done.pending_approvals]}
 
-    if mode == "hold":
-        a = agent([[Text("paying"), ToolUse("p1", "pay", '{"amount": 30}')]])
-        out = finish(a.run("pay 30"))
+    def keys(a):
+        return [h.key for h in a.store.approvals(a.session_id) if h.state == "pending"]
+
+    if mode in ("hold", "hold-again"):
+        amount, prompt = ("30", "pay 30") if mode == "hold" else ("9999", "pay more")
+        a = agent([[Text("paying"), ToolUse("p1", "pay", f'{{"amount": {amount}}}')]])
+        out = finish(a.run(prompt))
         out["sid"] = a.session_id
+        out["keys"] = keys(a)
+        print(json.dumps(out), flush=True)
+        a.close()
+    elif mode == "approve-key":
+        a = agent([])
+        try:
+            a.approve(key)
+            out = {"approved": True}
+        except ApprovalMismatch as exc:
+            out = {"refused": str(exc)}
+        out["keys"] = keys(a)
         print(json.dumps(out), flush=True)
         a.close()
     elif mode == "approve":
@@ -191,3 +210,31 @@ def test_two_resumers_at_once_run_the_call_once(tmp_path: Path, spec: str) -> No
         p.communicate(timeout=60)
     assert time.monotonic() - t0 < 60
     assert len(paid(count)) == 1
+
+
+def test_a_key_of_an_earlier_call_decides_nothing_in_another_process(
+    tmp_path: Path, spec: str
+) -> None:
+    count = tmp_path / "paid.txt"
+    code, first = run(tmp_path, "hold", spec, str(count))
+    assert code == 0, first
+    sid = str(first["sid"])
+    stale = first["keys"][0]  # type: ignore[index]
+    assert first["keys"] == [stale]
+    # a new prompt leaves the held call behind; the model reuses its id "p1"
+    code, second = run(tmp_path, "hold-again", spec, str(count), sid)
+    assert code == 0, second
+    assert second["stop"] == "approval_required" and second["pending"] == ["p1"]
+    current = second["keys"][0]  # type: ignore[index]
+    assert [current] == second["keys"] and current != stale
+    code, out = run(tmp_path, "approve-key", spec, str(count), sid, str(stale))
+    assert code == 0, out
+    assert "p1" in str(out["refused"]) and out["keys"] == [current]  # still pending
+    code, out = run(tmp_path, "resume", spec, str(count), sid)
+    assert code == 0, out
+    assert out["stop"] == "approval_required" and paid(count) == []
+    code, out = run(tmp_path, "approve-key", spec, str(count), sid, str(current))
+    assert code == 0 and out == {"approved": True, "keys": []}, out
+    code, out = run(tmp_path, "resume", spec, str(count), sid)
+    assert code == 0, out
+    assert [line.split(" in ")[0] for line in paid(count)] == ["paid 9999"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from navi_core import (
@@ -21,8 +24,10 @@ from navi_core import (
     Veto,
     tool,
 )
+from navi_core.approvals import ApprovalMismatch
 from navi_core.events import Event
-from navi_core.store.base import ApprovalState
+from navi_core.store import SQLiteStore
+from navi_core.store.base import Approval, ApprovalState
 
 RAN: list[str] = []
 
@@ -215,3 +220,164 @@ def test_deciding_without_the_agent_while_it_holds_the_session() -> None:
     done = drive(agent.resume())[-1]
     assert isinstance(done, TurnComplete) and done.response == "paid"
     assert RAN == ["balance", "pay 30"]
+
+
+# -- decisions are bound to the call they name, not to the model's id ----------------
+
+
+def held_twice(first: str, second: str) -> tuple[Agent, Approval, ToolUse]:
+    """Turn 1 holds ``call_0`` = pay(first); a new prompt leaves it behind and turn 2
+    holds ``call_0`` = pay(second): the model reused the id. Returns the agent, and
+    turn 1's record and call as a decider saw them."""
+    RAN.clear()
+    provider = Scripted(
+        [
+            [ToolUse("call_0", "pay", f'{{"amount": {first}}}')],
+            [ToolUse("call_0", "pay", f'{{"amount": {second}}}')],
+            [Text("done")],
+        ]
+    )
+    agent = Agent(provider, tools=[pay])
+    done = drive(agent.run(f"pay {first}"))[-1]
+    assert isinstance(done, TurnComplete)
+    (record,) = agent.store.approvals(agent.session_id)
+    (use,) = done.pending_approvals
+    again = drive(agent.run("pay again"))[-1]
+    assert isinstance(again, TurnComplete)
+    assert again.stop_reason is StopReason.APPROVAL_REQUIRED
+    assert [u.id for u in again.pending_approvals] == ["call_0"]
+    return agent, record, use
+
+
+def test_a_decision_on_an_earlier_call_never_lands_on_a_later_one_reusing_its_id() -> (
+    None
+):
+    agent, record, use = held_twice("30", "9999")
+    for stale in (record, record.key, use):
+        with pytest.raises(ApprovalMismatch, match="call_0"):
+            agent.approve(stale)
+        with pytest.raises(ApprovalMismatch):
+            agent.deny(stale, "no")
+    (now,) = agent.store.approvals(agent.session_id)
+    assert now.state is ApprovalState.PENDING and now.turn_id != record.turn_id
+    done = drive(agent.resume())[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.stop_reason is StopReason.APPROVAL_REQUIRED and RAN == []
+    agent.approve(now)  # the record of the call held now is decided
+    done = drive(agent.resume())[-1]
+    assert isinstance(done, TurnComplete) and done.response == "done"
+    assert RAN == ["pay 9999"]
+
+
+def test_the_same_call_held_again_by_a_later_turn_needs_its_own_decision() -> None:
+    agent, record, _use = held_twice("30", "30")
+    with pytest.raises(ApprovalMismatch, match="another turn"):
+        agent.approve(record)
+    with pytest.raises(ApprovalMismatch, match="another turn"):
+        agent.approve(record.key)
+    (now,) = agent.store.approvals(agent.session_id)
+    assert now.state is ApprovalState.PENDING
+    assert (now.call_id, now.digest, now.ordinal) == (
+        record.call_id,
+        record.digest,
+        record.ordinal,
+    )
+    agent.approve(now.key)
+    done = drive(agent.resume())[-1]
+    assert isinstance(done, TurnComplete) and done.response == "done"
+    assert RAN == ["pay 30"]
+
+
+def test_a_stale_approved_batch_is_never_run_for_a_newer_call() -> None:
+    """A batch a crashed process left approved, whose id the newer held call reuses,
+    is not the newer call's: resume drops it and runs nothing."""
+    agent, record, _use = held_twice("30", "9999")
+    stale = replace(record, state=ApprovalState.APPROVED)
+    agent.store.save_approvals(agent.session_id, [stale])
+    events = drive(agent.resume())
+    assert RAN == []
+    assert agent.store.approvals(agent.session_id) == []
+    answered = [m for m in agent.conversation.messages if m.tool_results][-1]
+    assert "interrupted" in answered.tool_results[0].text
+    assert isinstance(events[-1], TurnComplete)
+
+
+def test_calls_sharing_an_id_beside_a_held_call_keep_their_results(
+    tmp_path: Path,
+) -> None:
+    RAN.clear()
+    provider = Scripted(
+        [
+            [ToolUse("c1", "balance", "{}"), ToolUse("c1", "pay", '{"amount": 5}')],
+            [Text("paid 5 of 100")],
+        ]
+    )
+    store = SQLiteStore(tmp_path / "navi.db")
+    agent = Agent(provider, tools=[pay, balance], store=store)
+    try:
+        done = drive(agent.run("pay 5"))[-1]
+        assert isinstance(done, TurnComplete)
+        assert done.stop_reason is StopReason.APPROVAL_REQUIRED
+        batch = store.approvals(agent.session_id)
+        assert [(a.name, a.state, a.ordinal) for a in batch] == [
+            ("balance", ApprovalState.DONE, 0),
+            ("pay", ApprovalState.PENDING, 1),
+        ]
+        assert batch[0].result is not None and batch[0].result.text == "100"
+        agent.approve("c1")  # the one held call with that id: the balance call ran
+        events = drive(agent.resume())
+    finally:
+        agent.close()
+        store.close()
+    assert RAN == ["balance", "pay 5"]
+    results = next(e for e in events if isinstance(e, ToolDispatchComplete)).message
+    assert [(r.tool_use_id, r.text, r.is_error) for r in results.tool_results] == [
+        ("c1", "100", False),
+        ("c1", "paid 5", False),
+    ]
+    last = events[-1]
+    assert isinstance(last, TurnComplete) and last.response == "paid 5 of 100"
+
+
+def test_identical_calls_sharing_an_id_are_decided_one_by_one() -> None:
+    RAN.clear()
+    twice = ToolUse("c1", "pay", '{"amount": 5}')
+    provider = Scripted([[twice, twice], [Text("paid once")]])
+    agent = Agent(provider, tools=[pay])
+    done = drive(agent.run("pay 5"))[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.pending_approvals == (twice, twice)
+    for ambiguous in ("c1", twice):
+        with pytest.raises(ApprovalMismatch, match="2 held calls"):
+            agent.approve(ambiguous)
+    first, second = agent.store.approvals(agent.session_id)
+    agent.approve(first)
+    agent.deny(second.key, "once is enough")
+    events = drive(agent.resume())
+    assert RAN == ["pay 5"]
+    results = next(e for e in events if isinstance(e, ToolDispatchComplete)).message
+    assert [r.text for r in results.tool_results] == [
+        "paid 5",
+        "Tool 'pay' was not approved by the user: once is enough",
+    ]
+
+
+def test_a_decision_on_spaced_or_reordered_arguments_is_the_same_call() -> None:
+    RAN.clear()
+    provider = Scripted(
+        [[ToolUse("c1", "pay", '{"amount":5, "note": "rent"}')], [Text("ok")]]
+    )
+
+    @tool(needs_approval=True)
+    def pay(amount: int, note: str) -> str:
+        """Pay an amount."""
+        RAN.append(f"pay {amount} {note}")
+        return "paid"
+
+    agent = Agent(provider, tools=[pay])
+    drive(agent.run("pay rent"))
+    with pytest.raises(ApprovalMismatch):
+        agent.approve(ToolUse("c1", "pay", '{"amount": 6, "note": "rent"}'))
+    agent.approve(ToolUse("c1", "pay", '{ "note":"rent","amount": 5 }'))
+    drive(agent.resume())
+    assert RAN == ["pay 5 rent"]

@@ -252,3 +252,161 @@ def test_a_copied_sub_agent_keeps_its_factory_and_limits(
     )
     assert twin.name == "helper" and twin.agent_factory is child
     assert "child answer" in twin.invoke({"task": "go"})
+
+
+# -- the tree of sub-agents: depth, how many at once, cancel and timeout --------------
+
+
+def delegate_call(i: int = 0) -> ToolUse:
+    return ToolUse(f"call_{i}", "delegate", '{"task": "go on"}')
+
+
+class Family:
+    """Makes the child agents of a recursive sub-agent and counts them: made, closed,
+    alive at once. Past ``limit`` children the factory fails, so a recursion that is
+    not bounded ends the test instead of running on."""
+
+    def __init__(self, script: Callable[[], list[Any]], limit: int = 60) -> None:
+        self.script = script
+        self.limit = limit
+        self.lock = threading.Lock()
+        self.made = 0
+        self.closed = 0
+        self.peak = 0
+        self.providers: list[Scripted] = []
+        self.tools: list[Any] = []
+
+    def __call__(self) -> Agent:
+        with self.lock:
+            if self.made >= self.limit:
+                raise RuntimeError(f"runaway recursion: {self.made} children")
+            self.made += 1
+            self.peak = max(self.peak, self.made - self.closed)
+            provider = Scripted(self.script())
+            self.providers.append(provider)
+        family = self
+
+        class Child(Agent):
+            counted = False
+
+            def close(self) -> None:
+                try:
+                    super().close()
+                finally:
+                    with family.lock:
+                        if not self.counted:
+                            self.counted = True
+                            family.closed += 1
+
+        return Child(provider, tools=self.tools)
+
+    def alive(self) -> int:
+        with self.lock:
+            return self.made - self.closed
+
+
+def recursive(family: Family, **limits: Any) -> SubAgent:
+    sub = SubAgent("delegate", "Hand a task to a helper.", family, **limits)
+    family.tools.append(sub)
+    return sub
+
+
+def test_nesting_stops_at_the_depth_limit() -> None:
+    family = Family(lambda: [[delegate_call()], [Text("done here")]])
+    sub = recursive(family, max_depth=3)
+    parent = Agent(Scripted([[delegate_call()], [Text("all done")]]), tools=[sub])
+    events = drive(parent, "go")
+    parent.close()
+    assert family.made == 3 and family.closed == 3  # depths 1, 2 and 3
+    deepest = family.providers[2].requests[-1][-1]
+    (refused,) = deepest.tool_results
+    assert refused.is_error
+    assert (
+        "cannot delegate further" in refused.text and "at most 3 deep" in refused.text
+    )
+    done = events[-1]
+    assert isinstance(done, TurnComplete) and done.response == "all done"
+    assert SubAgent("x", "y", family).max_depth == 4  # the default
+    with pytest.raises(ValueError, match="max_depth"):
+        SubAgent("x", "y", family, max_depth=0)
+
+
+def test_sub_agents_running_at_once_are_bounded() -> None:
+    def fan_out() -> list[Any]:  # three helpers at once, then an answer
+        return [[delegate_call(0), delegate_call(1), delegate_call(2)], [Text("ok")]]
+
+    family = Family(fan_out, limit=200)
+    sub = recursive(family, max_depth=3, max_running=4)
+    parent = Agent(Scripted(fan_out()), tools=[sub])
+    drive(parent, "go")
+    parent.close()
+    assert family.peak <= 4
+    assert family.made == family.closed
+    refused = [
+        r.text
+        for p in family.providers
+        for request in p.requests
+        for m in request
+        for r in m.tool_results
+        if "sub-agents run already" in r.text
+    ]
+    assert refused and all("at most 4 at once" in t for t in refused)
+
+
+def test_cancel_reaches_every_descendant_and_none_starts_after() -> None:
+    family = Family(lambda: [[delegate_call()]] * 40, limit=400)
+    sub = recursive(family, max_depth=1000, max_running=1000)
+    baseline = threading.active_count()
+    parent = Agent(Scripted([[delegate_call()]]), tools=[sub])
+    stream = parent.run("go")
+    driver = threading.Thread(target=lambda: list(stream), daemon=True)
+    driver.start()
+    deadline = time.monotonic() + 10
+    while family.made < 5:  # the recursion is under way
+        assert time.monotonic() < deadline, "no sub-agent started"
+        time.sleep(0.005)
+    stream.cancel()
+    at_cancel = family.made
+    time.sleep(0.2)
+    settled = family.made
+    time.sleep(1.0)
+    assert family.made == settled, "a sub-agent started after cancel() returned"
+    assert settled - at_cancel <= 1  # at most the one passing its gate as it came
+    driver.join(5)
+    assert not driver.is_alive()
+    deadline = time.monotonic() + 5
+    while family.alive() or threading.active_count() > baseline + 12:
+        assert time.monotonic() < deadline, (family.alive(), threading.active_count())
+        time.sleep(0.02)
+    stream.close()
+    parent.close()
+
+
+def test_a_timeout_ends_the_sub_agents_under_the_child() -> None:
+    """The child times out while its own sub-agents run: when the call returns, every
+    agent of its tree was closed, the deepest one's tool saw the cancel."""
+    cancelled = threading.Event()
+
+    @tool
+    def wait(context: ToolContext) -> str:
+        """Wait for the cancel."""
+        if context.cancelled.wait(30):
+            cancelled.set()
+        return "waited"
+
+    family = Family(lambda: [[delegate_call()], [ToolUse("w", "wait", "{}")]])
+    family.tools.append(wait)
+    sub = recursive(family, max_depth=3, timeout=0.5)
+    alive_at_result: list[int] = []
+    parent = Agent(Scripted([[delegate_call()], [Text("ok")]]), tools=[sub])
+    t0 = time.monotonic()
+    with parent.run("go") as stream:
+        for ev in stream:
+            if isinstance(ev, ToolDispatchComplete):
+                alive_at_result.append(family.alive())
+                result = ev.message.tool_results[0].text
+    parent.close()
+    assert time.monotonic() - t0 < 10
+    assert result.endswith("[Sub-agent stopped: timeout]")
+    assert family.made == 3 and alive_at_result == [0]
+    assert cancelled.wait(2), "the deepest tool saw the cancel"

@@ -2,9 +2,9 @@
 
 The hooks of the turn (and the failures they raised), the observers its events are
 published to, the planning step, a held batch being resumed, the calls the turn ends
-holding for approval, and the usage of the sub-agents its tools ran. ``Stream`` calls
-it at a few fixed points (publish, open, dispatch, dispatch done, finish); the agent
-builds one per turn.
+holding for approval, the usage of the sub-agents its tools ran and the ``Lineage``
+that bounds and stops them. ``Stream`` calls it at a few fixed points (publish, open,
+dispatch, dispatch done, stop, finish); the agent builds one per turn.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from ..events import (
 from ..hooks import Hook, HookRunner
 from ..providers.base import ProviderStream
 from ..session import Session
-from ..store.base import ApprovalState
+from ..store.base import Approval, ApprovalState
 from ..subscribe import Observers
 from ..tools._dispatch import Dispatch
-from ..tools._tool import ToolCall
 from .guarded import CallGuard, GuardedDispatch
+from .lineage import Lineage, adopted
 from .offload import Op
 from .planning import PlanStep
 from .thinking import watch_thinking
@@ -44,8 +44,10 @@ class TurnExtras:
     """The per-turn state of hooks, observers, approvals, planning and sub-agents."""
 
     __slots__ = (
+        "claimed",
         "extra_usage",
         "hooks",
+        "lineage",
         "observers",
         "pending",
         "plan",
@@ -76,6 +78,11 @@ class TurnExtras:
         self.pending: tuple[ToolUse, ...] = ()
         #: usage of the plan and of the sub-agent turns run by this turn's tools
         self.extra_usage = Usage()
+        #: a sub-agent's turn: the lineage its parent admitted; else made with the
+        #: first tool batch
+        self.lineage: Lineage | None = adopted()
+        #: the records of the approved calls the resumed batch runs, by ordinal
+        self.claimed: dict[int, Approval] = {}
 
     def hold_again(self) -> bool:
         """True when the resumed batch still has undecided calls: nothing runs, and
@@ -108,10 +115,10 @@ class TurnExtras:
                 self.extra_usage = self.extra_usage + ev.event.usage
         return events
 
-    def _store_result(self, call: ToolCall, result: ToolResult) -> None:
+    def _store_result(self, ordinal: int, result: ToolResult) -> None:
         self.session.store.move_approval(
             self.session.id,
-            call.id,
+            self.claimed[ordinal],
             ApprovalState.RUNNING,
             ApprovalState.DONE,
             result=result,
@@ -126,25 +133,38 @@ class TurnExtras:
         batch, the others keeping the results they have.
         """
         plan, self.resume_plan = self.resume_plan, None
-        resumed = plan is not None and tuple(uses) == plan.uses
-        guard = CallGuard(
-            self.hooks,
-            approved=resumed,
-            on_result=self._store_result if resumed else None,
-        )
-        if plan is not None and resumed:
+        if self.lineage is None:
+            self.lineage = Lineage()
+        if plan is not None and tuple(uses) == plan.uses:
+            self.claimed = {a.ordinal: a for a, _ in plan.run}
+            guard = CallGuard(self.hooks, approved=True, on_result=self._store_result)
             factory = partial(
-                GuardedDispatch, guard=guard, preset=plan.known, order=uses
+                GuardedDispatch,
+                guard=guard,
+                preset=plan.known,
+                order=uses,
+                ordinals=[a.ordinal for a, _ in plan.run],
+                lineage=self.lineage,
             )
-            return plan.run, factory
-        return uses, partial(GuardedDispatch, guard=guard)
+            return [use for _, use in plan.run], factory
+        guard = CallGuard(self.hooks)
+        return uses, partial(GuardedDispatch, guard=guard, lineage=self.lineage)
+
+    def stop_children(self) -> None:
+        """The turn stops or ended: stop every sub-agent turn its tools run."""
+        if self.lineage is not None:
+            self.lineage.stop()
 
     def held(self, dispatch: Dispatch) -> bool:
         """Save the batch when calls of it wait for approval; True when they do."""
         if not isinstance(dispatch, GuardedDispatch) or not dispatch.held:
             return False
         self.pending = approvals.hold(
-            self.session, dispatch.order, dispatch.finished_results(), dispatch.held
+            self.session,
+            self.turn_id,
+            dispatch.order,
+            dispatch.finished_by_ordinal(),
+            dispatch.held,
         )
         return True
 

@@ -7,10 +7,13 @@ or for a blocked call with its error result: the ``on_tool_end`` hooks, and the
 ``on_result`` callback (a resumed approved call stores its result there at once).
 
 A held call reports no ``ToolStarted``; it counts as settled, so the batch is done when
-every other call finished, and ``held`` names what waits. Sub-agent usage is counted
-by the turn from the ``SubagentEvent``s the batch returns. A resumed batch runs only
-its approved calls; ``preset`` holds the results the others already have, and the
-result message puts every call back in the model's order.
+every other call finished, and ``held`` names what waits. Calls are told apart by their
+ordinal (their place in the response), never by the model's id, which two calls of
+one response may share. Sub-agent usage is counted by the turn from the
+``SubagentEvent``s the batch returns; a call that takes a ``ToolContext`` gets a
+``LineageContext``, so a sub-agent it runs joins the turn's ``Lineage``. A resumed
+batch runs only its approved calls; ``preset`` holds the results the others already
+have, and the result message puts every call back in the model's order.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from ..conversation import Message, Part, ToolResult, ToolUse
 from ..hooks import HookRunner, NeedsApproval, Veto, veto_result
 from ..tools._dispatch import Dispatch
 from ..tools._results import ResultText, error_result
-from ..tools._tool import ToolCall
+from ..tools._tool import ToolCall, ToolContext
+from .lineage import Lineage, LineageContext
 
 __all__ = ["CallGuard", "GuardedDispatch"]
 
@@ -38,11 +42,12 @@ class CallGuard:
         hooks: HookRunner,
         *,
         approved: bool = False,
-        on_result: Callable[[ToolCall, ToolResult], None] | None = None,
+        on_result: Callable[[int, ToolResult], None] | None = None,
     ) -> None:
         self.hooks = hooks
         #: the calls were approved already: no approval rule applies
         self.approved = approved
+        #: gets each call's ordinal and result
         self.on_result = on_result
 
     def screen(
@@ -56,41 +61,54 @@ class CallGuard:
             return NeedsApproval()
         return decision
 
-    def finished(self, call: ToolCall, result: ToolResult) -> None:
+    def finished(self, ordinal: int, call: ToolCall, result: ToolResult) -> None:
         """The end hooks and the result sink, on the call's tool thread."""
         if self.hooks:
             self.hooks.tool_end(call, result)
         if self.on_result is not None:
-            self.on_result(call, result)
+            self.on_result(ordinal, result)
 
 
 class GuardedDispatch(Dispatch):
     """A ``Dispatch`` that runs each call through a ``CallGuard`` (see the module)."""
 
-    __slots__ = ("_calls", "_guard", "_held", "_order", "_preset")
+    __slots__ = (
+        "_calls",
+        "_guard",
+        "_held",
+        "_lineage",
+        "_order",
+        "_ordinals",
+        "_preset",
+    )
 
     def __init__(
         self,
         uses: Sequence[ToolUse],
         *args: Any,
         guard: CallGuard,
-        preset: Mapping[str, ToolResult] | None = None,
+        preset: Mapping[int, ToolResult] | None = None,
         order: Sequence[ToolUse] | None = None,
+        ordinals: Sequence[int] | None = None,
+        lineage: Lineage | None = None,
         **kwargs: Any,
     ) -> None:
         # set before the base starts the tool threads, which read them
         self._guard = guard
         self._calls: dict[int, ToolCall] = {}
-        self._held: dict[str, str] = {}
+        self._held: dict[int, str] = {}
         self._preset = dict(preset or {})
         self._order = tuple(order if order is not None else uses)
+        #: each call's place in ``order`` (the calls run may be a part of it)
+        self._ordinals = tuple(ordinals if ordinals is not None else range(len(uses)))
+        self._lineage = lineage if lineage is not None else Lineage()
         # every call is screened and watched when a hook or a sink wants to see it
         self._screens = bool(guard.hooks.hooks) or guard.on_result is not None
         super().__init__(uses, *args, **kwargs)
 
     @property
-    def held(self) -> dict[str, str]:
-        """The calls held for approval (call id -> the reason a hook gave)."""
+    def held(self) -> dict[int, str]:
+        """The calls held for approval (ordinal -> the reason a hook gave)."""
         return dict(self._held)
 
     @property
@@ -108,7 +126,7 @@ class GuardedDispatch(Dispatch):
             return True  # nothing to screen
         decision = self._guard.screen(call, needs_approval, self._cancel)
         if isinstance(decision, NeedsApproval):
-            self._held[call.id] = decision.reason
+            self._held[self._ordinals[i]] = decision.reason
             self._inbox.put(("held", i))
             return False
         if isinstance(decision, Veto):
@@ -121,15 +139,33 @@ class GuardedDispatch(Dispatch):
     def _ended(self, i: int, parts: tuple[Part, ...], error: bool) -> None:
         call = self._calls.get(i)
         if call is not None:
-            self._guard.finished(call, ToolResult(call.id, parts, error))
+            result = ToolResult(call.id, parts, error)
+            self._guard.finished(self._ordinals[i], call, result)
+
+    def _context(self, i: int) -> ToolContext:
+        use = self._uses[i]
+        put = self._inbox.put
+        return LineageContext(
+            self._lineage,
+            use.id,
+            use.name,
+            self._session_id,
+            self._cancel,
+            lambda text: put(("progress", i, text)),
+            lambda event: put(("forward", i, event)),
+        )
+
+    # -- results ------------------------------------------------------------------------
 
     def _merged(self, ran: Message) -> Message:
-        by_id = {r.tool_use_id: r for r in ran.tool_results}
+        """``ran`` (a result per call run, in their order) with the preset results,
+        every call of the response in the model's order."""
+        by_ordinal = dict(zip(self._ordinals, ran.tool_results, strict=True))
         results = tuple(
-            self._preset.get(u.id)
-            or by_id.get(u.id)
+            self._preset.get(k)
+            or by_ordinal.get(k)
             or error_result(u.id, ResultText.did_not_run(u.name))
-            for u in self._order
+            for k, u in enumerate(self._order)
         )
         return Message("user", results, wire=ran.wire)
 
@@ -140,15 +176,26 @@ class GuardedDispatch(Dispatch):
             if not self._preset and self._order == self._uses:
                 return ran  # every call ran, in the model's order already
             return self._merged(ran)
-        finished = self.finished_results()
+        finished = self.finished_by_ordinal()
         results = tuple(
-            finished.get(u.id) or error_result(u.id, ResultText.held(u.name))
-            for u in self._uses
+            finished.get(k) or error_result(u.id, ResultText.held(u.name))
+            for k, u in zip(self._ordinals, self._uses, strict=True)
         )
         return self._merged(Message("user", results, wire=self._wire))
 
     def cancelled_message(self) -> Message:
         return self._merged(super().cancelled_message())
 
+    def finished_by_ordinal(self) -> dict[int, ToolResult]:
+        """The results known so far (preset, and of the calls that finished), by
+        ordinal: calls sharing an id keep their own."""
+        super().finished_results()  # takes in the results reported meanwhile
+        ran = {
+            self._ordinals[i]: ToolResult(use.id, o.parts, o.is_error)
+            for i, (use, o) in enumerate(zip(self._uses, self._outcomes, strict=True))
+            if o is not None
+        }
+        return {**self._preset, **ran}
+
     def finished_results(self) -> dict[str, ToolResult]:
-        return {**self._preset, **super().finished_results()}
+        return {self._order[k].id: r for k, r in self.finished_by_ordinal().items()}

@@ -13,10 +13,11 @@ events is here. The rules:
   the deadline (``TurnControl.offload``); its continuation runs in a later step.
   Without a timeout those calls run inline.
 * ``cancel()``, ``close()`` from another thread and ``Config.turn_timeout`` only
-  *request* the stop (``TurnControl.stop``) and interrupt blocked reads; the driving
-  thread then ends the turn in ``stop_turn``: what finished stays committed, a running
-  tool batch commits the results it has, a final answer already committed ends as
-  END_TURN.
+  *request* the stop (``TurnControl.stop``), interrupt blocked reads and cancel every
+  sub-agent turn the tools run (``Lineage.stop``, also when the turn ends); the
+  driving thread then ends the turn in ``stop_turn``: what finished stays committed, a
+  running tool batch commits the results it has, a final answer already committed
+  ends as END_TURN.
 * The conversation changes only when a response completes (``MessageComplete``) or a
   tool batch completes (``ToolDispatchComplete``), through ``Session.commit``, which
   persists at once. A failure mid-response therefore re-opens from scratch without
@@ -378,11 +379,13 @@ class Turn:
             self.ctl.start_timer(self.config.turn_timeout, self._time_out)
 
     def request_stop(self, reason: StopReason) -> None:
-        """Ask the driving thread to end the turn; wake it wherever it waits."""
+        """Ask the driving thread to end the turn; wake it wherever it waits. Every
+        sub-agent turn its tools run is cancelled before this returns."""
         if self.step is not None and self.ctl.request_stop(reason):
             dispatch = self.dispatch
             if dispatch is not None:
                 dispatch.wake()
+            self.x.stop_children()
 
     def raise_failure(self) -> None:
         """Raise the turn's error the first time, ``StreamPoisoned`` after."""
@@ -500,6 +503,7 @@ class Turn:
             self.reader.release()
             self.host.steering.end_turn()
             self.ctl.end()
+            self.x.stop_children()  # a failure leaves none running
             self.host.turn_ended(self.x.turn_id)
 
     def _commit_abandoned_batch(self) -> None:

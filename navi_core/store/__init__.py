@@ -19,6 +19,7 @@ from .base import (
     SessionStore,
     check_page_limit,
     parse_cursor,
+    same_call,
 )
 from .memory import MemoryStore
 from .null import NullStore
@@ -38,6 +39,7 @@ __all__ = [
     "SessionStore",
     "check_page_limit",
     "parse_cursor",
+    "same_call",
     # the stores
     "MemoryStore",
     "NullStore",

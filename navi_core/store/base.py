@@ -26,6 +26,7 @@ __all__ = [
     "SessionStore",
     "check_page_limit",
     "parse_cursor",
+    "same_call",
 ]
 
 #: the most messages one ``history_page`` call returns
@@ -68,7 +69,12 @@ class ApprovalState(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Approval:
-    """One tool call of a batch held for approval, as the store keeps it."""
+    """One tool call of a batch held for approval, as the store keeps it.
+
+    A record is bound to the call it holds, not only to the model's call id (models
+    reuse ids across turns, and even within one response): ``ordinal``, ``turn_id``
+    and ``digest`` name that one call, and a decision or a move must match all three.
+    """
 
     call_id: str
     name: str
@@ -77,6 +83,30 @@ class Approval:
     reason: str = ""
     #: the call's result once ``DONE``
     result: ToolResult | None = None
+    #: the call's place among the calls of its response (0 first); a batch lists
+    #: them in that order, so calls sharing an id stay apart
+    ordinal: int = 0
+    #: the turn that held the batch (its ``TurnComplete.turn_id``)
+    turn_id: str = ""
+    #: SHA-256 (hex) of the tool name and the canonical JSON of the arguments
+    #: (``approvals.call_digest``); empty for a batch held before records had one
+    digest: str = ""
+
+    @property
+    def key(self) -> str:
+        """``ordinal:turn_id:digest``: this held call in one string, for a decision
+        made elsewhere (``Agent.approve(key)``, a URL)."""
+        return f"{self.ordinal}:{self.turn_id}:{self.digest}"
+
+
+def same_call(a: Approval, b: Approval) -> bool:
+    """Whether two records name the same held call (their states aside)."""
+    return (a.ordinal, a.call_id, a.turn_id, a.digest) == (
+        b.ordinal,
+        b.call_id,
+        b.turn_id,
+        b.digest,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +199,11 @@ class SessionStore(Protocol):
         ...
 
     def save_approvals(self, session_id: str, approvals: Sequence[Approval]) -> None:
-        """Replace the session's held batch with ``approvals`` (empty clears it)."""
+        """Replace the session's held batch with ``approvals`` (empty clears it).
+
+        The batch lists every call of one response in the model's order: the call at
+        index ``i`` is stored with ordinal ``i``, whatever its ``ordinal`` field says.
+        """
         ...
 
     def approvals(self, session_id: str) -> builtins.list[Approval]:
@@ -179,18 +213,21 @@ class SessionStore(Protocol):
     def move_approval(
         self,
         session_id: str,
-        call_id: str,
+        held: Approval,
         expected: ApprovalState,
         new: ApprovalState,
         *,
         reason: str | None = None,
         result: ToolResult | None = None,
     ) -> bool:
-        """Move one held call from ``expected`` to ``new`` atomically.
+        """Move the held call ``held`` names from ``expected`` to ``new`` atomically.
 
-        Returns False (changing nothing) when the call is not in ``expected``: this
-        is how two drivers never both run an approved call. ``reason`` and ``result``
-        replace the stored ones when given.
+        The stored call must be the one ``held`` names: the same ``ordinal``,
+        ``call_id``, ``turn_id`` and ``digest`` (its state and other fields are not
+        compared). Returns False (changing nothing) when no such call is in
+        ``expected``: this is how two drivers never both run an approved call, and how
+        a decision never lands on another call of a newer batch. ``reason`` and
+        ``result`` replace the stored ones when given.
         """
         ...
 

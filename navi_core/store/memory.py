@@ -7,7 +7,7 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .._ids import new_id
 from ..conversation import Conversation, Message, ToolResult
@@ -19,6 +19,7 @@ from .base import (
     SessionInfo,
     check_page_limit,
     parse_cursor,
+    same_call,
 )
 
 __all__ = ["ApprovalBook", "MemoryStore", "page_of", "session_summary"]
@@ -46,9 +47,13 @@ class ApprovalBook:
         self._batches: dict[str, list[Approval]] = {}
 
     def save(self, session_id: str, approvals: Sequence[Approval]) -> None:
+        batch = [
+            a if a.ordinal == i else replace(a, ordinal=i)
+            for i, a in enumerate(approvals)
+        ]
         with self._mutex:
-            if approvals:
-                self._batches[session_id] = list(approvals)
+            if batch:
+                self._batches[session_id] = batch
             else:
                 self._batches.pop(session_id, None)
 
@@ -59,7 +64,7 @@ class ApprovalBook:
     def move(
         self,
         session_id: str,
-        call_id: str,
+        held: Approval,
         expected: ApprovalState,
         new: ApprovalState,
         reason: str | None,
@@ -67,17 +72,18 @@ class ApprovalBook:
     ) -> bool:
         with self._mutex:
             batch = self._batches.get(session_id, [])
-            for i, a in enumerate(batch):
-                if a.call_id == call_id and a.state is expected:
-                    batch[i] = Approval(
-                        a.call_id,
-                        a.name,
-                        new,
-                        a.reason if reason is None else reason,
-                        a.result if result is None else result,
-                    )
-                    return True
-            return False
+            if not 0 <= held.ordinal < len(batch):
+                return False
+            a = batch[held.ordinal]
+            if a.state is not expected or not same_call(a, held):
+                return False
+            batch[held.ordinal] = replace(
+                a,
+                state=new,
+                reason=a.reason if reason is None else reason,
+                result=a.result if result is None else result,
+            )
+            return True
 
 
 def session_summary(messages: Sequence[Message]) -> tuple[str | None, str | None]:
@@ -197,7 +203,7 @@ class MemoryStore:
     def move_approval(
         self,
         session_id: str,
-        call_id: str,
+        held: Approval,
         expected: ApprovalState,
         new: ApprovalState,
         *,
@@ -205,7 +211,7 @@ class MemoryStore:
         result: ToolResult | None = None,
     ) -> bool:
         sid = self.get(session_id).id
-        return self._approvals.move(sid, call_id, expected, new, reason, result)
+        return self._approvals.move(sid, held, expected, new, reason, result)
 
     def append(self, session_id: str, messages: Sequence[Message]) -> None:
         with self._mutex:

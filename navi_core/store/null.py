@@ -66,14 +66,14 @@ class NullStore:
     def move_approval(
         self,
         session_id: str,
-        call_id: str,
+        held: Approval,
         expected: ApprovalState,
         new: ApprovalState,
         *,
         reason: str | None = None,
         result: ToolResult | None = None,
     ) -> bool:
-        return self._approvals.move(session_id, call_id, expected, new, reason, result)
+        return self._approvals.move(session_id, held, expected, new, reason, result)
 
     def append(self, session_id: str, messages: Sequence[Message]) -> None:
         pass

@@ -61,7 +61,7 @@ from .pg_fence import (
     lock_lost,
 )
 from .sql import Dialect, SQLStore, Statements
-from .sql_extras import ExtraStatements, approvals_schema
+from .sql_extras import ExtraStatements, approvals_schema, approvals_v3
 
 __all__ = ["PostgresLock", "PostgresMigration", "PostgresStore"]
 
@@ -233,7 +233,11 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
     """
 
     #: schema steps; ``MIGRATIONS[i]`` takes version ``i`` to ``i + 1``
-    MIGRATIONS: ClassVar[tuple[PostgresMigration, ...]] = (_schema_v1, approvals_schema)
+    MIGRATIONS: ClassVar[tuple[PostgresMigration, ...]] = (
+        _schema_v1,
+        approvals_schema,
+        approvals_v3,
+    )
     STATEMENTS: ClassVar[Statements] = _STATEMENTS
     EXTRAS: ClassVar[ExtraStatements] = _EXTRAS
     DRIVER_ERRORS: ClassVar[tuple[type[Exception], ...]] = (psycopg.Error,)

@@ -4,10 +4,16 @@
 a session, so a cursor is simply the next ``seq`` to read.
 
 Held approvals live in ``navi_approvals``: one row per tool call of the batch held
-for approval, keyed by ``(session_id, call_id)``, with its place in the batch, state,
-reason and (once done) the result as codec JSON. ``move_approval`` is one
-``UPDATE ... WHERE state = expected``: of two drivers racing to run an approved call,
-exactly one sees its row change.
+for approval, keyed by ``(session_id, ord)`` (its place in the response: two calls
+may share an id), with its call id, the turn that held it, the digest of its name and
+arguments, state, reason and (once done) the result as codec JSON. ``move_approval``
+is one ``UPDATE ... WHERE`` the row is the call named (place, id, turn, digest) ``AND
+state = expected``: of two drivers racing to run an approved call, exactly one sees
+its row change, and a decision never lands on a newer call at the same place.
+
+Schema step 3 (``approvals_v3``) rebuilds the v2 table under the new key; rows held
+before it keep their state and get an empty turn and digest, which ``approvals``
+reads as bound to the call id alone.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from .base import (
     parse_cursor,
 )
 
-__all__ = ["ExtraStatements", "SQLExtras", "approvals_schema"]
+__all__ = ["ExtraStatements", "SQLExtras", "approvals_schema", "approvals_v3"]
 
 
 def approvals_schema(conn: Any) -> None:
@@ -45,6 +51,33 @@ def approvals_schema(conn: Any) -> None:
             PRIMARY KEY (session_id, call_id)
         )"""
     )
+
+
+def approvals_v3(conn: Any) -> None:
+    """Schema step 3: held calls keyed by their place in the response, with the turn
+    that held them and their digest (same text for both databases)."""
+    conn.execute(
+        """CREATE TABLE navi_approvals_v3 (
+            session_id TEXT NOT NULL REFERENCES navi_sessions (id) ON DELETE CASCADE,
+            ord INTEGER NOT NULL,
+            call_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL DEFAULT '',
+            digest TEXT NOT NULL DEFAULT '',
+            name TEXT NOT NULL,
+            state TEXT NOT NULL,
+            reason TEXT NOT NULL DEFAULT '',
+            result TEXT,
+            PRIMARY KEY (session_id, ord)
+        )"""
+    )
+    conn.execute(
+        "INSERT INTO navi_approvals_v3 "
+        "(session_id, ord, call_id, name, state, reason, result) "
+        "SELECT session_id, ord, call_id, name, state, reason, result "
+        "FROM navi_approvals"
+    )
+    conn.execute("DROP TABLE navi_approvals")
+    conn.execute("ALTER TABLE navi_approvals_v3 RENAME TO navi_approvals")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +99,14 @@ class ExtraStatements:
             "WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
             "clear": "DELETE FROM navi_approvals WHERE session_id = ?",
             "insert": "INSERT INTO navi_approvals "
-            "(session_id, call_id, ord, name, state, reason, result) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            "select": "SELECT call_id, name, state, reason, result FROM navi_approvals "
-            "WHERE session_id = ? ORDER BY ord",
+            "(session_id, ord, call_id, turn_id, digest, name, state, reason, result) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "select": "SELECT call_id, name, state, reason, result, ord, turn_id, "
+            "digest FROM navi_approvals WHERE session_id = ? ORDER BY ord",
             "move": "UPDATE navi_approvals SET state = ?, "
             "reason = COALESCE(?, reason), result = COALESCE(?, result) "
-            "WHERE session_id = ? AND call_id = ? AND state = ? RETURNING call_id",
+            "WHERE session_id = ? AND ord = ? AND call_id = ? AND turn_id = ? "
+            "AND digest = ? AND state = ? RETURNING ord",
         }
         return cls(**{k: v.replace("?", param) for k, v in sql.items()})
 
@@ -121,7 +155,16 @@ class SQLExtras:
     def save_approvals(self, session_id: str, approvals: Sequence[Approval]) -> None:
         with self._errors():
             rows = [
-                (a.call_id, i, a.name, str(a.state), a.reason, _encode_result(a.result))
+                (
+                    i,
+                    a.call_id,
+                    a.turn_id,
+                    a.digest,
+                    a.name,
+                    str(a.state),
+                    a.reason,
+                    _encode_result(a.result),
+                )
                 for i, a in enumerate(approvals)
             ]
         with self._tx(write=True) as conn:
@@ -136,14 +179,23 @@ class SQLExtras:
             rows = conn.execute(self.EXTRAS.select, (sid,)).fetchall()
         with self._errors():
             return [
-                Approval(r[0], r[1], ApprovalState(r[2]), r[3], _decode_result(r[4]))
+                Approval(
+                    r[0],
+                    r[1],
+                    ApprovalState(r[2]),
+                    r[3],
+                    _decode_result(r[4]),
+                    int(r[5]),
+                    r[6],
+                    r[7],
+                )
                 for r in rows
             ]
 
     def move_approval(
         self,
         session_id: str,
-        call_id: str,
+        held: Approval,
         expected: ApprovalState,
         new: ApprovalState,
         *,
@@ -152,10 +204,11 @@ class SQLExtras:
     ) -> bool:
         with self._errors():
             body = _encode_result(result)
+        named = (held.ordinal, held.call_id, held.turn_id, held.digest)
         with self._tx(write=True) as conn:
             sid = self._resolve(conn, session_id)
             row = conn.execute(
                 self.EXTRAS.move,
-                (str(new), reason, body, sid, call_id, str(expected)),
+                (str(new), reason, body, sid, *named, str(expected)),
             ).fetchone()
         return row is not None

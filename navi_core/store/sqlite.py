@@ -37,7 +37,7 @@ from .. import codec
 from ..conversation import Message
 from ..errors import SessionBusy, SessionError
 from .sql import Dialect, SQLStore, Statements
-from .sql_extras import ExtraStatements, approvals_schema
+from .sql_extras import ExtraStatements, approvals_schema, approvals_v3
 
 __all__ = ["SQLiteLock", "SQLiteMigration", "SQLiteStore", "use_wal"]
 
@@ -173,7 +173,11 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
     """
 
     #: schema steps; ``MIGRATIONS[i]`` takes version ``i`` to ``i + 1``
-    MIGRATIONS: ClassVar[tuple[SQLiteMigration, ...]] = (_schema_v1, approvals_schema)
+    MIGRATIONS: ClassVar[tuple[SQLiteMigration, ...]] = (
+        _schema_v1,
+        approvals_schema,
+        approvals_v3,
+    )
     STATEMENTS: ClassVar[Statements] = _STATEMENTS
     EXTRAS: ClassVar[ExtraStatements] = _EXTRAS
     DRIVER_ERRORS: ClassVar[tuple[type[Exception], ...]] = (sqlite3.Error,)

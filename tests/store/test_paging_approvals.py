@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 from conftest import StoreFactory
@@ -86,38 +87,64 @@ def test_approvals_round_trip_and_move_once(open_store: StoreFactory) -> None:
     store = open_store()
     sid = store.create().id
     assert store.approvals(sid) == []
-    batch = [
-        Approval("c1", "delete", P, "asks a person"),
-        Approval("c2", "read", DN, "", result("c2", "contents \x00 é")),
-    ]
+    c1 = Approval("c1", "delete", P, "asks a person", None, 0, "t1", "d" * 64)
+    batch = [c1, Approval("c2", "read", DN, "", result("c2", "contents \x00 é"), 1)]
     store.save_approvals(sid, batch)
     other = open_store()  # another connection (another process for SQL stores)
     assert other.approvals(sid) == batch
-    assert other.move_approval(sid, "c1", P, A)
-    assert not store.move_approval(sid, "c1", P, A), "a call moves out of pending once"
-    assert not store.move_approval(sid, "missing", P, A)
-    assert store.move_approval(sid, "c1", A, R)
-    assert store.move_approval(sid, "c1", R, DN, result=result("c1", "gone"))
-    got = {a.call_id: a for a in store.approvals(sid)}
-    assert got["c1"].state is DN
-    assert got["c1"].reason == "asks a person"
-    assert got["c1"].result == result("c1", "gone")
-    assert [a.call_id for a in store.approvals(sid)] == ["c1", "c2"]
+    assert other.move_approval(sid, c1, P, A)
+    assert not store.move_approval(sid, c1, P, A), "a call moves out of pending once"
+    assert not store.move_approval(sid, replace(c1, call_id="missing"), P, A)
+    assert store.move_approval(sid, c1, A, R)
+    assert store.move_approval(sid, c1, R, DN, result=result("c1", "gone"))
+    got = store.approvals(sid)
+    assert got[0].state is DN
+    assert got[0].reason == "asks a person"
+    assert got[0].result == result("c1", "gone")
+    assert [(a.call_id, a.ordinal) for a in got] == [("c1", 0), ("c2", 1)]
     store.save_approvals(sid, [])
     assert other.approvals(sid) == []
+
+
+def test_a_move_names_one_call_not_an_id(open_store: StoreFactory) -> None:
+    """Two calls of one response share an id: both are kept, each moves on its own;
+    a record of another turn or other arguments moves nothing."""
+    store = open_store()
+    sid = store.create().id
+    done = result("c1", "100")
+    first = Approval("c1", "balance", DN, "", done, 0, "t1", "a" * 64)
+    second = Approval("c1", "pay", P, "", None, 1, "t1", "b" * 64)
+    store.save_approvals(sid, [first, second])  # no key clash: ordinals differ
+    assert store.approvals(sid) == [first, second]
+    assert not store.move_approval(sid, replace(second, turn_id="t0"), P, A)
+    assert not store.move_approval(sid, replace(second, digest="c" * 64), P, A)
+    assert not store.move_approval(sid, replace(second, ordinal=0), P, A)
+    assert store.move_approval(sid, second, P, A)
+    assert [(a.name, a.state, a.result) for a in open_store().approvals(sid)] == [
+        ("balance", DN, done),
+        ("pay", A, None),
+    ]
+
+
+def test_saving_numbers_the_batch_in_its_order(open_store: StoreFactory) -> None:
+    store = open_store()
+    sid = store.create().id
+    store.save_approvals(sid, [Approval("c1", "x", P), Approval("c1", "x", P)])
+    assert [a.ordinal for a in store.approvals(sid)] == [0, 1]
 
 
 def test_concurrent_claims_pick_one_winner(open_store: StoreFactory) -> None:
     first = open_store()
     sid = first.create().id
-    first.save_approvals(sid, [Approval("c1", "pay", A)])
+    held = Approval("c1", "pay", A)
+    first.save_approvals(sid, [held])
     stores = [first, open_store(), open_store(), open_store()]
     wins: list[bool] = []
     barrier = threading.Barrier(len(stores))
 
     def claim(s: SessionStore) -> None:
         barrier.wait()
-        wins.append(s.move_approval(sid, "c1", A, R))
+        wins.append(s.move_approval(sid, held, A, R))
 
     threads = [threading.Thread(target=claim, args=(s,)) for s in stores]
     for t in threads:
@@ -130,8 +157,9 @@ def test_concurrent_claims_pick_one_winner(open_store: StoreFactory) -> None:
 def test_null_store_keeps_approvals_in_memory_only() -> None:
     store = NullStore()
     sid = store.create().id
-    store.save_approvals(sid, [Approval("c1", "x", P)])
-    assert store.move_approval(sid, "c1", P, A)
+    held = Approval("c1", "x", P)
+    store.save_approvals(sid, [held])
+    assert store.move_approval(sid, held, P, A)
     assert store.approvals(sid)[0].state is A
     assert NullStore().approvals(sid) == []
     with pytest.raises(ValueError, match="between 1 and 256"):

@@ -34,7 +34,7 @@ def test_file_is_wal_with_schema_v1(tmp_path: Path) -> None:
         raw = _raw(path)
         assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         assert raw.execute("PRAGMA user_version").fetchone() == (V,)
-        assert V == 2  # v1 sessions and messages, v2 held approvals
+        assert V == 3  # v1 sessions and messages, v2 held approvals, v3 bound
         raw.close()
     assert repr(store) == f"SQLiteStore({str(path)!r})"
 
