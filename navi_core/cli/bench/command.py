@@ -7,7 +7,8 @@ N workers (``--concurrency``) each run ``--turns`` turns in their own session; w
 ``--tools`` every turn is a multi-iteration tool loop over a local ``add`` tool
 (``--steps`` calls). Prints time to first token, inter-token latency, decode speed,
 tool round-trip overhead, turn time and the client's own CPU share
-(``bench_workload``, ``bench_report``).
+(``.workload``, ``.report``). Responses a server cut off before their end
+(``IncompleteResponse``) are counted and warned about, and left out of every speed.
 """
 
 from __future__ import annotations

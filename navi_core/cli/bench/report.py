@@ -4,6 +4,10 @@ The summary holds percentiles (p50, p90, p99, mean) of time to first token,
 inter-token latency, per-response decode speed, tool round-trip overhead and turn
 time, plus the totals: tokens, aggregate tokens/s and the client's own CPU share
 (process CPU time over wall time; 100 % is one core busy the whole run).
+
+Responses cut off before their API's terminal marker (``IncompleteResponse``) are
+counted and warned about; every speed and token count covers complete responses only,
+since a cut stream's burst of deltas timed as a response reads as thousands of tok/s.
 """
 
 from __future__ import annotations
@@ -18,7 +22,14 @@ import orjson
 from .._terminal_text import terminal_safe
 from .workload import BenchResult
 
-__all__ = ["percentiles", "summarize", "table", "write_json", "write_png"]
+__all__ = [
+    "incomplete_warning",
+    "percentiles",
+    "summarize",
+    "table",
+    "write_json",
+    "write_png",
+]
 
 #: (key, label, unit scale, unit, decimals)
 METRICS = (
@@ -51,6 +62,15 @@ def percentiles(values: Sequence[float]) -> dict[str, float] | None:
     }
 
 
+def incomplete_warning(count: int) -> str:
+    """What to say when ``count`` responses were cut off."""
+    were = "response was" if count == 1 else "responses were"
+    return (
+        f"{count} {were} cut off before the end (IncompleteResponse): the server may "
+        "cut streams under concurrency; speeds count complete responses only"
+    )
+
+
 def summarize(result: BenchResult) -> dict[str, Any]:
     """The run as plain data (what ``--json`` writes, without the raw samples)."""
     responses = result.responses
@@ -66,6 +86,9 @@ def summarize(result: BenchResult) -> dict[str, Any]:
         "turn": [t.seconds for t in result.turns if t.error is None],
     }
     tokens = sum(r.tokens for r in responses)
+    retried = sum(t.incomplete_retried for t in result.turns)
+    cut_turns = sum(t.ended_incomplete for t in result.turns)
+    cut = retried + cut_turns
     wall = result.wall
     work = result.workload
     return {
@@ -82,6 +105,9 @@ def summarize(result: BenchResult) -> dict[str, Any]:
             "turns": len(result.turns),
             "failed_turns": sum(t.error is not None for t in result.turns),
             "responses": len(responses),
+            "incomplete_responses": cut,
+            "incomplete_retried": retried,
+            "incomplete_failed_turns": cut_turns,
             "tool_calls": sum(r.tool_calls for r in responses),
             "output_tokens": tokens,
             "wall_seconds": wall,
@@ -92,6 +118,7 @@ def summarize(result: BenchResult) -> dict[str, Any]:
         },
         "metrics": {key: percentiles(series[key]) for key, *_ in METRICS},
         "errors": sorted({t.error for t in result.turns if t.error is not None}),
+        "warnings": [incomplete_warning(cut)] if cut else [],
     }
 
 
@@ -122,6 +149,7 @@ def table(summary: dict[str, Any]) -> str:
         "",
         f"turns {t['turns']} ({t['failed_turns']} failed), responses {t['responses']}, "
         f"tool calls {t['tool_calls']}, output tokens {t['output_tokens']}",
+        _cut_line(t),
         f"wall {t['wall_seconds']:.2f} s, aggregate {t['tokens_per_second']:.1f} tok/s, "
         f"client CPU {t['client_cpu_seconds']:.2f} s = {t['client_cpu_share']:.1%} of "
         f"one core ({t['cpu_count']} cores)",
@@ -131,8 +159,21 @@ def table(summary: dict[str, Any]) -> str:
             "note: --tools was given but the model called no tool, so no tool"
             " round trip was measured (does the server run a model that calls tools?)"
         )
+    lines += [f"warning: {w}" for w in summary.get("warnings", ())]
     lines += [f"error: {terminal_safe(' '.join(e.split()))}" for e in summary["errors"]]
     return "\n".join(lines)
+
+
+def _cut_line(totals: dict[str, Any]) -> str:
+    """The count of cut-off responses, always shown: 0 says the run was clean (as
+    does a summary that holds no count)."""
+    count = totals.get("incomplete_responses", 0)
+    if not count:
+        return "cut-off responses 0"
+    return (
+        f"cut-off responses {count} ({totals['incomplete_retried']} retried, "
+        f"{totals['incomplete_failed_turns']} failed a turn)"
+    )
 
 
 def write_json(path: Path, result: BenchResult, summary: dict[str, Any]) -> None:
@@ -150,6 +191,7 @@ def write_json(path: Path, result: BenchResult, summary: dict[str, Any]) -> None
             "tool_overhead": r.tool_overhead,
             "tokens_per_second": r.tokens_per_second,
             "gaps": r.gaps,
+            "incomplete_before": r.incomplete_before,
         }
         for r in result.responses
     ]
@@ -162,6 +204,8 @@ def write_json(path: Path, result: BenchResult, summary: dict[str, Any]) -> None
             "tool_calls": t.tool_calls,
             "stop_reason": t.stop_reason,
             "error": t.error,
+            "incomplete": t.incomplete,
+            "ended_incomplete": t.ended_incomplete,
         }
         for t in result.turns
     ]
@@ -209,11 +253,13 @@ def write_png(path: Path, result: BenchResult, summary: dict[str, Any]) -> None:
     axes[1][1].set(title="turn time by turn index", xlabel="turn", ylabel="s")
     totals = summary["totals"]
     work = summary["workload"]
+    cut = totals["incomplete_responses"]
     fig.suptitle(
         f"{summary['model']} at {summary['base_url']}: concurrency "
         f"{work['concurrency']}, {totals['turns']} turns, "
         f"{totals['tokens_per_second']:.0f} tok/s, client CPU "
         f"{totals['client_cpu_share']:.0%}"
+        + (f", {cut} responses cut off" if cut else "")
     )
     fig.tight_layout()
     fig.savefig(path, dpi=100)

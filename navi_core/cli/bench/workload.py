@@ -5,6 +5,11 @@ of one worker carry a growing history, as a real agent does. With tools, each tu
 asks for a chain of additions made with a local ``add`` tool, one call per step: a
 multi-iteration tool loop. Every response is timed from the moment its request is
 sent (a thin provider wrapper) to its first delta and its last.
+
+An attempt that fails midway and is retried (``ProviderRetry``) is not a response: its
+deltas are dropped from the timing, so every sample measures one complete response.
+Attempts cut off before their API's terminal marker (``IncompleteResponse``) are
+counted per turn, as a server that cuts streams under load makes them.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ from dataclasses import dataclass, field
 from ...agent import Agent
 from ...config import Config
 from ...conversation import WireIdentity
-from ...errors import NaviError
+from ...errors import IncompleteResponse, NaviError
 from ...events import (
     MessageComplete,
+    ProviderRetry,
+    ResponseDiscarded,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -35,6 +42,8 @@ __all__ = ["BenchResult", "ResponseSample", "TurnSample", "Workload", "add", "ru
 SYSTEM = "You are a precise assistant. When asked to use a tool, use it as told."
 TOPICS = ("tides", "bridges", "bread", "glaciers", "compilers", "bees", "maps")
 _DELTAS = (TextDelta, ThinkingDelta, ToolCallStart, ToolCallDelta)
+#: events that come after a response's request was sent
+_SENT = (*_DELTAS, MessageComplete, ResponseDiscarded, ProviderRetry)
 
 
 @tool
@@ -75,7 +84,8 @@ class Workload:
 
 @dataclass(slots=True)
 class ResponseSample:
-    """One model response, timed from the moment its request was sent."""
+    """One complete model response, timed from the moment its request was sent (the
+    last attempt's, when cut attempts were retried)."""
 
     worker: int
     turn: int
@@ -87,6 +97,8 @@ class ResponseSample:
     tool_calls: int
     #: client time from this response's end to the next request, less the tool's own
     tool_overhead: float | None = None
+    #: attempts of this response cut off (``IncompleteResponse``) and retried
+    incomplete_before: int = 0
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -108,6 +120,15 @@ class TurnSample:
     tool_calls: int = 0
     stop_reason: str = ""
     error: str | None = None
+    #: responses cut off (``IncompleteResponse``) and retried
+    incomplete_retried: int = 0
+    #: the turn failed with ``IncompleteResponse``: its last response was cut off too
+    ended_incomplete: bool = False
+
+    @property
+    def incomplete(self) -> int:
+        """Responses of this turn cut off before their end, retried or not."""
+        return self.incomplete_retried + self.ended_incomplete
 
 
 @dataclass(slots=True)
@@ -189,6 +210,7 @@ def _worker(
                 _turn(agent, timed, workload.prompt(worker, turn), sample, responses)
             except NaviError as exc:
                 sample.error = f"{type(exc).__name__}: {exc}"
+                sample.ended_incomplete = isinstance(exc, IncompleteResponse)
             sample.seconds = time.perf_counter() - start
             turns.append(sample)
             if on_turn is not None:
@@ -206,12 +228,17 @@ def _turn(
     first: float | None = None
     last = 0.0
     gaps: list[float] = []
-    deltas = 0
+    deltas = cut = 0
     waiting: ResponseSample | None = None  # a response whose tools are running
+    after = 0  # index in ``timed.sent`` of the request that follows ``waiting``
     ended = tool_seconds = 0.0
     iteration = 0
     for event in agent.run(prompt):
         now = time.perf_counter()
+        if waiting is not None and isinstance(event, _SENT) and len(timed.sent) > after:
+            # the first attempt's send ends the round trip, even if it was cut
+            waiting.tool_overhead = max(0.0, timed.sent[after] - ended - tool_seconds)
+            waiting = None
         if isinstance(event, _DELTAS):
             if first is None:
                 first = now
@@ -219,20 +246,26 @@ def _turn(
                 gaps.append(now - last)
             last = now
             deltas += 1
+        elif isinstance(event, ProviderRetry):
+            first, gaps, deltas = None, [], 0  # the failed attempt's deltas are void
+            if event.error == IncompleteResponse.__name__:
+                cut += 1
+                sample.incomplete_retried += 1
         elif isinstance(event, MessageComplete):
             sent = timed.sent[-1]
-            if waiting is not None:
-                waiting.tool_overhead = max(0.0, sent - ended - tool_seconds)
             calls = len(event.message.tool_uses)
             response = ResponseSample(
                 sample.worker, sample.turn, iteration, now - sent,
                 None if first is None else first - sent,
                 event.usage.output or deltas, gaps, calls,
+                incomplete_before=cut,
             )  # fmt: skip
             out.append(response)
             waiting = response if calls else None
+            after = len(timed.sent)
             ended, tool_seconds = now, 0.0
-            first, gaps, deltas, iteration = None, [], 0, iteration + 1
+            first, gaps, deltas, cut = None, [], 0, 0
+            iteration += 1
         elif isinstance(event, ToolFinished):
             tool_seconds = max(tool_seconds, event.seconds)
         elif isinstance(event, TurnComplete):
