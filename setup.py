@@ -23,6 +23,24 @@ def flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in TRUTHY
 
 
+def say(line: str) -> None:
+    """Print ``line`` on stderr and, when pip hides that, on the user's terminal.
+
+    pip shows a build backend's output only with -v or on failure, so the one line
+    that explains a long silent compile also goes to the controlling terminal.
+    """
+    print(line, file=sys.stderr, flush=True)
+    # pip runs setup.py for the metadata too; only the build itself compiles
+    building = {"bdist_wheel", "build_ext", "build", "install", "editable_wheel"}
+    if sys.stderr.isatty() or not building.intersection(sys.argv[1:]):
+        return
+    try:
+        with open("/dev/tty", "w", encoding="utf-8") as tty:
+            tty.write(line + "\n")
+    except OSError:  # no terminal (CI, a service): stderr is all there is
+        pass
+
+
 def extensions() -> list[Extension]:
     if flag("NAVI_CORE_PURE"):
         print("navi_core: pure-Python build (NAVI_CORE_PURE set)", file=sys.stderr)
@@ -44,7 +62,10 @@ def extensions() -> list[Extension]:
         extra_compile_args=["-O3"] if os.name != "nt" else [],
         optional=not require,
     )
-    print("navi_core: building the Cython core", file=sys.stderr)
+    say(
+        "navi_core: compiling the Cython core (about 30 s; "
+        "set NAVI_CORE_PURE=1 to skip it and use the pure-Python twin)"
+    )
     try:
         built = cythonize(
             [ext],

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
+import pexpect
 import pytest
 
 import navi_core
 from navi_core.cli import build_parser, main
+from navi_core.cli.extras import install_command
 from navi_core.cli.options import ProviderChoice, UsageError, provider_choice
 from navi_core.store.sqlite import SQLiteStore
 
@@ -195,3 +199,126 @@ def test_a_missing_key_variable_fails_before_any_store_is_opened(
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == "error: --api-key-env: $NAVI_TEST_UNSET is not set\n"
     assert not (tmp_path / "navi.db").exists()
+
+
+# -- install hints: a command that works from where navi-core was installed ---------
+
+
+def _dist(tmp_path: Path, direct_url: str | None) -> metadata.Distribution:
+    """A navi-core distribution on disk, installed from ``direct_url`` (None: an index)."""
+    info = tmp_path / "navi_core-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: navi-core\nVersion: 0.1.0\n"
+        "Requires-Dist: httpx>=0.27\n"
+        "Provides-Extra: chat\n"
+        'Requires-Dist: prompt_toolkit>=3.0.36; extra == "chat"\n'
+        'Requires-Dist: rich>=13; extra == "chat"\n'
+        'Requires-Dist: tomli>=2; python_version < "3.11" and extra == "chat"\n'
+        "Provides-Extra: bench\n"
+        'Requires-Dist: matplotlib>=3.7; extra == "bench"\n',
+        encoding="utf-8",
+    )
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(direct_url, encoding="utf-8")
+    return metadata.PathDistribution(info)
+
+
+def test_the_hint_names_the_index_package_when_installed_from_an_index(
+    tmp_path: Path,
+) -> None:
+    assert install_command("chat", _dist(tmp_path, None)) == (
+        "pip install 'navi-core[chat]'"
+    )
+
+
+@pytest.mark.parametrize("editable", [True, False])
+def test_the_hint_names_the_checkout_when_installed_from_a_folder(
+    tmp_path: Path, editable: bool
+) -> None:
+    checkout = tmp_path / "my checkout"
+    url = checkout.as_uri()
+    info = '{"editable": true}' if editable else "{}"
+    dist = _dist(tmp_path, f'{{"url": "{url}", "dir_info": {info}}}')
+    command = install_command("chat", dist)
+    flag = "-e " if editable else ""
+    assert command == f"pip install {flag}'{checkout}[chat]'"
+    # the shell gives pip one argument: the folder with the extra
+    assert shlex.split(command)[-1] == f"{checkout}[chat]"
+
+
+def test_the_hint_names_the_wheel_while_it_exists_then_the_extras_packages(
+    tmp_path: Path,
+) -> None:
+    wheel = tmp_path / "navi_core-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK")
+    dist = _dist(
+        tmp_path, f'{{"url": "{wheel.as_uri()}", "archive_info": {{"hashes": {{}}}}}}'
+    )
+    assert install_command("bench", dist) == f"pip install '{wheel}[bench]'"
+    wheel.unlink()
+    assert install_command("bench", dist) == "pip install 'matplotlib>=3.7'"
+    assert shlex.split(install_command("chat", dist)) == [
+        "pip",
+        "install",
+        "prompt_toolkit>=3.0.36",
+        "rich>=13",
+        'tomli>=2; python_version < "3.11"',
+    ]
+
+
+def test_the_hint_names_the_vcs_url_and_commit(tmp_path: Path) -> None:
+    dist = _dist(
+        tmp_path,
+        '{"url": "https://example.org/navi-core.git", '
+        '"vcs_info": {"vcs": "git", "commit_id": "abc123"}}',
+    )
+    assert install_command("chat", dist) == (
+        "pip install 'navi-core[chat] @ git+https://example.org/navi-core.git@abc123'"
+    )
+
+
+def test_a_missing_extra_is_named_with_the_installed_copys_source(
+    tmp_path: Path,
+) -> None:
+    # this checkout is installed editable (README set-up): the hint names it, and
+    # pip can act on it from any folder
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from navi_core.cli import main\n"
+        "sys.exit(main(['bench', '--model', 'm', '--base-url',"
+        " 'http://127.0.0.1:9/v1', '--png', 'out.png']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "error: --png needs matplotlib: " + install_command("bench")
+    )
+    origin = metadata.distribution("navi-core").read_text("direct_url.json") or ""
+    if ROOT.as_uri() in origin:
+        assert f"'{ROOT}[bench]'" in result.stderr
+    assert "'navi-core[bench]'" not in result.stderr or not origin
+
+
+def test_chat_on_a_terminal_without_prompt_toolkit_names_the_install_command(
+    tmp_path: Path,
+) -> None:
+    code = (
+        "import sys; sys.modules['prompt_toolkit'] = None\n"
+        "from navi_core.cli import main\n"
+        "sys.exit(main(['chat', '--demo', '--db', 'chat.db']))"
+    )
+    child = pexpect.spawn(
+        sys.executable, ["-c", code], cwd=str(tmp_path), encoding="utf-8", timeout=30
+    )
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1
+    screen = " ".join(str(child.before).split())
+    assert f"needs prompt_toolkit on a terminal: {install_command('chat')}" in screen

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from .._terminal_text import terminal_safe
+from ..extras import install_command
 from .workload import BenchResult
 
 __all__ = [
@@ -222,7 +223,7 @@ def check_png() -> None:
         import matplotlib  # noqa: F401
     except ImportError as exc:
         raise ImportError(
-            "--png needs matplotlib: pip install 'navi-core[bench]'"
+            "--png needs matplotlib: " + install_command("bench")
         ) from exc
 
 

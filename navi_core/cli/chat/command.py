@@ -25,6 +25,7 @@ from ...errors import NaviError
 from ...providers.base import Provider
 from ...store.base import SessionStore
 from ...tools._tool import Tool, ToolSource
+from ..extras import install_command
 from ..options import (
     ProviderChoice,
     Subcommands,
@@ -205,7 +206,7 @@ def _chat(
     if tty and importlib.util.find_spec("prompt_toolkit") is None:
         print(
             "error: navi-core chat needs prompt_toolkit on a terminal: "
-            "pip install 'navi-core[chat]'",
+            + install_command("chat"),
             file=sys.stderr,
         )
         return 1
