@@ -477,8 +477,9 @@ def test_tool_context_reports_progress_and_sees_the_cancel(
 
 
 def test_the_readme_frame_loop_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("### Embedding in a frame loop") :]
+    page = Path(__file__).resolve().parents[2] / "docs" / "embedding.md"
+    readme = page.read_text()
+    section = readme[readme.index("## In a frame loop") :]
     start = section.index("```python") + len("```python")
     code = section[start : section.index("```", start)]
     exec(compile(code, "README frame loop", "exec"), {})
