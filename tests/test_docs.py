@@ -67,6 +67,18 @@ def _example_id(example: Any) -> str:
     return f"{Path(example.path).relative_to(ROOT)}:{example.start_line}"
 
 
+def test_ci_has_the_docs_extra() -> None:
+    """Under ``CI=true`` the docs checks never skip: a missing extra fails here."""
+    if os.environ.get("CI", "").lower() not in ("true", "1"):
+        pytest.skip("outside CI the docs extra is optional")
+    missing = [
+        name
+        for name in ("pytest_examples", "mkdocs", "mkdocstrings")
+        if importlib.util.find_spec(name) is None
+    ]
+    assert not missing, f"CI must install .[docs]; missing: {missing}"
+
+
 @pytest.mark.skipif(examples is None, reason="needs the docs extra (pytest-examples)")
 @pytest.mark.parametrize("example", python_examples(), ids=_example_id)
 def test_python_block(
