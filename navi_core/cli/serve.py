@@ -3,12 +3,15 @@
 The store comes from the shared store flags, the model from the provider flags of
 ``navi-core run`` (or ``--demo``: a scripted model that needs no endpoint), the tools
 from ``--workspace``. Tokens come from ``$NAVI_SERVE_TOKENS`` and ``--token-file``;
-without any the server refuses to start unless ``--no-auth`` says so.
+without any the server refuses to start unless ``--no-auth`` says so, and ``--no-auth``
+binds only a loopback address unless ``--no-auth-beyond-loopback`` says otherwise. A
+weak token (``auth.weak_token``) is served with a warning.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import shutil
 import sys
@@ -28,6 +31,7 @@ from ..tools._tool import Tool, ToolSource
 from .chat.command import open_provider
 from .chat.profiles import ChatSettings, default_config_path, load_profile, load_tools
 from .demo import demo_files
+from .extras import install_command
 from .options import (
     ProviderChoice,
     Subcommands,
@@ -61,7 +65,8 @@ def register(subcommands: Subcommands) -> None:
         type=int,
         default=8,
         metavar="T",
-        help="threads per worker: gthread workers above 1, sync workers at 1",
+        help="threads per worker that run turns and compactions (each worker keeps "
+        "2 more for every other request)",
     )
     server.add_argument(
         "--grace",
@@ -81,6 +86,21 @@ def register(subcommands: Subcommands) -> None:
         "--max-body", type=int, default=1 << 20, metavar="BYTES", help="413 above this"
     )
     server.add_argument(
+        "--read-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="a client that has not sent a request's head (and again its body) "
+        "within this long gets 408 and is cut",
+    )
+    server.add_argument(
+        "--send-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a client that reads nothing of its answer for this long is cut",
+    )
+    server.add_argument(
         "--pin-workers",
         action="store_true",
         help="run each worker on a CPU of its own (Linux): its threads pass the GIL "
@@ -91,7 +111,31 @@ def register(subcommands: Subcommands) -> None:
         "--token-file", metavar="FILE", help="accepted bearer tokens, one per line"
     )
     auth.add_argument(
-        "--no-auth", action="store_true", help="serve without bearer tokens"
+        "--no-auth",
+        action="store_true",
+        help="serve without bearer tokens, on a loopback address only; other Host "
+        "names, cross-site requests and bodies that are not JSON are refused",
+    )
+    auth.add_argument(
+        "--no-auth-beyond-loopback",
+        action="store_true",
+        help="allow --no-auth on an address other hosts can reach",
+    )
+    auth.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --no-auth, a Host name to answer besides localhost and the bound "
+        "address (repeatable)",
+    )
+    auth.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="a proxy's address whose X-Real-IP header names the client, whose "
+        "wrong tokens are then counted apart (repeatable)",
     )
     model = p.add_argument_group(
         "model endpoint: a chat profile (navi-core chat's TOML), or the flags of "
@@ -175,14 +219,42 @@ def _check(args: argparse.Namespace) -> ProviderChoice | None:
         raise UsageError("--workers and --threads must be at least 1")
     if args.max_body < 1 or args.grace < 0:
         raise UsageError("--max-body must be positive and --grace not negative")
+    if args.read_timeout <= 0 or args.send_timeout <= 0:
+        raise UsageError("--read-timeout and --send-timeout must be positive")
     if args.pin_workers and not hasattr(os, "sched_setaffinity"):
         raise UsageError("--pin-workers needs Linux (os.sched_setaffinity)")
     host, sep, port = args.bind.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise UsageError(f"--bind wants HOST:PORT, got {args.bind!r}")
+    if args.no_auth and not args.no_auth_beyond_loopback and not _loopback(host):
+        raise UsageError(
+            f"--no-auth serves anyone who reaches {host}: bind a loopback address "
+            "(127.0.0.1), or add --no-auth-beyond-loopback"
+        )
     if args.demo or profile_settings(args) is not None:
         return None
     return provider_choice(args)
+
+
+def _loopback(host: str) -> bool:
+    """True when ``host`` (of ``--bind``) is reachable from this machine only."""
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _hosts(args: argparse.Namespace) -> list[str] | None:
+    """The ``Host`` names served without tokens (None with tokens: any)."""
+    if not args.no_auth:
+        return None
+    from ..serve.guard import LOOPBACK_NAMES
+
+    host = args.bind.rpartition(":")[0]
+    return [*LOOPBACK_NAMES, host, *args.allow_host]
 
 
 def _open_store(
@@ -207,10 +279,10 @@ def _open_store(
 def command(args: argparse.Namespace) -> int:
     """``navi-core serve``: runs until SIGTERM or SIGINT; 2 for bad flags."""
     try:
-        from ..serve.auth import BearerAuth, tokens_from
+        from ..serve.auth import BearerAuth, tokens_from, weak_token
         from ..serve.server import GunicornServer, gunicorn_options
     except ImportError as exc:
-        print(f"error: {exc} (pip install 'navi-core[serve]')", file=sys.stderr)
+        print(f"error: {exc} ({install_command('serve')})", file=sys.stderr)
         return 1
     try:
         choice = _check(args)
@@ -227,6 +299,15 @@ def command(args: argparse.Namespace) -> int:
         print(error_line(exc), file=sys.stderr)
         return 2
     auth = BearerAuth(tokens) if tokens and not args.no_auth else None
+    weak = sum(weak_token(t) for t in tokens) if auth is not None else 0
+    if weak:
+        print(
+            f"navi-core serve: warning: {weak} of {len(tokens)} bearer tokens "
+            "are weak (shorter than 16 characters, or fewer than 8 different ones); "
+            "make one with: python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))'",
+            file=sys.stderr,
+        )
     config = Config(max_output_tokens=args.max_tokens)
     scratch: Path | None = None  # the demo's files, removed by the arbiter at exit
     try:
@@ -268,10 +349,19 @@ def command(args: argparse.Namespace) -> int:
             auth=auth,
             control=control(),
             max_body=args.max_body,
+            hosts=_hosts(args),
+            trusted_proxies=args.trusted_proxy,
         )
 
     options = gunicorn_options(
-        args.bind, args.workers, args.threads, args.grace, args.timeout
+        args.bind,
+        args.workers,
+        args.threads,
+        args.grace,
+        args.timeout,
+        read_timeout=args.read_timeout,
+        send_timeout=args.send_timeout,
+        max_body=args.max_body,
     )
     arbiter = os.getpid()
     try:

@@ -3,12 +3,17 @@
 Each request is handled on the calling thread with no event loop: a turn is an
 ``Agent`` opened on the session (which takes the session lock, so a second driver
 anywhere gets 409) whose ``Stream`` is pulled into the response body. The routes and
-their JSON are in ``openapi.py``; errors are JSON (``http.HTTPError``).
+their JSON are in ``openapi.py``; errors are JSON (``http.HTTPError``). Before a
+handler runs: without tokens, the ``Host``, the browser's idea of the request's site
+and a POST body's type are checked (``guard``); with tokens, a client that keeps
+sending wrong ones waits (``throttle``). A failure of the store or the server is a
+500 naming an error id; its details go only to the log (``failures``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -21,7 +26,7 @@ from ..config import Config
 from ..errors import (
     AmbiguousSession,
     ApprovalNotPending,
-    NaviError,
+    ProviderError,
     SessionBusy,
     SessionNotFound,
     SteeringQueueFull,
@@ -31,10 +36,13 @@ from ..store.base import SessionInfo, SessionStore
 from ..tools._tool import Tool, ToolSource
 from .auth import BearerAuth
 from .control import ControlBus, LocalControl
+from .failures import INTERNAL, hidden
+from .guard import HostGuard, require_json, same_origin
 from .http import HTTPError, Request, Response, json_response, only_fields, optional_str
 from .openapi import openapi_document
 from .page import page_response
 from .routes import match_route
+from .throttle import AuthThrottle, client_address
 from .turns import RunningTurn, TurnRegistry
 
 __all__ = ["ServeApp", "make_app"]
@@ -44,8 +52,10 @@ log = get_logger("navi_core.serve")
 StartResponse = Callable[..., Any]
 ToolLike = Tool | ToolSource | Callable[..., Any]
 
-#: a prompt, steering message or instruction may be this long
+#: a prompt, system prompt or instruction may be this long
 MAX_TEXT = 1_000_000
+#: a steering message may be this long
+MAX_STEER = 16_384
 
 
 def session_obj(info: SessionInfo) -> dict[str, Any]:
@@ -66,6 +76,12 @@ class ServeApp:
         control: where cancel/steer requests meet the worker driving a session;
             in-process by default, ``SQLiteControl``/``PostgresControl`` across workers.
         max_body: the largest request body accepted, in bytes (413 above).
+        hosts: without ``auth``, the ``Host`` names served (421 for others); None
+            answers any (an app embedded behind something that checks).
+        trusted_proxies: peer addresses whose ``X-Real-IP`` names the client (for
+            ``throttle``).
+        throttle: how clients sending wrong tokens are paused; a default
+            ``AuthThrottle`` with ``auth``.
     """
 
     def __init__(
@@ -80,6 +96,9 @@ class ServeApp:
         auth: BearerAuth | None = None,
         control: ControlBus | None = None,
         max_body: int = 1 << 20,
+        hosts: Iterable[str] | None = None,
+        trusted_proxies: Iterable[str] = (),
+        throttle: AuthThrottle | None = None,
     ) -> None:
         if (provider is None) == (provider_factory is None):
             raise ValueError("give a provider or a provider_factory, not both or none")
@@ -92,6 +111,9 @@ class ServeApp:
         self.auth = auth
         self.control: ControlBus = control or LocalControl()
         self.max_body = max_body
+        self.hosts = HostGuard(hosts) if hosts is not None and auth is None else None
+        self.trusted_proxies = frozenset(trusted_proxies)
+        self.throttle = throttle or AuthThrottle()
         self.turns = TurnRegistry()
         self._draining = threading.Event()
         self._handlers: Mapping[str, Callable[..., Response]] = {
@@ -122,36 +144,70 @@ class ServeApp:
         request = Request(environ, self.max_body)
         try:
             name, params, public, known = match_route(request.method, request.path)
-            if (
-                not public
-                and self.auth is not None
-                and not self.auth.allows(request.header("Authorization"))
-            ):
-                raise HTTPError(401, "unauthorized", "a valid bearer token is needed")
+            if self.hosts is not None:
+                self.hosts.check(request)
             if not public:
+                self._admit(request)
                 request.only_query(known)
             return self._handlers[name](request, **params)
         except HTTPError as exc:
-            if exc.status == 405:  # the route table names the allowed methods
-                allowed, exc.field = exc.field or "", None
-                response = exc.response()
-                response.headers.append(("Allow", allowed))
-                return response
-            response = exc.response()
-            if exc.status == 401:
-                response.headers.append(("WWW-Authenticate", 'Bearer realm="navi"'))
-            return response
+            return self._error_response(exc)
         except SessionBusy as exc:
             return HTTPError(409, "session_busy", str(exc)).response()
         except SteeringQueueFull as exc:
             return HTTPError(429, "steering_queue_full", str(exc)).response()
         except (SessionNotFound, AmbiguousSession) as exc:
             return HTTPError(404, "session_not_found", str(exc)).response()
-        except NaviError as exc:  # navi_core errors never hold a key
-            return HTTPError(500, type(exc).__name__, str(exc)).response()
-        except Exception:
-            log.exception("%s %s failed", request.method, request.path)
-            return HTTPError(500, "internal_error", "the server failed").response()
+        except ProviderError as exc:  # the model failed; its errors never hold a key
+            return HTTPError(502, type(exc).__name__, str(exc)).response()
+        except Exception as exc:  # the store, a fault: the details go to the log
+            doing = f"{request.method} {request.path[:200]}"
+            return HTTPError(500, INTERNAL, hidden(exc, doing)).response()
+
+    def _admit(self, request: Request) -> None:
+        """Checks of an API request: without tokens its site and a POST's body type,
+        else its token.
+
+        Raises:
+            HTTPError: 403 cross-site, 415 not JSON, 429 while its address waits, 401.
+        """
+        if self.auth is None:
+            same_origin(request)
+            if request.method == "POST":
+                require_json(request)
+            return
+        address = client_address(request.environ, self.trusted_proxies)
+        wait = self.throttle.wait(address)
+        if wait > 0:
+            raise self._throttled(wait)
+        header = request.header("Authorization")
+        if self.auth.allows(header):
+            self.throttle.succeeded(address)
+            return
+        if header is not None:  # a wrong token, not a missing one
+            wait = self.throttle.failed(address)
+            if wait > 0:
+                raise self._throttled(wait)
+        raise HTTPError(401, "unauthorized", "a valid bearer token is needed")
+
+    @staticmethod
+    def _throttled(wait: float) -> HTTPError:
+        exc = HTTPError(
+            429,
+            "too_many_wrong_tokens",
+            f"too many wrong tokens from this address: retry in {math.ceil(wait)} s",
+        )
+        exc.headers.append(("Retry-After", str(math.ceil(wait))))
+        return exc
+
+    @staticmethod
+    def _error_response(exc: HTTPError) -> Response:
+        if exc.status == 405:  # the route table names the allowed methods
+            allowed, exc.field = exc.field or "", None
+            exc.headers.append(("Allow", allowed))
+        if exc.status == 401:
+            exc.headers.append(("WWW-Authenticate", 'Bearer realm="navi"'))
+        return exc.response()
 
     # -- life cycle ----------------------------------------------------------------
 
@@ -315,14 +371,14 @@ class ServeApp:
             turn.cancel("cancel requested")
             return json_response({"running": True}, 202)
         if self._busy(session_id):
-            self.control.post(session_id, "cancel")
+            self.control.post(session_id, "cancel", limit=1)  # one is enough
             return json_response({"running": True}, 202)
         return json_response({"running": False})
 
     def _steer(self, request: Request, session_id: str) -> Response:
         body = request.json_object()
         only_fields(body, ("text",))
-        text = optional_str(body, "text", MAX_TEXT)
+        text = optional_str(body, "text", MAX_STEER)
         if not text:
             raise HTTPError(
                 400, "bad_request", "text must be a non-empty string", "text"
@@ -333,7 +389,11 @@ class ServeApp:
             disposition = turn.steer(text)
             return json_response({"disposition": disposition.value}, 202)
         running = self._busy(session_id)
-        self.control.post(session_id, "steer", text)
+        limit = self.config.max_steering
+        if not self.control.post(session_id, "steer", text, limit=limit):
+            raise SteeringQueueFull(
+                f"{limit} steering messages wait already for session {session_id}"
+            )
         return json_response({"disposition": "queued" if running else "next_turn"}, 202)
 
     def _approval(self, request: Request, session_id: str, call_id: str) -> Response:

@@ -5,7 +5,8 @@ constant time.
 holds one per line (blank lines and ``#`` comments are skipped). A request passes when
 its ``Authorization: Bearer <token>`` equals any of them; every configured token is
 compared (``hmac.compare_digest`` over SHA-256 digests, so neither the length nor the
-position of a mismatch shows in the timing).
+position of a mismatch shows in the timing). ``weak_token`` names a token that is easy
+to guess; ``throttle.AuthThrottle`` pauses a client that keeps guessing.
 """
 
 from __future__ import annotations
@@ -17,10 +18,20 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-__all__ = ["TOKENS_ENV", "BearerAuth", "tokens_from"]
+__all__ = ["TOKENS_ENV", "BearerAuth", "tokens_from", "weak_token"]
 
 #: the environment variable holding the accepted tokens
 TOKENS_ENV: Final = "NAVI_SERVE_TOKENS"
+#: a token shorter than this is weak
+MIN_TOKEN_CHARS: Final = 16
+#: a token with fewer different characters than this is weak
+MIN_DISTINCT_CHARS: Final = 8
+
+
+def weak_token(token: str) -> bool:
+    """True when ``token`` is short or repetitive enough to be guessed."""
+    token = token.strip()
+    return len(token) < MIN_TOKEN_CHARS or len(set(token)) < MIN_DISTINCT_CHARS
 
 
 def tokens_from(

@@ -4,7 +4,10 @@ The worker that drives a session polls ``take(session_id)`` while its turn strea
 any worker, on any host, ``post``s to it. ``LocalControl`` serves one process (an app
 embedded in another), ``SQLiteControl`` the workers of one host (a file beside the
 session database), ``PostgresControl`` every host sharing a PostgreSQL database.
-Requests are taken once, oldest first.
+Requests are taken once, oldest first. ``post(..., limit=N)`` leaves one only while
+fewer than N of its kind wait for the session, so what waits for a session that runs
+no turn stays bounded (in PostgreSQL, posts at the same instant may each find room:
+the bound is N plus those).
 """
 
 from __future__ import annotations
@@ -26,8 +29,11 @@ _MAX_AGE = 3600.0
 class ControlBus(Protocol):
     """Where cancel and steer requests wait for the worker that drives a session."""
 
-    def post(self, session_id: str, kind: str, text: str = "") -> None:
-        """Leave a request (``cancel`` or ``steer``) for the session's driver."""
+    def post(
+        self, session_id: str, kind: str, text: str = "", *, limit: int | None = None
+    ) -> bool:
+        """Leave a request (``cancel`` or ``steer``) for the session's driver; False
+        (and nothing left) when ``limit`` requests of that kind wait already."""
         ...
 
     def take(self, session_id: str) -> list[tuple[str, str]]:
@@ -46,9 +52,15 @@ class LocalControl:
         self._mutex = threading.Lock()
         self._waiting: defaultdict[str, list[tuple[str, str]]] = defaultdict(list)
 
-    def post(self, session_id: str, kind: str, text: str = "") -> None:
+    def post(
+        self, session_id: str, kind: str, text: str = "", *, limit: int | None = None
+    ) -> bool:
         with self._mutex:
-            self._waiting[session_id].append((kind, text))
+            waiting = self._waiting[session_id]
+            if limit is not None and sum(k == kind for k, _ in waiting) >= limit:
+                return False
+            waiting.append((kind, text))
+            return True
 
     def take(self, session_id: str) -> list[tuple[str, str]]:
         with self._mutex:
@@ -82,13 +94,29 @@ class SQLiteControl:
             "ON navi_serve_control (session_id)"
         )
 
-    def post(self, session_id: str, kind: str, text: str = "") -> None:
+    def post(
+        self, session_id: str, kind: str, text: str = "", *, limit: int | None = None
+    ) -> bool:
+        now = time.time()
         with self._mutex:
-            self._conn.execute(
+            cur = self._conn.execute(  # one statement: counted and added atomically
                 "INSERT INTO navi_serve_control (session_id, kind, body, created_at) "
-                "VALUES (?, ?, ?, ?)",
-                (session_id, kind, text, time.time()),
+                "SELECT ?, ?, ?, ? WHERE ? IS NULL OR (SELECT count(*) FROM "
+                "navi_serve_control WHERE session_id = ? AND kind = ? "
+                "AND created_at >= ?) < ?",
+                (
+                    session_id,
+                    kind,
+                    text,
+                    now,
+                    limit,
+                    session_id,
+                    kind,
+                    now - _MAX_AGE,
+                    limit,
+                ),
             )
+            return cur.rowcount == 1
 
     def take(self, session_id: str) -> list[tuple[str, str]]:
         with self._mutex:
@@ -144,12 +172,17 @@ class PostgresControl:
                     self._conn = None
         return []  # pragma: no cover
 
-    def post(self, session_id: str, kind: str, text: str = "") -> None:
-        self._execute(
+    def post(
+        self, session_id: str, kind: str, text: str = "", *, limit: int | None = None
+    ) -> bool:
+        rows = self._execute(
             "INSERT INTO navi_serve_control (session_id, kind, body) "
-            "VALUES (%s, %s, %s)",
-            (session_id, kind, text),
+            "SELECT %s, %s, %s WHERE %s::int IS NULL OR (SELECT count(*) FROM "
+            "navi_serve_control WHERE session_id = %s AND kind = %s AND created_at "
+            ">= extract(epoch FROM clock_timestamp()) - %s) < %s::int RETURNING seq",
+            (session_id, kind, text, limit, session_id, kind, _MAX_AGE, limit),
         )
+        return len(rows) == 1
 
     def take(self, session_id: str) -> list[tuple[str, str]]:
         rows = self._execute(

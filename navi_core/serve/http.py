@@ -3,7 +3,11 @@
 Every error leaves as JSON, ``{"error": code, "message": text, "field": name|null}``,
 with the HTTP status that says what the client can do: 400 names the field of a bad
 body or query, 401 a missing or wrong token, 404 an unknown session, 409 a session
-another worker drives, 413 a body over the limit.
+another worker drives, 413 a body over the limit, 429 a full steering queue or too
+many wrong tokens (with ``Retry-After``), 500 a failure whose details only the server
+log has (an error id names them), 502 a model that failed; served without tokens,
+403 a cross-site request, 415 a body that is not JSON, 421 a ``Host`` this server
+does not answer for.
 """
 
 from __future__ import annotations
@@ -39,10 +43,14 @@ class HTTPError(Exception):
         self.code = code
         self.message = message
         self.field = field
+        #: extra headers of the answer (``Retry-After``, ``Allow``)
+        self.headers: list[tuple[str, str]] = []
 
     def response(self) -> Response:
         body = {"error": self.code, "message": self.message, "field": self.field}
-        return json_response(body, self.status)
+        response = json_response(body, self.status)
+        response.headers += self.headers
+        return response
 
 
 @dataclass
@@ -92,17 +100,26 @@ class Request:
             return self._body
         length_text = self.environ.get("CONTENT_LENGTH") or ""
         stream = self.environ["wsgi.input"]
-        if length_text:
-            length = int(length_text) if length_text.isdigit() else -1
-            if length < 0:
-                raise HTTPError(400, "bad_request", "bad Content-Length", "body")
-            if length > self.max_body:
-                raise self._too_large()
-            data = stream.read(length) if length else b""
-        else:
-            data = stream.read(self.max_body + 1)
-            if len(data) > self.max_body:
-                raise self._too_large()
+        try:
+            if length_text:
+                length = int(length_text) if length_text.isdigit() else -1
+                if length < 0:
+                    raise HTTPError(400, "bad_request", "bad Content-Length", "body")
+                if length > self.max_body:
+                    raise self._too_large()
+                data = stream.read(length) if length else b""
+                if len(data) < length:
+                    raise EOFError(f"{len(data)} of {length} bytes")
+            else:
+                data = stream.read(self.max_body + 1)
+                if len(data) > self.max_body:
+                    raise self._too_large()
+        except HTTPError:
+            raise
+        except Exception:  # the server's reader: a bad chunk, a cut body
+            raise HTTPError(
+                400, "bad_request", "the body could not be read whole", "body"
+            ) from None
         self._body = bytes(data)
         return self._body
 

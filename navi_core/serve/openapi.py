@@ -24,11 +24,17 @@ def _errors(*codes: int) -> dict[str, Any]:
     text = {
         400: "a bad body or query; `field` names it",
         401: "no valid bearer token",
+        403: "served without tokens: a request the browser marks as cross-site",
         404: "no such session",
         409: "another worker drives the session",
         413: "the body is over the limit",
-        429: "too many steering messages wait already",
+        415: "served without tokens: a body not sent as Content-Type: application/json",
+        421: "served without tokens: a Host name this server does not answer for",
+        429: "too many steering messages wait already, or too many wrong tokens "
+        "came from this address (Retry-After says when to try again)",
+        500: "the server failed; the message names an error id its log explains",
         501: "not available in this build",
+        502: "the model failed",
         503: "the server is shutting down",
     }
     return {str(c): _json(_ref("Error"), text[c]) for c in codes}
@@ -190,8 +196,13 @@ def openapi_document() -> dict[str, Any]:
     """The API described as OpenAPI 3.1."""
     doc = _document()
     for path in doc["paths"].values():
-        for operation in path.values():
-            operation["responses"]["414"] = _URI_TOO_LONG
+        for method, operation in path.items():
+            codes = [403, 421, 429, 500] + ([415] if method == "post" else [])
+            operation["responses"] = {
+                **_errors(*codes),
+                **operation["responses"],
+                "414": _URI_TOO_LONG,
+            }
     return doc
 
 
@@ -324,6 +335,7 @@ def _document() -> dict[str, Any]:
                     404,
                     409,
                     413,
+                    502,
                 )
             },
         },

@@ -3,7 +3,8 @@
 Path segments in braces are parameters; ``public`` routes need no bearer token (the
 chat page and the OpenAPI document hold nothing secret). ``query`` names the query
 parameters an API route takes: any other is a 400 naming it, so a misspelt
-``?limt=5`` is not silently ignored.
+``?limt=5`` is not silently ignored. ``long`` routes (a turn, a compaction) may hold
+their thread for minutes: the worker runs them on threads of their own.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from urllib.parse import unquote
 
 from .http import HTTPError
 
-__all__ = ["ROUTES", "Route", "match_route"]
+__all__ = ["ROUTES", "Route", "is_long", "match_route"]
 
 
 class Route(NamedTuple):
@@ -23,6 +24,7 @@ class Route(NamedTuple):
     name: str
     public: bool = False
     query: tuple[str, ...] = ()
+    long: bool = False
 
 
 _PAGED = ("limit", "cursor")
@@ -35,11 +37,11 @@ ROUTES: Final = (
     Route("POST", "/v1/sessions", "create_session"),
     Route("GET", "/v1/sessions/{session_id}", "get_session"),
     Route("GET", "/v1/sessions/{session_id}/messages", "list_messages", query=_PAGED),
-    Route("POST", "/v1/sessions/{session_id}/turns", "start_turn"),
+    Route("POST", "/v1/sessions/{session_id}/turns", "start_turn", long=True),
     Route("POST", "/v1/sessions/{session_id}/cancel", "cancel_turn"),
     Route("POST", "/v1/sessions/{session_id}/steer", "steer_turn"),
     Route("POST", "/v1/sessions/{session_id}/approvals/{call_id}", "decide_approval"),
-    Route("POST", "/v1/sessions/{session_id}/compact", "compact_session"),
+    Route("POST", "/v1/sessions/{session_id}/compact", "compact_session", long=True),
 )
 
 _SPLIT: Final = MappingProxyType(
@@ -90,3 +92,16 @@ def match_route(
             ", ".join(allowed),
         )
     raise HTTPError(404, "not_found", f"no route {path[:200]!r}")
+
+
+def is_long(method: str, target: str) -> bool:
+    """True when the request line's ``method`` and ``target`` (a path with its query,
+    or an absolute URL) name a ``long`` route."""
+    if "://" in target.split("?", 1)[0]:
+        target = "/" + target.split("://", 1)[1].partition("/")[2]
+    path = target.split("?", 1)[0]
+    parts = tuple(path.strip("/").split("/")) if path.strip("/") else ("",)
+    return any(
+        r.long and r.method == method and _match(r.pattern, parts) is not None
+        for r in ROUTES
+    )

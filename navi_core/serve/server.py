@@ -1,13 +1,16 @@
-"""Running a ``ServeApp`` under gunicorn: sync or gthread workers, graceful shutdown.
+"""Running a ``ServeApp`` under gunicorn: ``worker.ServeWorker``s, graceful shutdown.
 
 Each worker builds its own app after the fork (stores and HTTP clients are not shared
 across processes). On SIGTERM a worker stops accepting, refuses new turns with 503,
 lets running turns go on for ``grace`` seconds, then cancels them; each ends with
 ``TurnComplete(CANCELLED)`` and keeps what it committed before the worker exits.
+navi_core's warnings and errors (a failure's details under its error id) go to
+stderr beside gunicorn's own log, with secrets redacted.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -17,20 +20,33 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
+from .._logs import SECRET_FILTER
 from .app import ServeApp
+from .worker import worker_class
 
 __all__ = ["GunicornServer", "gunicorn_options"]
 
 
 def gunicorn_options(
-    bind: str, workers: int, threads: int, grace: float, timeout: float
+    bind: str,
+    workers: int,
+    threads: int,
+    grace: float,
+    timeout: float,
+    *,
+    read_timeout: float = 10.0,
+    send_timeout: float = 60.0,
+    max_body: int = 1 << 20,
 ) -> dict[str, Any]:
-    """gunicorn settings for ``navi-core serve``: gthread with threads, else sync."""
+    """gunicorn settings for ``navi-core serve``: ``threads`` turn threads a worker,
+    requests read whole on its event loop before a thread takes them."""
     return {
         "bind": [bind],
         "workers": workers,
         "threads": threads,
-        "worker_class": "gthread" if threads > 1 else "sync",
+        "worker_class": worker_class(
+            read_timeout=read_timeout, send_timeout=send_timeout, max_body=max_body
+        ),
         # the grace period, then time for cancelled turns to commit and answer
         "graceful_timeout": int(grace + 10.99),
         "timeout": int(timeout),
@@ -63,6 +79,7 @@ class GunicornServer(BaseApplication):  # type: ignore[misc]
     def load_config(self) -> None:
         for key, value in self._options.items():
             self.cfg.set(key, value)
+        _log_to_stderr()
         # gunicorn checks a hook's arity, so plain functions rather than methods
         server = self
 
@@ -100,6 +117,25 @@ class GunicornServer(BaseApplication):  # type: ignore[misc]
     def load(self) -> ServeApp:
         self.app = self._make()
         return self.app
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """navi_core's records on stderr, secrets redacted."""
+
+
+def _log_to_stderr() -> None:
+    """navi_core's records of WARNING and above on stderr (the workers inherit it)."""
+    logger = logging.getLogger("navi_core")
+    if any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        return
+    handler = _StderrHandler(sys.stderr)
+    handler.setFormatter(
+        logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s")
+    )
+    handler.addFilter(SECRET_FILTER)
+    logger.addHandler(handler)
+    if logger.level == logging.NOTSET or logger.level > logging.WARNING:
+        logger.setLevel(logging.WARNING)
 
 
 def _pinning(

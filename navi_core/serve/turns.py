@@ -6,7 +6,9 @@ SSE event per navi_core event, whatever is ready batched into one write), watche
 client's socket and polls the control bus. A client that hangs up, a ``cancel``
 request from any worker or the end of the shutdown grace period cancels the turn,
 which stops within milliseconds; the session is released right after. Whatever the
-turn committed is stored whichever way it ends.
+turn committed is stored whichever way it ends. A body that ends early for any other
+reason (the store failing, a fault) still ends with an ``event: error`` frame; a
+control bus that fails is retried while the turn goes on.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from typing import Final
 
+from .._logs import get_logger
 from .._turn.steering import SteerDisposition
 from ..agent import Agent
 from ..errors import SteeringQueueFull
@@ -28,6 +31,8 @@ from .http import Response
 from .wire import encode_event, error_frame
 
 __all__ = ["RunningTurn", "TurnBody", "TurnRegistry", "peer_gone"]
+
+log = get_logger("navi_core.serve")
 
 #: the longest wait for an event before the socket and the control bus are checked
 POLL: Final = 0.05
@@ -72,6 +77,8 @@ class RunningTurn:
         self.cancel_reason: str | None = None
         self.events_sent = 0
         self._finished = False
+        self._reported = False  # an error frame went out
+        self._control_failing = False
 
     def cancel(self, reason: str) -> None:
         """End the turn with ``StopReason.CANCELLED`` (any thread; it stops within ms)."""
@@ -116,12 +123,16 @@ class RunningTurn:
                 ev = self.stream.next(0)  # whatever else is ready now
         except Exception as exc:  # the turn failed: its last frame says how
             out.append(error_frame(exc))
+            self._reported = True
             return out, True
         return out, False
 
     def _frames(self, sock: socket.socket | None) -> Generator[bytes, None, None]:
+        """The body; whichever way it ends early (the store, the control bus, a
+        fault), its last frame is ``event: error`` unless the client left."""
         last_write = last_poll = time.monotonic()
         ended = False
+        failure: Exception | None = None
         try:
             # sent at once, so the client has the headers before the first event
             yield f": turn of session {self.session_id}\n\n".encode()
@@ -135,29 +146,60 @@ class RunningTurn:
                 if not ended and now - last_poll >= POLL:
                     last_poll = now
                     if not self._watch(sock):
-                        return
+                        self._stop(ended, "client disconnected")
+                        return  # nobody to tell
                 if now - last_write >= KEEPALIVE:
                     last_write = now
                     yield b": keep-alive\n\n"
-        finally:
-            # the client went away (GeneratorExit, or seen on the socket), or the
-            # turn ended: stop it if it runs, then free the session
-            if not ended:
-                self.cancel(self.cancel_reason or "client disconnected")
-                self._drain()
-            self.finish()
+        except GeneratorExit:  # the server closed the body: the client went away
+            try:
+                self._stop(ended, "client disconnected")
+            except Exception:
+                log.exception("stopping the turn of session %s failed", self.session_id)
+            raise
+        except Exception as exc:
+            failure = exc
+        try:
+            self._stop(ended, "the response ended early")
+        except Exception as exc:
+            failure = failure or exc
+        if failure is not None and not self._reported:
+            self._reported = True
+            yield error_frame(failure)
+
+    def _stop(self, ended: bool, reason: str) -> None:
+        """Cancel the turn if it still runs (for ``reason``), then free the session."""
+        if not ended:
+            self.cancel(self.cancel_reason or reason)
+            self._drain()
+        self.finish()
 
     def _watch(self, sock: socket.socket | None) -> bool:
-        """Apply control requests; False when the client hung up."""
-        for kind, text in self.control.take(self.session_id):
-            if kind == "cancel":
-                self.cancel("cancel requested")
-            elif kind == "steer":
-                try:
-                    self.steer(text)
-                except SteeringQueueFull:  # the sender was told 202: keep it for later
-                    self.control.post(self.session_id, "steer", text)
-                    break
+        """Apply control requests; False when the client hung up.
+
+        A control bus that fails (its database restarting) is retried at the next
+        poll: the turn goes on, and cancel or steer requests wait until it is back.
+        """
+        try:
+            for kind, text in self.control.take(self.session_id):
+                if kind == "cancel":
+                    self.cancel("cancel requested")
+                elif kind == "steer":
+                    try:
+                        self.steer(text)
+                    except SteeringQueueFull:  # the sender was told 202: keep it
+                        self.control.post(self.session_id, "steer", text)
+                        break
+        except Exception:
+            if not self._control_failing:
+                log.warning(
+                    "the control bus failed while session %s ran a turn; retrying",
+                    self.session_id,
+                    exc_info=True,
+                )
+            self._control_failing = True
+        else:
+            self._control_failing = False
         return not peer_gone(sock)
 
     def _drain(self) -> None:

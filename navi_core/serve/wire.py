@@ -9,11 +9,13 @@ data is one line of JSON with a ``type`` tag holding the same name::
 Fields keep their names. A ``Message`` is the stored format of ``navi_core.codec``
 (``{"v":1,"role":...,"content":[{"type":"text",...},...]}``, every block type), a
 ``Usage`` an object of its five counts, a ``StopReason`` its value, a ``ToolUse`` the
-codec's ``tool_use`` block, a ``HookFailure`` an object of its fields, and the event
-inside a ``SubagentEvent`` a nested tagged object. ``decode_event`` turns the JSON back
-into an equal event, except ``TurnComplete.output``, which stays plain JSON data.
+codec's ``tool_use`` block, a ``HookFailure`` or a ``TodoItem`` an object of its
+fields, and the event inside a ``SubagentEvent`` a nested tagged object.
+``decode_event`` turns the JSON back into an equal event, except
+``TurnComplete.output``, which stays plain JSON data.
 A failed turn ends with ``event: error`` carrying ``{"type":"error","error":class,
-"message":text}``.
+"message":text}`` (``failures.describe``: a failure of the store or the server is
+``internal_error`` with an error id the server log explains).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import orjson
 
 from ..codec import from_obj, to_obj
 from ..conversation import Message, ToolUse, Usage
-from ..events import AnyEvent, Event, HookFailure, StopReason, TextDelta
+from ..events import AnyEvent, Event, HookFailure, StopReason, TextDelta, TodoItem
+from .failures import describe
 
 __all__ = [
     "EVENT_TYPES",
@@ -104,8 +107,9 @@ def encode_event(ev: Event) -> bytes:
 
 
 def error_frame(exc: BaseException) -> bytes:
-    """The last SSE event of a failed turn: the error's class and its text."""
-    obj = {"type": "error", "error": type(exc).__name__, "message": str(exc)}
+    """The last SSE event of a failed turn: what the client may know of ``exc``."""
+    error, message = describe(exc, "a turn")
+    obj = {"type": "error", "error": error, "message": message}
     return sse_frame("error", orjson.dumps(obj))
 
 
@@ -136,6 +140,7 @@ _FIELD_DECODERS: Final[Mapping[object, _Decoder]] = MappingProxyType(
         Event: lambda o: decode_event(o),
         tuple[ToolUse, ...]: lambda o: tuple(_tool_use(x) for x in o),
         tuple[HookFailure, ...]: lambda o: tuple(_hook_failure(x) for x in o),
+        tuple[TodoItem, ...]: lambda o: tuple(TodoItem(**x) for x in o),
     }
 )
 

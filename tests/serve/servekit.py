@@ -3,19 +3,22 @@
 ``Served`` starts ``python -m navi_core serve`` in its own process group on a free
 loopback port, waits until it answers, and stops it with SIGTERM (then SIGKILL).
 ``Client`` speaks the API with httpx and reads turns with the core's own SSE
-decoder and ``navi_core.serve.wire.decode_event``.
+decoder and ``navi_core.serve.wire.decode_event``. ``Attackers`` hold connections
+open without finishing a request; ``nginx_binary`` finds Debian's nginx.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +33,13 @@ from navi_core.serve.wire import decode_event
 __all__ = [
     "LOGS",
     "TOKEN",
+    "Attackers",
     "Client",
     "Served",
     "TurnResult",
     "child_env",
     "free_port",
+    "nginx_binary",
     "postgres_dsn",
 ]
 
@@ -72,6 +77,20 @@ def postgres_dsn() -> str:
             )
         pytest.skip("PostgreSQL tests need NAVI_TEST_POSTGRES_DSN (. .ci/postgres.sh)")
     return dsn
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1")
+
+
+def nginx_binary() -> str:
+    """Debian's nginx; skips (or fails under CI) when it is not installed."""
+    found = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/sbin")
+    if found is None:
+        if _in_ci():
+            pytest.fail("CI is set but nginx is not installed: .ci/run installs it")
+        pytest.skip("the nginx tests need Debian's nginx (apt-get install nginx)")
+    return found
 
 
 class Served:
@@ -168,11 +187,22 @@ class TurnResult:
 
 
 class Client:
-    """The API over httpx, with the bearer token."""
+    """The API over httpx, with the bearer token (from ``local_address``, if given:
+    another loopback address is another client to a server)."""
 
-    def __init__(self, url: str, token: str | None = TOKEN) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str | None = TOKEN,
+        *,
+        local_address: str | None = None,
+        timeout: float = 30,
+    ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.Client(base_url=url, headers=headers, timeout=30)
+        transport = httpx.HTTPTransport(local_address=local_address)
+        self.http = httpx.Client(
+            base_url=url, headers=headers, timeout=timeout, transport=transport
+        )
 
     def close(self) -> None:
         self.http.close()
@@ -230,3 +260,83 @@ def read_turn(chunks: Iterator[bytes]) -> TurnResult:
     for sse in decoder.close():
         events.append(decode_event(sse.data))
     return TurnResult(events, error)
+
+
+class Attackers:
+    """Sockets that hold connections open without finishing a request: ``idle`` ones
+    send nothing, ``drip`` ones a header line every 0.2 s, ``short_body`` ones a
+    ``Content-Length`` of 1000 and one byte of body."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.socks: list[tuple[str, socket.socket]] = []
+        self.opened = time.monotonic()
+        self._stop = threading.Event()
+        self._dripper = threading.Thread(target=self._drip, daemon=True)
+
+    def open(self, idle: int = 0, drip: int = 0, short_body: int = 0) -> None:
+        for _ in range(idle):
+            self._connect("idle", b"")
+        for _ in range(drip):
+            self._connect("drip", b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\n")
+        for _ in range(short_body):
+            head = (
+                b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\n"
+                b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 1000\r\n\r\n{" % TOKEN.encode()
+            )
+            self._connect("short_body", head)
+        self.opened = time.monotonic()
+        self._dripper.start()
+
+    def _connect(self, kind: str, first: bytes) -> None:
+        sock = socket.create_connection(("127.0.0.1", self.port))
+        if first:
+            sock.sendall(first)
+        self.socks.append((kind, sock))
+
+    def _drip(self) -> None:
+        """A header line every 0.2 s on each drip-fed socket: always some progress."""
+        n = 0
+        while not self._stop.wait(0.2):
+            n += 1
+            for kind, sock in self.socks:
+                if kind == "drip":
+                    with suppress(OSError):
+                        sock.send(b"X-Drip-%d: y\r\n" % n)
+
+    def alive(self) -> int:
+        """How many of the sockets the server has not closed yet."""
+        count = 0
+        for _, sock in self.socks:
+            try:
+                data = sock.recv(65536, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                count += 1
+                continue
+            except OSError:
+                continue
+            count += bool(data) and not data.startswith(b"HTTP/1.1 408")
+        return count
+
+    def cut_within(self, limit: float) -> dict[str, list[bytes]]:
+        """What each socket got before the server closed it (all within ``limit``
+        seconds of opening), by kind."""
+        got: dict[str, list[bytes]] = {}
+        for kind, sock in self.socks:
+            sock.settimeout(max(0.1, self.opened + limit - time.monotonic()))
+            data = b""
+            try:
+                while chunk := sock.recv(4096):
+                    data += chunk
+            except ConnectionResetError:
+                pass
+            except TimeoutError:
+                raise AssertionError(f"a {kind} socket was not cut: {data!r}") from None
+            got.setdefault(kind, []).append(data)
+        return got
+
+    def close(self) -> None:
+        self._stop.set()
+        for _, sock in self.socks:
+            sock.close()

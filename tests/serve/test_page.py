@@ -1,14 +1,19 @@
-"""The web chat page in headless Chromium (Debian's chromium + chromedriver)."""
+"""The web chat page in headless Chromium (Debian's chromium + chromedriver); served
+without tokens, another page in the same browser cannot post to the API."""
 
 from __future__ import annotations
 
 import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from servekit import TOKEN, Served
+from conftest import model_args
+from fake_model import FakeModel
+from servekit import TOKEN, Served, child_env
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -89,3 +94,45 @@ def test_the_answer_grows_live_and_cancel_stops_it(
     )
     assert browser.find_element(By.XPATH, answer).text.count("tick") < 100
     assert browser.find_element(By.ID, "go").is_enabled()
+
+
+@pytest.fixture(scope="module")
+def open_served(fake_model: FakeModel, served_dir: Path) -> Iterator[Served]:
+    """The same model served without tokens."""
+    args = [*model_args(fake_model, served_dir), "--db", str(served_dir / "o.db")]
+    env = child_env()
+    env.pop("NAVI_SERVE_TOKENS")
+    with Served.start(served_dir, [*args, "--no-auth"], env) as s:
+        yield s
+
+
+def _sessions(served: Served) -> int:
+    return len(httpx.get(served.url + "/v1/sessions?limit=256").json()["sessions"])
+
+
+def test_without_tokens_the_page_works_and_another_page_cannot_post_to_it(
+    browser: Any, served: Served, open_served: Served
+) -> None:
+    wait = _open(browser, open_served)  # its own page: same origin
+    _send(browser, "hello there")
+    wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "stopped: end_turn"))
+    assert "echo: hello there" in browser.find_element(By.ID, "log").text
+    before = _sessions(open_served)
+    browser.get(
+        served.url + "/"
+    )  # another origin (another port) posts, as any page can
+    sent = browser.execute_async_script(
+        """
+        const [url, done] = [arguments[0], arguments[arguments.length - 1]];
+        const post = (type, body) => fetch(url + "/v1/sessions", {
+          method: "POST", mode: "no-cors", headers: { "Content-Type": type }, body,
+        });
+        Promise.allSettled([
+          post("text/plain", '{"system": "from another page"}'),
+          post("application/x-www-form-urlencoded", "system=x"),
+        ]).then((r) => done(r.map((x) => x.status)));
+        """,
+        open_served.url,
+    )
+    assert sent == ["fulfilled", "fulfilled"]  # the requests went out
+    assert _sessions(open_served) == before  # and made nothing

@@ -115,7 +115,7 @@ def test_a_second_driver_gets_409_while_a_turn_runs(
 
 @pytest.fixture
 def sync_served(fake_model: FakeModel, tmp_path: Path) -> Iterator[Served]:
-    """Two sync workers: a worker streaming a turn serves nothing else."""
+    """Two workers of one turn thread each."""
     (tmp_path / "workspace").mkdir()
     args = [*model_args(fake_model, tmp_path), "--db", str(tmp_path / "s.db")]
     with Served.start(
@@ -124,8 +124,16 @@ def sync_served(fake_model: FakeModel, tmp_path: Path) -> Iterator[Served]:
         yield s
 
 
-def test_cancel_reaches_the_turn_in_another_worker(sync_served: Served) -> None:
-    with sync_served.client() as a, sync_served.client() as b:
+def test_cancel_reaches_the_turn_in_another_worker(
+    sync_served: Served, fake_model: FakeModel, tmp_path: Path
+) -> None:
+    # a second server on the same file: its workers are surely not the driver's
+    args = [*model_args(fake_model, tmp_path), "--db", str(tmp_path / "s.db")]
+    with (
+        Served.start(tmp_path, [*args, "--threads", "1"]) as other,
+        sync_served.client() as a,
+        other.client() as b,
+    ):
         sid = a.new_session()
         with a.http.stream(
             "POST", f"/v1/sessions/{sid}/turns", json={"prompt": "slow"}
@@ -133,7 +141,6 @@ def test_cancel_reaches_the_turn_in_another_worker(sync_served: Served) -> None:
             chunks = r.iter_raw()
             next(chunks)
             t0 = time.monotonic()
-            # the driving sync worker is busy streaming: the other one takes this
             c = b.http.post(f"/v1/sessions/{sid}/cancel")
             assert c.status_code == 202 and c.json() == {"running": True}
             result = read_turn(chunks)

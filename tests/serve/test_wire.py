@@ -38,6 +38,8 @@ from navi_core.events import (
     SubagentEvent,
     TextDelta,
     ThinkingDelta,
+    TodoItem,
+    TodoUpdated,
     ToolCallDelta,
     ToolCallStart,
     ToolDispatchComplete,
@@ -105,6 +107,7 @@ SAMPLES: list[Event] = [
     Steered(Message("user", (Text("also this"),))),
     SubagentEvent("call_2", ToolStarted("c", "grep")),
     Lagged(7),
+    TodoUpdated((TodoItem("read", "done"), TodoItem("write"))),
 ]
 
 
