@@ -1,0 +1,59 @@
+# shellcheck shell=bash
+# Runs the suite on every other CPython 3.10+ this machine has (pyenv's, and any
+# python3.X on PATH), found at run time, so a machine with other versions is covered
+# too. Each gets its own venv with the compiled core built for it; the server suites
+# that take minutes (gunicorn, llama-server, wheel builds) run on the main interpreter
+# only. ResourceWarning is an error everywhere (pyproject's filterwarnings).
+# Sourced by .ci/run; prints one line per interpreter and fails if any run failed.
+
+navi_interpreters() {
+  local main candidates=() seen="" exe version
+  main=$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  if command -v pyenv >/dev/null 2>&1; then
+    for exe in "$(pyenv root)"/versions/*/bin/python3; do candidates+=("$exe"); done
+  fi
+  for version in 10 11 12 13 14 15; do
+    exe=$(command -v "python3.$version" 2>/dev/null) && candidates+=("$exe")
+  done
+  for exe in "${candidates[@]}"; do
+    [ -x "$exe" ] || continue
+    version=$("$exe" -c 'import sys; print("%d.%d" % sys.version_info[:2]) if sys.version_info >= (3, 10) and sys.implementation.name == "cpython" else None' 2>/dev/null) || continue
+    [ "$version" = "None" ] || [ "$version" = "$main" ] && continue
+    case " $seen " in *" $version "*) continue ;; esac
+    seen="$seen $version"
+    echo "$exe"
+  done
+}
+
+navi_other_interpreters() {
+  local exe version venv log summary failed=0 results=()
+  for exe in $(navi_interpreters); do
+    version=$("$exe" -c 'import platform; print(platform.python_version())')
+    venv="${NAVI_CI_VENVS:-/tmp/navi-ci-venvs}/py$version"
+    log="$venv.log"
+    echo "== Python $version ($exe): installing into $venv"
+    if [ ! -x "$venv/bin/python" ]; then
+      "$exe" -m venv "$venv"
+    fi
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    "$venv/bin/python" -m pip install -q -e ".[test]"
+    "$venv/bin/python" -c "import navi_core.core as c; print('navi_core core:', c.IMPLEMENTATION)"
+    echo "== Python $version: the suite (server suites run on the main interpreter)"
+    set +e
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider -m "not slow" \
+      --ignore=tests/serve --ignore=tests/test_llama_server.py --ignore=tests/test_build.py \
+      >"$log" 2>&1
+    local status=$?
+    set -e
+    summary=$(grep -E '^=+ .*(passed|failed|error).* =+$' "$log" | tail -1 | tr -d '=' | sed 's/^ *//; s/ *$//')
+    results+=("Python $version: ${summary:-no summary (exit $status)}")
+    if [ "$status" -ne 0 ]; then
+      failed=1
+      grep -E '^(FAILED|ERROR) ' "$log" | head -40 || true
+      tail -30 "$log"
+    fi
+  done
+  echo "== Suites on the other interpreters:"
+  for line in "${results[@]}"; do echo "   $line"; done
+  return "$failed"
+}
