@@ -12,7 +12,8 @@ One list of secret-looking names (``SECRET_WORDS``) decides which query paramete
   repr'd, JSON-escaped, percent-encoded), so ``redact`` finds it in any of them;
 - ``check_headers``: header names and values refused when the provider is made (a
   key read from a file with its newline, a non-ASCII key), the value never shown;
-- ``redact`` replaces those values in text, ``clip`` cuts long error text to size.
+- ``redact`` replaces those values in text, ``redact_json`` in every string of a JSON
+  value, ``secret_pattern`` finds them in raw bytes; ``clip`` cuts long error text.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import base64
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping
-from typing import Final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 from urllib.parse import (
     parse_qsl,
     quote,
@@ -48,7 +49,9 @@ __all__ = [
     "public_url",
     "public_wire",
     "redact",
+    "redact_json",
     "request_secrets",
+    "secret_pattern",
     "secret_forms",
     "url_secrets",
 ]
@@ -278,6 +281,37 @@ def redact(text: str, secrets: Iterable[str]) -> str:
         if len(secret) >= _MIN_SECRET_CHARS and secret in text:
             text = text.replace(secret, REDACTED)
     return text
+
+
+def redact_json(value: Any, secrets: Sequence[str]) -> Any:
+    """``value`` (parsed JSON) with ``redact`` applied to every string, keys too: the
+    result is still valid JSON, whatever a secret's characters."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {
+            redact(k, secrets) if isinstance(k, str) else k: redact_json(v, secrets)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact_json(v, secrets) for v in value]
+    return value
+
+
+def secret_pattern(secrets: Iterable[str]) -> re.Pattern[bytes] | None:
+    """One pattern matching any of ``secrets`` (as ``redact`` counts them) in UTF-8
+    bytes, the longest first at each place; None when there is nothing to find."""
+    forms = {
+        s.encode("utf-8", "surrogatepass")
+        for s in secrets
+        if len(s) >= _MIN_SECRET_CHARS
+    }
+    if not forms:
+        return None
+    ordered = sorted(forms, key=lambda f: (-len(f), f))
+    return re.compile(b"|".join(re.escape(f) for f in ordered))
 
 
 def clip(text: str) -> str:

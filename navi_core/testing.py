@@ -3,8 +3,11 @@
 ``Recorder(provider, path)`` is a provider that sends every request through an HTTP
 provider (``OpenAIChat``, ``OpenAIResponses``, ``Anthropic``) and writes, per response,
 what the agent asked (the conversation, system prompt, tools and limits), the JSON body
-sent, and the raw response bytes with the status, to a JSON-lines cassette. Headers
-and keys are never written; the base URL is kept in its public form.
+sent, and the raw response bytes with the status, to a JSON-lines cassette. Request
+headers are never written and the base URL is kept in its public form; the request's
+credentials (the key, credential headers, URL user info and secret query values, in
+every spelling) are redacted from everything written, the bodies a server sent back
+included, since a 401 or a streamed answer may echo them.
 
 ``Replay(path)`` is a provider that answers the same requests from the cassette,
 offline and deterministically, through the same code as a live response: the recorded
@@ -23,8 +26,10 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, Final
 
@@ -32,6 +37,7 @@ import httpx
 import orjson
 
 from . import codec
+from ._secrets import REDACTED, redact_json, secret_pattern
 from .conversation import WireIdentity
 from .errors import ProviderError
 from .events import Event
@@ -73,12 +79,16 @@ def asked(request: ProviderRequest) -> dict[str, Any]:
 class _Take:
     """The ``Tap`` of one response: its status, headers and raw chunks."""
 
-    __slots__ = ("chunks", "code", "headers")
+    __slots__ = ("chunks", "code", "headers", "pattern", "secrets")
 
-    def __init__(self) -> None:
+    def __init__(
+        self, secrets: Sequence[str], pattern: re.Pattern[bytes] | None
+    ) -> None:
         self.code = 0
         self.headers: dict[str, str] = {}
         self.chunks: list[bytes] = []
+        self.secrets = secrets
+        self.pattern = pattern
 
     def status(self, code: int, headers: Mapping[str, str]) -> None:
         self.code = code
@@ -88,21 +98,55 @@ class _Take:
         self.chunks.append(bytes(data))
 
     def entry(self, request: dict[str, Any], body: Any, complete: bool) -> bytes:
-        raw = b"".join(self.chunks)
+        """The cassette line, every secret of the request redacted."""
+        raw, sizes = _redacted(self.chunks, self.pattern)
         try:
             payload: dict[str, Any] = {"body_text": raw.decode("utf-8")}
         except UnicodeDecodeError:
             payload = {"body_b64": base64.b64encode(raw).decode()}
         line = {
-            "request": request,
-            "sent": body,
-            "status": self.code,
-            "headers": self.headers,
+            **redact_json(
+                {"request": request, "sent": body, "status": self.code,
+                 "headers": self.headers},
+                self.secrets,
+            ),
             **payload,
-            "chunk_sizes": [len(c) for c in self.chunks],
+            "chunk_sizes": sizes,
             "complete": complete,
-        }
+        }  # fmt: skip
         return orjson.dumps(line) + b"\n"
+
+
+def _redacted(
+    chunks: Sequence[bytes], pattern: re.Pattern[bytes] | None
+) -> tuple[bytes, list[int]]:
+    """The body with every secret replaced, and its chunk sizes moved to match.
+
+    Redacting the joined body catches a secret split across two network reads; a
+    chunk boundary that fell inside a secret moves to the end of its replacement.
+    """
+    raw = b"".join(chunks)
+    sizes = [len(c) for c in chunks]
+    spans = [m.span() for m in pattern.finditer(raw)] if pattern is not None else []
+    if not spans:
+        return raw, sizes
+    mark = REDACTED.encode()
+    out, at = [], 0
+    for start, end in spans:
+        out += [raw[at:start], mark]
+        at = end
+    out.append(raw[at:])
+    new_ends, i, shift = [], 0, 0
+    for end in accumulate(sizes):
+        while i < len(spans) and spans[i][1] <= end:
+            shift += len(mark) - (spans[i][1] - spans[i][0])
+            i += 1
+        if i < len(spans) and spans[i][0] < end:
+            new_ends.append(spans[i][0] + shift + len(mark))
+        else:
+            new_ends.append(end + shift)
+    moved = [b - a for a, b in zip([0, *new_ends], new_ends, strict=False)]
+    return b"".join(out), [size for size in moved if size]
 
 
 class _Recording:
@@ -141,10 +185,12 @@ class Recorder:
             )
         self.provider = provider
         self.path = Path(path)
+        self._secrets = provider.secrets
+        self._pattern = secret_pattern(self._secrets)
         wire = provider.wire
         head = {"navi_cassette": CASSETTE_VERSION, "api_style": wire.api_style,
                 "base_url": wire.base_url, "model": wire.model}  # fmt: skip
-        self.path.write_bytes(orjson.dumps(head) + b"\n")
+        self.path.write_bytes(orjson.dumps(redact_json(head, self._secrets)) + b"\n")
 
     @property
     def wire(self) -> WireIdentity:
@@ -158,7 +204,7 @@ class Recorder:
             ProviderError: what the provider raised (recorded first when the server
                 answered).
         """
-        take = _Take()
+        take = _Take(self._secrets, self._pattern)
         what, body = asked(request), self.provider.build_body(request)
 
         def write(complete: bool) -> None:

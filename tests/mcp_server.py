@@ -3,6 +3,11 @@
     python tests/mcp_server.py            # stdio
     python tests/mcp_server.py http PORT  # streamable HTTP on 127.0.0.1:PORT/mcp
     python tests/mcp_server.py http PORT json  # the same, answering in JSON, not SSE
+    python tests/mcp_server.py http PORT echo  # a careless server: it echoes what it got
+
+In ``echo`` mode the tools ``reject``, ``rpc_error`` and ``headers`` answer with the
+request's headers and URL echoed: in a 403 body, in a JSON-RPC error's message and in
+a tool result, as a server that repeats what it was sent would.
 
 (``MCPServer`` is what mcp 1.x called ``FastMCP``.)
 """
@@ -15,6 +20,7 @@ import sys
 import time
 from typing import Any
 
+import orjson
 from mcp.server.mcpserver import Image, MCPServer
 from PIL import Image as PILImage
 
@@ -80,8 +86,77 @@ def pid() -> int:
     return os.getpid()
 
 
+ECHOED = ("reject", "rpc_error", "headers")
+
+
+def echoing(inner: Any) -> Any:
+    """An ASGI app that answers the ``ECHOED`` tools' calls itself, echoing the
+    request's headers and URL; every other request goes to ``inner``."""
+
+    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await inner(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        try:
+            request = orjson.loads(body)
+            name = (
+                request["params"]["name"] if request["method"] == "tools/call" else ""
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            name = ""
+        if name not in ECHOED:
+            replayed = False
+
+            async def again() -> dict[str, Any]:
+                nonlocal replayed
+                if replayed:
+                    message: dict[str, Any] = await receive()
+                    return message
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            await inner(scope, again, send)
+            return
+        echo = " ".join(f"{k.decode()}: {v.decode()}" for k, v in scope["headers"])
+        echo += f" url: {scope['path']}?{scope['query_string'].decode()}"
+        if name == "reject":
+            status, kind, out = 403, b"text/plain", f"denied; you sent {echo}".encode()
+        else:
+            answer: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+            if name == "rpc_error":
+                answer["error"] = {"code": -32000, "message": f"refused: {echo}"}
+            else:
+                text = {"type": "text", "text": f"you sent {echo}"}
+                answer["result"] = {"content": [text], "structuredContent": None}
+            status, kind, out = 200, b"application/json", orjson.dumps(answer)
+        head = [(b"content-type", kind), (b"content-length", str(len(out)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": head})
+        await send({"type": "http.response.body", "body": out})
+
+    return asgi
+
+
+def serve_echoing(port: int) -> None:
+    import uvicorn
+
+    for name in ECHOED:
+        app.add_tool(lambda: "not reached", name=name, description=f"echoes ({name})")
+    inner = app.streamable_http_app(host="127.0.0.1")
+    uvicorn.run(echoing(inner), host="127.0.0.1", port=port, log_level="error")
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["http"]:
+        if sys.argv[3:4] == ["echo"]:
+            serve_echoing(int(sys.argv[2]))
+            sys.exit()
         json_response = sys.argv[3:4] == ["json"]
         app.run(
             "streamable-http",

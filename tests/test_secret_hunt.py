@@ -7,7 +7,7 @@ a closed port makes a transport error. Everything that leaves the library is the
 searched: raised errors (message, repr, full traceback with causes), every event's
 repr, every log record of ``navi_core``, ``httpx`` and ``httpcore`` at DEBUG (with
 tracebacks), reprs of provider, agent and store, and the bytes of every file the
-SQLite store wrote.
+SQLite store and a cassette ``Recorder`` (the turns are recorded) wrote.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from navi_core import (
 from navi_core.providers.anthropic import Anthropic
 from navi_core.providers.openai_chat import OpenAIChat
 from navi_core.store.sqlite import SQLiteStore
+from navi_core.testing import Recorder
 
 MARK = "SENTINEL"
 KEY = f"sk-live-{MARK}-4f3e2d1c0b"
@@ -100,7 +101,8 @@ def test_no_secret_leaves_the_library(
                 OpenAIChat("m", _url(loopback.url), KEY) as provider,
                 SQLiteStore(tmp_path / "navi.db") as store,
             ):
-                agent = Agent(provider, store=store, system="Be brief.", config=config)
+                recorder = Recorder(provider, tmp_path / "hunt.jsonl")
+                agent = Agent(recorder, store=store, system="Be brief.", config=config)
                 with agent.run("first question") as stream:
                     events.extend(stream)
                 retries = [e for e in events if isinstance(e, ProviderRetry)]
@@ -137,6 +139,9 @@ def test_no_secret_leaves_the_library(
     seen.append(log_text)
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.name == "navi.db" for p in files)
+    cassette = (tmp_path / "hunt.jsonl").read_text()
+    assert cassette.count("\n") == 7  # the head, then each of the six responses
+    assert "upstream said: [REDACTED]" in cassette
     blob = "\n".join(seen) + "".join(p.read_bytes().decode("latin-1") for p in files)
     assert MARK not in blob
     assert MARK.lower() not in blob.lower()

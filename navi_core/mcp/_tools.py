@@ -18,12 +18,13 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final
 
+from .._secrets import public_url, request_secrets
 from ..media._parts import Media
 from ..tools._tool import ToolCall, ToolSpec
 from ..tools._validation import ArgumentError, errors, summary
 from ._http import HTTPTransport
 from ._stdio import StdioTransport
-from ._wire import Call, MCPError, Transport
+from ._wire import MAX_MESSAGE_BYTES, Call, MCPError, Transport
 
 __all__ = ["PROTOCOL_VERSIONS", "MCPError", "MCPToolError", "MCPTools"]
 
@@ -52,6 +53,13 @@ class MCPTools:
             tools cannot clash.
         timeout: seconds a batch of calls may take before its calls become errors.
         startup_timeout: seconds the handshake and the tool listing may take.
+        max_message_bytes: the largest message taken from the server (a stdio line,
+            an HTTP answer or event); past it the call fails, and a stdio server is
+            restarted for the next batch.
+
+    Credentials (``headers``, URL user info and secret query values, ``env`` values
+    whose names look secret) are redacted from everything the server says before it
+    becomes a result or an error, and the URL is shown only in its public form.
 
     Raises:
         MCPError: the server could not be started, reached or understood.
@@ -71,6 +79,7 @@ class MCPTools:
         timeout: float = 60.0,
         startup_timeout: float = 30.0,
         cwd: str | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         if (command is None) == (url is None):
             raise ValueError("MCPTools needs exactly one of command= (stdio) and url=")
@@ -82,6 +91,7 @@ class MCPTools:
         self._prefix = prefix
         self.timeout = timeout
         self.startup_timeout = startup_timeout
+        self.max_message_bytes = max_message_bytes
         self._lock = threading.Lock()
         self._closed = False
         self._names: dict[str, str] = {}  # our name -> the server's name
@@ -170,9 +180,10 @@ class MCPTools:
         self.close()
 
     def __repr__(self) -> str:
-        where = (
-            f"command={self._command[0]!r}" if self._command else f"url={self._url!r}"
-        )
+        if self._command:
+            where = f"command={self._command[0]!r}"
+        else:
+            where = f"url={public_url(self._url or '')!r}"
         return f"<MCPTools {where} tools={len(self._specs)}>"
 
     # -- connection -------------------------------------------------------------------
@@ -180,11 +191,19 @@ class MCPTools:
     def _connect(self) -> Transport:
         """Start (or reach) the server and run the initialize handshake."""
         transport: Transport
+        limit = self.max_message_bytes
         if self._command is not None:
-            transport = StdioTransport(self._command, self._env, self._cwd)
+            secrets = request_secrets(self._env, "", "")  # credential-like variables
+            transport = StdioTransport(
+                self._command,
+                self._env,
+                self._cwd,
+                max_message_bytes=limit,
+                secrets=secrets,
+            )
         else:
             assert self._url is not None
-            transport = HTTPTransport(self._url, self._headers)
+            transport = HTTPTransport(self._url, self._headers, max_message_bytes=limit)
         deadline = time.monotonic() + self.startup_timeout
         try:
             params = {

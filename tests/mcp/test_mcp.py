@@ -5,8 +5,6 @@ results, errors, crashes, hangs, close."""
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -18,6 +16,8 @@ import orjson
 import pytest
 
 pytest.importorskip("mcp")
+
+from mcp_servers import STDIO, http_server
 
 from navi_core import (
     Agent,
@@ -32,9 +32,6 @@ from navi_core import (
 )
 from navi_core.mcp import MCPError, MCPTools
 from navi_core.tools import ToolCall
-
-SERVER = str(Path(__file__).parents[1] / "mcp_server.py")
-STDIO = [sys.executable, SERVER]
 
 
 def call(name: str, **arguments: object) -> ToolUse:
@@ -60,13 +57,6 @@ def stdio() -> Iterator[MCPTools]:
         yield tools
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def http_url() -> Iterator[str]:
     yield from http_server()
@@ -75,31 +65,6 @@ def http_url() -> Iterator[str]:
 @pytest.fixture
 def http_json_url() -> Iterator[str]:
     yield from http_server("json")
-
-
-def http_server(*mode: str) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, SERVER, "http", str(port), *mode],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        "the MCP HTTP test server did not start"
-                    ) from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 # -- stdio -------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from navi_core import (
 )
 from navi_core.codec import to_obj
 from navi_core.events import Event
+from navi_core.providers._http import HTTPProvider
 from navi_core.testing import CassetteMismatch, Recorder, Replay
 
 DATA = Path(__file__).parent.parent / "data"
@@ -193,3 +194,115 @@ def test_a_file_that_is_not_a_cassette_is_refused(tmp_path: Path) -> None:
 def _same_turn(ev: object) -> object:
     """``ev`` with a ``TurnComplete``'s random turn id blanked."""
     return dataclasses.replace(ev, turn_id="") if isinstance(ev, TurnComplete) else ev
+
+
+# -- secrets a server echoes never reach the cassette ---------------------------------
+
+#: a key with characters that JSON, percent-encoding and repr each spell differently
+ECHOED_KEY = 'sk-rec/"ECHO+7f3e x1'
+USER, PASSWORD = "ann", "pw/ECHO-pass+9"
+
+
+def _forms(secret: str) -> set[str]:
+    """Every spelling of ``secret`` a server may echo or a file may hold."""
+    import base64
+    import json
+    from urllib.parse import quote, quote_plus
+
+    forms = {secret, quote(secret, safe=""), quote_plus(secret, safe="")}
+    forms |= {json.dumps(f)[1:-1] for f in list(forms)}
+    forms |= {json.dumps(f)[1:-1] for f in list(forms)}  # JSON inside JSON
+    return forms | {base64.b64encode(secret.encode()).decode()}
+
+
+def _echoes(secrets: list[str], escaped: bool = False) -> str:
+    """Text that echoes each secret as servers do: as it is and in a URL, and when
+    ``escaped`` JSON-escaped too (JSON quoted in a plain-text body)."""
+    from urllib.parse import quote
+
+    parts = []
+    for s in secrets:
+        parts += [s, quote(s, safe="")]
+        parts += [orjson.dumps(s).decode()[1:-1]] if escaped else []
+    return " | ".join(parts)
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [k, *_strings(v)]]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+@pytest.mark.parametrize("auth", ["x-api-key", "bearer", "url"])
+def test_a_key_the_server_echoes_is_redacted_from_the_cassette(
+    auth: str, loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    """401, 429 and a streamed body echo the request's credentials: the header key,
+    the Basic credentials httpx makes of URL user info, a key in the query."""
+    import base64
+    from urllib.parse import quote
+
+    from faultkit import openai_stream
+
+    from navi_core import AuthFailed, OpenAIChat, ProviderError
+
+    basic = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    provider: HTTPProvider
+    if auth == "x-api-key":
+        provider = Anthropic("claude-x", loopback.url, ECHOED_KEY)
+        secrets = [ECHOED_KEY]
+        stream = anthropic_body([("text", ["your key ", _echoes(secrets)])])
+    else:
+        url = loopback.url + "/v1"
+        key = ECHOED_KEY
+        secrets = [ECHOED_KEY]
+        if auth == "url":
+            creds = f"{USER}:{quote(PASSWORD, safe='')}@"
+            url = url.replace("://", f"://{creds}") + "?api-key=" + quote(key)
+            key, secrets = "", [PASSWORD, ECHOED_KEY, f"Basic {basic}"]
+        provider = OpenAIChat("m", url, key or None)
+        stream = openai_stream(f"your key {_echoes(secrets)}")
+    echo = _echoes(secrets)
+    loopback.add(
+        Reply.json(401, {"error": {"message": f"invalid key {echo}"}}),
+        Reply.text(429, f"slow down, {_echoes(secrets, True)}", [("retry-after", "0")]),
+        Reply.sse(stream, chunk=7),  # the key split across network reads
+    )
+    path = tmp_path / "echo.jsonl"
+    with Recorder(provider, path) as recorder:
+        agent = Agent(recorder, config=FAST)
+        with pytest.raises(AuthFailed):
+            turn(agent, "hi")
+        live = turn(agent, "hi again")
+    assert isinstance(live[-1], TurnComplete)
+    assert ECHOED_KEY in live[-1].response  # the live turn saw the echo
+    sent = loopback.requests[0]
+    if auth == "url":
+        assert sent.headers["authorization"] == f"Basic {basic}"
+    assert len(path.read_bytes().splitlines()) == 4  # head, 401, 429, the stream
+
+    text = path.read_text()
+    decoded = "\n".join(
+        s for line in text.splitlines() for s in _strings(orjson.loads(line))
+    )
+    for secret in [*secrets, PASSWORD, basic]:
+        for form in _forms(secret):
+            assert form not in text, (secret, form)
+            assert form not in decoded, (secret, form)
+    assert "[REDACTED]" in decoded
+
+    # the redacted cassette still replays: the same errors, then the redacted text
+    with Replay(path) as replay:
+        agent = Agent(replay, config=FAST)
+        with pytest.raises(ProviderError) as failed:
+            turn(agent, "hi")
+        assert failed.value.status_code == 401
+        replayed = turn(agent, "hi again")
+    done = replayed[-1]
+    assert isinstance(done, TurnComplete) and "your key [REDACTED]" in done.response
+    assert ECHOED_KEY not in done.response
+    assert [type(e) for e in replayed] == [type(e) for e in live]

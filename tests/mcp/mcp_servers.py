@@ -1,0 +1,47 @@
+"""Starting the test MCP servers of ``tests/mcp_server.py``: stdio argv, and HTTP
+servers on a free loopback port (plain, JSON answers, or echoing what they got)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+SERVER = str(Path(__file__).parents[1] / "mcp_server.py")
+STDIO = [sys.executable, SERVER]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def http_server(*mode: str) -> Iterator[str]:
+    """Run the server over streamable HTTP; yields its URL, kills it afterwards."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, SERVER, "http", str(port), *mode],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        "the MCP HTTP test server did not start"
+                    ) from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.kill()
+        proc.wait()
