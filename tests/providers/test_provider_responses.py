@@ -178,7 +178,9 @@ def test_a_body_cut_before_completed_is_retried(loopback: LoopbackServer) -> Non
     with OpenAIResponses("gpt-5", loopback.url + "/v1") as provider:
         agent = Agent(provider, config=FAST)
         got = events(agent.run("hi"))
-    assert [e.error for e in got if isinstance(e, ProviderRetry)] == ["IncompleteResponse"]
+    assert [e.error for e in got if isinstance(e, ProviderRetry)] == [
+        "IncompleteResponse"
+    ]
     assert isinstance(got[-1], TurnComplete) and got[-1].response == "abc"
 
 
