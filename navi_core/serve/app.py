@@ -23,6 +23,7 @@ from ..agent import Agent
 from ..codec import to_obj
 from ..compaction._compaction import DEFAULT_SUMMARY_PROMPT
 from ..config import Config
+from ..conversation import ToolUse
 from ..errors import (
     AmbiguousSession,
     ApprovalNotPending,
@@ -398,21 +399,22 @@ class ServeApp:
 
     def _approval(self, request: Request, session_id: str, call_id: str) -> Response:
         body = request.json_object()
-        only_fields(body, ("approved", "reason"))
+        only_fields(body, ("approved", "reason", "tool", "input"))
         approved = body.get("approved")
         if not isinstance(approved, bool):
             raise HTTPError(
                 400, "bad_request", "approved must be true or false", "approved"
             )
         reason = optional_str(body, "reason", 10_000) or ""
+        call = _call_named(call_id, body)
         provider, owned = self._open_provider()
         try:
             with self._agent(session_id, provider) as agent:
                 try:
                     if approved:
-                        agent.approve(call_id)
+                        agent.approve(call)
                     else:
-                        agent.deny(call_id, reason=reason)
+                        agent.deny(call, reason=reason)
                 except ApprovalNotPending as exc:  # nothing held, or decided already
                     raise HTTPError(409, "approval_not_pending", str(exc)) from None
         finally:
@@ -454,3 +456,21 @@ class ServeApp:
 
 #: the embeddable factory: ``make_app(store, provider, tools=..., auth=...)``
 make_app: Final = ServeApp
+
+
+def _call_named(call_id: str, body: Mapping[str, Any]) -> ToolUse | str:
+    """What a decision names: the call id (or an ``Approval.key``) alone, or, with
+    ``tool`` and ``input`` from ``TurnComplete.pending_approvals``, the call with that
+    content, so a decision never lands on a later call that reuses the id."""
+    tool = optional_str(body, "tool", 1_000)
+    raw = optional_str(body, "input", 1_000_000)
+    if tool is None and raw is None:
+        return call_id
+    if tool is None or raw is None:
+        raise HTTPError(
+            400,
+            "bad_request",
+            "tool and input name the held call together: give both or neither",
+            "tool" if tool is None else "input",
+        )
+    return ToolUse(call_id, tool, raw)

@@ -296,7 +296,14 @@ def _document() -> dict[str, Any]:
                     **_post(
                         "approve or deny a tool call waiting for approval",
                         _body(
-                            {"approved": {"type": "boolean"}, "reason": text},
+                            {
+                                "approved": {"type": "boolean"},
+                                "reason": text,
+                                # the held call's content (pending_approvals): the
+                                # decision applies to that call only
+                                "tool": text,
+                                "input": text,
+                            },
                             ("approved",),
                         ),
                         "200",

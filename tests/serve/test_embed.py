@@ -237,3 +237,54 @@ def test_approvals_hold_a_call_until_it_is_approved() -> None:
         server.shutdown()
         server.server_close()
         app.close()
+
+
+def test_an_http_decision_names_the_held_call_by_its_content() -> None:
+    """``tool`` and ``input`` bind a decision to the call that is held: a decision
+    meant for another call sharing its id is refused and nothing runs."""
+    from navi_core import Agent, tool
+
+    ran: list[str] = []
+
+    def delete(path: str) -> str:
+        """Delete a file.
+
+        Args:
+            path: the file.
+        """
+        ran.append(path)
+        return f"deleted {path}"
+
+    held = tool(needs_approval=True)(delete)  # type: ignore[call-overload, unused-ignore]
+
+    def provider() -> Scripted:
+        return Scripted([[ToolUse("c1", "delete", '{"path": "a.txt"}')], "Done."])
+
+    assert hasattr(Agent, "approve")
+    app = make_app(MemoryStore(), provider_factory=provider, tools=[held])
+    server = make_server(
+        "127.0.0.1", 0, app, server_class=_ThreadedServer, handler_class=_Quiet
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with Client(f"http://127.0.0.1:{server.server_port}", token=None) as c:
+            sid = c.new_session()
+            done = c.turn(sid, "delete a.txt").last
+            assert isinstance(done, TurnComplete)
+            (pending,) = done.pending_approvals
+            url = f"/v1/sessions/{sid}/approvals/{pending.id}"
+            stale = {"approved": True, "tool": "delete", "input": '{"path": "b.txt"}'}
+            r = c.http.post(url, json=stale)
+            assert r.status_code == 409, r.text
+            half = c.http.post(url, json={"approved": True, "tool": "delete"})
+            assert half.status_code == 400 and half.json()["field"] == "input"
+            assert ran == []
+            exact = {"approved": True, "tool": pending.name, "input": pending.input}
+            assert c.http.post(url, json=exact).status_code == 200
+            resumed = c.turn(sid)
+            assert ran == ["a.txt"]
+            assert isinstance(resumed.last, TurnComplete)
+    finally:
+        server.shutdown()
+        server.server_close()
+        app.close()
