@@ -45,6 +45,8 @@ from .events import (
     SubagentEvent,
     TextDelta,
     ThinkingDelta,
+    TodoItem,
+    TodoUpdated,
     ToolCallDelta,
     ToolCallStart,
     ToolDispatchComplete,
@@ -87,6 +89,7 @@ from .config import (
 
 # isort: split
 # tools
+from .tools._todo import TodoList
 from .tools._tool import (
     ArgumentError,
     Tool,
@@ -214,6 +217,8 @@ __all__ = [
     "SubagentEvent",
     "TextDelta",
     "ThinkingDelta",
+    "TodoItem",
+    "TodoUpdated",
     "ToolCallDelta",
     "ToolCallStart",
     "ToolDispatchComplete",
@@ -246,6 +251,7 @@ __all__ = [
     "Timeout",
     # tools
     "ArgumentError",
+    "TodoList",
     "Tool",
     "ToolCall",
     "ToolContext",

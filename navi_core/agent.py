@@ -23,8 +23,8 @@ from .compaction._manual import plan_manual, stream_compaction
 from .config import Config
 from .conversation import Conversation, Message, ToolUse, UserMessage
 from .errors import NothingToCompact, SteeringQueueFull
-from .events import Compacted, Event
-from .hooks import Hook, TurnInfo, check_hooks
+from .events import Compacted, Event, TodoItem
+from .hooks import Hook, check_hooks
 from .output import OutputSpec
 from .providers.base import Provider, ProviderRequest, check_provider
 from .session import Session
@@ -34,6 +34,7 @@ from .stream import Stream
 from .subscribe import Observers, Subscription
 from .tools._dispatch import Dispatch
 from .tools._runner import ToolRunner
+from .tools._todo import TodoList
 from .tools._tool import Tool, ToolRegistry, ToolSource, ToolSpec
 
 __all__ = ["Agent"]
@@ -114,6 +115,15 @@ class Agent:
     def config(self) -> Config:
         """The current config snapshot."""
         return self._config
+
+    @property
+    def todos(self) -> tuple[TodoItem, ...]:
+        """The todo list the model keeps through this agent's ``TodoList`` tool, as it
+        last wrote it in this session: read from the history, so a resumed session
+        shows it (empty when it wrote none, or without the tool)."""
+        registry = self._tools.registry
+        names = [n for n in registry.names() if isinstance(registry.owner(n), TodoList)]
+        return self._session.todos(names)
 
     @property
     def steering(self) -> SteeringQueue:
@@ -348,12 +358,16 @@ class Agent:
             raise ValueError(f"run() takes a user message, not a {prompt.role} message")
         message = user_message(prompt, self._config.images)
         self._check_idle()
+        # the session's first turn: it holds no user or assistant message yet
+        first = self._session.last_dialogue_message() is None
         self._answer_dangling()
         steered = self._apply_steering()
         # Stored before it joins the conversation: when the store fails, run()
         # raises and a retry does not send or store the prompt twice.
         message = self._session.commit_stored(message, self.provider.wire)
-        return self._start(resume=False, steered=steered, prompt=message, output=spec)
+        return self._start(
+            resume=False, steered=steered, prompt=message, output=spec, first=first
+        )
 
     def resume(self) -> Stream:
         """Continue a turn that a crash interrupted, without a new user message.
@@ -419,18 +433,23 @@ class Agent:
         prompt: Message | None = None,
         held: approvals.ResumePlan | None = None,
         output: OutputSpec | None = None,
+        first: bool = False,
     ) -> Stream:
         session = self._session
         plan = plan_step(session, self.provider, self._config, prompt)
         x = TurnExtras(
-            session, self._hooks, self._observers, plan=plan, resume_plan=held
+            session,
+            self._hooks,
+            self._observers,
+            plan=plan,
+            resume_plan=held,
+            prompt=prompt,
+            first=first,
         )
-        if x.hooks:
-            x.hooks.turn_start(TurnInfo(x.turn_id, session.id, prompt))
         self._steering.begin_turn()
-        stream = Stream(self, resume=resume, steered=steered, extras=x, output=output)
-        if stream.running:  # else it ended at once (a resume with nothing to do)
-            self._stream = stream
+        self._stream = stream = Stream(
+            self, resume=resume, steered=steered, extras=x, output=output
+        )
         return stream
 
     def _answer_dangling(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TypeAlias, final
+from typing import Literal, TypeAlias, final
 
 from .conversation import Message, ToolUse, Usage
 
@@ -31,6 +31,9 @@ __all__ = [
     "SubagentEvent",
     "TextDelta",
     "ThinkingDelta",
+    "TodoItem",
+    "TodoStatus",
+    "TodoUpdated",
     "ToolCallDelta",
     "ToolCallStart",
     "ToolDispatchComplete",
@@ -265,6 +268,28 @@ class Lagged(Event):
     dropped: int
 
 
+#: where a todo item stands
+TodoStatus: TypeAlias = Literal["pending", "in_progress", "done"]
+
+
+@dataclass(frozen=True, slots=True)
+class TodoItem:
+    """One item of the todo list the model keeps (``TodoList``): what to do, and
+    where it stands."""
+
+    text: str
+    status: TodoStatus = "pending"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class TodoUpdated(Event):
+    """The model wrote its todo list (a ``TodoList`` call); ``items`` is the whole list
+    now, in its order."""
+
+    items: tuple[TodoItem, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class HookFailure:
     """A hook raised: which hook, in which stage, the error text, the call it concerned."""
@@ -316,4 +341,5 @@ AnyEvent: TypeAlias = (
     | Steered
     | SubagentEvent
     | Lagged
+    | TodoUpdated
 )

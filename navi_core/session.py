@@ -4,12 +4,13 @@ A ``Session`` owns the live ``Conversation``, the store it is persisted in, the 
 lock (one driver at a time), the buffer of committed messages not yet written, the
 results kept from tool batches that a turn abandoned, and the token-size cache of its
 messages. Everything that changes the conversation goes through it, so the store and
-the conversation never disagree about what was committed.
+the conversation never disagree about what was committed. What the history holds
+besides the dialogue is read back from it: the model's todo list (``todos``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Literal
 
@@ -21,9 +22,11 @@ from .conversation import (
     WireIdentity,
     scrub_text,
 )
+from .events import TodoItem
 from .store.base import SessionLock, SessionStore
 from .tokens import SizeCache
 from .tools._results import interrupted_results
+from .tools._todo import latest_todos
 
 __all__ = ["Session"]
 
@@ -98,6 +101,20 @@ class Session:
                 return m
         return None
 
+    def todos(self, names: Collection[str]) -> tuple[TodoItem, ...]:
+        """The todo list the model last wrote with a tool named in ``names`` (a
+        ``TodoList``), read from the history: the live window first, then the windows
+        a compaction closed; empty when it wrote none."""
+        if not names:
+            return ()
+        found = latest_todos(self.conversation.messages, names)
+        if found is None:
+            for window in reversed(self.store.history(self.id)):
+                found = latest_todos(window, names)
+                if found is not None:
+                    break
+        return found or ()
+
     # -- changes ----------------------------------------------------------------------
 
     def commit(self, message: Message, wire: WireIdentity | None = None) -> Message:
@@ -169,13 +186,16 @@ class Session:
         """Give results to the tool calls of the last message that never got any.
 
         Calls whose result was kept (``keep_results``) get it; the others get an
-        error result saying they were interrupted (they are never run again).
-        Returns True when a result message was committed.
+        error result saying they were interrupted (they are never run again). The
+        kept results are used up either way: when the last message has no dangling
+        call, its batch was answered otherwise (a held batch settled from the store),
+        and a later call reusing one of their ids must not read them. Returns True
+        when a result message was committed.
         """
+        kept, self._kept = self._kept, {}
         last = self.last_dialogue_message()
         if last is None or last.role != "assistant" or not last.tool_uses:
             return False
-        kept, self._kept = self._kept, {}
         self.commit(interrupted_results(last.tool_uses, wire, kept), wire)
         return True
 

@@ -96,6 +96,8 @@ from navi_core import (
     ThinkingDelta,
     ThinkingStall,
     Timeout,
+    TodoItem,
+    TodoUpdated,
     ToolCall,
     ToolCallDelta,
     ToolCallStart,
@@ -270,6 +272,7 @@ EVENTS: list[object] = [
     Steered(UserMessage("and also")),
     SubagentEvent("c1", TextDelta("child")),
     Lagged(3),
+    TodoUpdated((TodoItem("read", "done"), TodoItem("write", "in_progress"))),
     HookFailure("audit", "before_tool", "ValueError: no", call_id="c1"),
     TurnComplete(
         StopReason.APPROVAL_REQUIRED,
@@ -343,7 +346,8 @@ VALUES: list[object] = [
     PlanningConfig("plan first"),
     Timeout(read=5.0, idle=1.0),
     ToolSpec("search", "Search the web.", {"type": "object", "properties": {}}),
-    ToolCall("c1", "search", {"q": "navi"}),
+    ToolCall("c1", "search", {"q": "navi"}, turn_id="t1"),
+    TodoItem("write the tests"),
     SessionInfo("s1", 1.0, 2.0, 3, "hello", "m"),
     HistoryPage((MESSAGE,), "cursor"),
     Approval("c1", "rm", ApprovalState.DONE, "", ToolResult("c1", (TextPart("ok"),))),
@@ -386,7 +390,7 @@ def test_the_samples_cover_every_public_event_error_value_and_enum() -> None:
         ) and obj is not navi_core.Event:
             wanted.add(name)
     # values that hold code or live objects, not data
-    wanted -= {"Tool", "SubAgent", "ProviderRequest", "MidStreamFailure"}
+    wanted -= {"Tool", "SubAgent", "TodoList", "ProviderRequest", "MidStreamFailure"}
     assert wanted <= covered, sorted(wanted - covered)
     assert {type(v).__module__ for v in [*EVENTS, *ERRORS, *VALUES]} == {"navi_core"}
 
@@ -511,6 +515,7 @@ NOT_PYDANTIC = {
     "MidStreamFailure": "error: ProviderError",
     "ProviderRequest": "config: RequestConfig",
     "SubAgent": "a Tool",
+    "TodoList": "a Tool",
     "SubagentEvent": "event: Event",
     "Tool": "_plan: CallPlan | None",
 }

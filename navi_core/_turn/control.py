@@ -110,15 +110,19 @@ class TurnControl:
         fn: Callable[[], Any],
         then: Callable[[Op[Any]], None],
         release: Callable[[Any], None] | None = None,
+        *,
+        detached: bool = False,
     ) -> None:
         """Run ``fn`` and hand its op to ``then``: inline without a deadline, else on
         the worker. ``release`` frees the value of an op the turn abandoned.
+        ``detached`` runs it on the worker in any case, for a call that nothing
+        interrupts (a hook): a stop then ends the wait for it.
 
         Raises:
             NotYet: the deadline passed first (``resume`` picks the op up later).
         """
         op: Op[Any] = Op(fn, self.cv)
-        if self.deadline is None:
+        if self.deadline is None and not detached:
             op.run()
             then(op)
             return

@@ -1,10 +1,11 @@
 """``TurnExtras``: what one turn carries beside its phase machine.
 
-The hooks of the turn (and the failures they raised), the observers its events are
-published to, the planning step, a held batch being resumed, the calls the turn ends
-holding for approval, the usage of the sub-agents its tools ran and the ``Lineage``
-that bounds and stops them. ``Stream`` calls it at a few fixed points (publish, open,
-dispatch, dispatch done, stop, finish); the agent builds one per turn.
+The hooks of the turn (and the failures they raised) with the start hooks still to
+run, the observers its events are published to, the planning step, a held batch
+being resumed, the calls the turn ends holding for approval, the usage of the
+sub-agents its tools ran and the ``Lineage`` that bounds and stops them. ``Stream``
+calls it at a few fixed points (first step, publish, open, dispatch, dispatch done,
+stop, finish, end); the agent builds one per turn.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..events import (
     SubagentEvent,
     TurnComplete,
 )
-from ..hooks import Hook, HookRunner
+from ..hooks import Hook, HookRunner, TurnInfo
 from ..providers.base import ProviderStream
 from ..session import Session
 from ..store.base import Approval, ApprovalState
@@ -46,6 +47,7 @@ class TurnExtras:
     __slots__ = (
         "claimed",
         "extra_usage",
+        "greeting",
         "hooks",
         "lineage",
         "observers",
@@ -64,11 +66,21 @@ class TurnExtras:
         *,
         plan: PlanStep | None = None,
         resume_plan: ResumePlan | None = None,
+        prompt: Message | None = None,
+        first: bool = False,
     ) -> None:
         self.session = session
         #: the turn's id (``Stream.turn_id``, ``TurnComplete.turn_id``)
         self.turn_id = new_id()
-        self.hooks = HookRunner(hooks)
+        self.hooks = HookRunner(hooks, self.turn_id)
+        #: the start hooks, run once by the turn's first step (None: no hook)
+        self.greeting: Callable[[], None] | None = (
+            partial(
+                _greet, self.hooks, TurnInfo(self.turn_id, session.id, prompt), first
+            )
+            if self.hooks
+            else None
+        )
         self.observers = observers if observers is not None else Observers()
         #: the planning request still to make before the first response
         self.plan = plan
@@ -145,15 +157,25 @@ class TurnExtras:
                 order=uses,
                 ordinals=[a.ordinal for a, _ in plan.run],
                 lineage=self.lineage,
+                turn_id=self.turn_id,
             )
             return [use for _, use in plan.run], factory
         guard = CallGuard(self.hooks)
-        return uses, partial(GuardedDispatch, guard=guard, lineage=self.lineage)
+        return uses, partial(
+            GuardedDispatch, guard=guard, lineage=self.lineage, turn_id=self.turn_id
+        )
 
     def stop_children(self) -> None:
         """The turn stops or ended: stop every sub-agent turn its tools run."""
         if self.lineage is not None:
             self.lineage.stop()
+
+    def ended(self) -> None:
+        """The turn reached DONE or FAILED: no hook call of it starts any more (one
+        running is abandoned), and no sub-agent turn of it runs on."""
+        if self.hooks:
+            self.hooks.end()
+        self.stop_children()
 
     def held(self, dispatch: Dispatch) -> bool:
         """Save the batch when calls of it wait for approval; True when they do."""
@@ -179,7 +201,8 @@ class TurnExtras:
         output: object,
     ) -> TurnComplete:
         """The final ``TurnComplete``: usage of plan and sub-agents, held calls, the
-        ``on_completion`` hooks run, and every hook failure."""
+        ``on_completion`` hooks run, and every hook failure (a hook call abandoned
+        as the turn ends among them: none starts after)."""
         usage = usage + self.extra_usage
         done = TurnComplete(
             reason,
@@ -193,5 +216,14 @@ class TurnExtras:
         )
         if not self.hooks:  # no hook, so no hook failure: built once
             return done
+        self.hooks.end()
         self.hooks.completion(done)
         return replace(done, hook_failures=self.hooks.failures)
+
+
+def _greet(hooks: HookRunner, turn: TurnInfo, first: bool) -> None:
+    """The start hooks of a turn: ``on_session_start`` in the session's first turn,
+    then ``on_turn_start``."""
+    if first:
+        hooks.session_start(turn)
+    hooks.turn_start(turn)

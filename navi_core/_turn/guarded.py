@@ -153,6 +153,8 @@ class GuardedDispatch(Dispatch):
             self._cancel,
             lambda text: put(("progress", i, text)),
             lambda event: put(("forward", i, event)),
+            self._turn_id,
+            lambda event: put(("publish", i, event)),
         )
 
     # -- results ------------------------------------------------------------------------

@@ -175,8 +175,12 @@ class LineageContext(ToolContext):
         cancelled: threading.Event | None = None,
         emit: Callable[[str], None] | None = None,
         forward: Callable[[Event], None] | None = None,
+        turn_id: str = "",
+        publish: Callable[[Event], None] | None = None,
     ) -> None:
-        super().__init__(call_id, name, session_id, cancelled, emit, forward)
+        super().__init__(
+            call_id, name, session_id, cancelled, emit, forward, turn_id, publish
+        )
         self.lineage = lineage
 
 

@@ -42,16 +42,22 @@ What each phase carries (None in the others):
 TURN_START runs ``Turn.START_STEPS`` in order; the first one that queues an event, moves
 the phase or starts an off-thread call ends the step:
 
-1. take the config snapshot (``TurnHost.config``);
-2. the iteration limit reached: finished (``StopReason.MAX_ITERATIONS``);
-3. wait until ``request.retry_at`` (a ``cancel()`` ends the wait);
-4. run the announced compaction, if any (``Compacted``, or a retry notice);
-5. apply the queued steering messages (``Steered``);
-6. once per request, the threshold check: announce a compaction (``CompactionStarted``);
-7. hand out the ``Steered`` events before the request opens;
-8. once per turn, the planning request of ``Config.planning`` (its ``MessageComplete``);
-9. open the provider response: opened, or a provider error (retry notice, overflow
-   compaction, or failed).
+1. once per turn, the start hooks (``on_session_start`` in the session's first turn,
+   then ``on_turn_start``), always off the driving thread so a ``cancel()`` ends the
+   wait; a hook still running when the turn ends is abandoned (``TurnExtras.greeting``,
+   None without hooks);
+2. once, what ``resume()`` found: a finished turn or a batch still held ends the turn,
+   a decided held batch runs its approved calls (``approved``);
+3. take the config snapshot (``TurnHost.config``);
+4. the iteration limit reached: finished (``StopReason.MAX_ITERATIONS``);
+5. wait until ``request.retry_at`` (a ``cancel()`` ends the wait);
+6. run the announced compaction, if any (``Compacted``, or a retry notice);
+7. apply the queued steering messages (``Steered``);
+8. once per request, the threshold check: announce a compaction (``CompactionStarted``);
+9. hand out the ``Steered`` events before the request opens;
+10. once per turn, the planning request of ``Config.planning`` (its ``MessageComplete``);
+11. open the provider response: opened, or a provider error (retry notice, overflow
+    compaction, or failed).
 
 The moves (``render_transitions()`` prints this from ``TRANSITIONS``)::
 
@@ -357,18 +363,7 @@ class Turn:
         self.error: BaseException | None = None
         self.error_raised = False
         self.timed = False  # the clock of Config.turn_timeout started
-        if resume:
-            last = host.session.last_dialogue_message()
-            if extras.resume_plan is not None:  # a held batch: run what was decided
-                self.last = last
-                if extras.hold_again():
-                    self.finish(StopReason.APPROVAL_REQUIRED)
-                else:
-                    self._move(Trigger.APPROVED)
-            elif last is None or last.role == "assistant":
-                # the last turn finished: nothing to answer
-                self.last = last
-                self.finish(StopReason.END_TURN)
+        self.resuming = resume  # until the first step looked at what resume() found
 
     # -- what the driver calls ----------------------------------------------------------
 
@@ -503,7 +498,7 @@ class Turn:
             self.reader.release()
             self.host.steering.end_turn()
             self.ctl.end()
-            self.x.stop_children()  # a failure leaves none running
+            self.x.ended()  # no hook call starts, no sub-agent runs on
             self.host.turn_ended(self.x.turn_id)
 
     def _commit_abandoned_batch(self) -> None:
@@ -535,6 +530,32 @@ class Turn:
         for sub in self.START_STEPS:
             if sub(self):
                 return
+
+    def _greet(self) -> bool:
+        greeting = self.x.greeting
+        if greeting is None:
+            return False
+        self.x.greeting = None
+        self.ctl.offload(greeting, _raise_error, detached=True)
+        return True
+
+    def _resumed(self) -> bool:
+        if not self.resuming:
+            return False
+        self.resuming = False
+        last = self.host.session.last_dialogue_message()
+        if self.x.resume_plan is not None:  # a held batch: run what was decided
+            self.last = last
+            if self.x.hold_again():
+                self.finish(StopReason.APPROVAL_REQUIRED)
+            else:
+                self._move(Trigger.APPROVED)
+            return True
+        if last is None or last.role == "assistant":  # nothing to answer
+            self.last = last
+            self.finish(StopReason.END_TURN)
+            return True
+        return False
 
     def _take_config(self) -> bool:
         self.config = self.host.config
@@ -824,6 +845,8 @@ class Turn:
     #: The sub-steps of TURN_START, in order (the module docstring says what each
     #: does); each returns True when it ended the step.
     START_STEPS: ClassVar[tuple[Callable[[Turn], bool], ...]] = (
+        _greet,
+        _resumed,
         _take_config,
         _at_limit,
         _wait_retry,
@@ -858,6 +881,11 @@ def _read_some(
     except ProviderError as exc:
         return events, False, exc
     return events, done, None
+
+
+def _raise_error(op: Op[None]) -> None:
+    """The continuation of the start hooks: what escaped them fails the turn."""
+    op.result()
 
 
 def _close(response: ProviderStream) -> None:

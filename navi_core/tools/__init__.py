@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._todo import TodoList
 from ._tool import (
     ArgumentError,
     Tool,
@@ -22,6 +23,7 @@ __all__ = [
     "ToolContext",
     "ToolRegistry",
     "ToolSource",
+    "TodoList",
     "ToolSpec",
     "context_parameters",
     "schema_for",

@@ -19,9 +19,20 @@ class ToolContext:
     The parameter is left out of the schema the model sees. ``cancelled`` is set when
     the turn is cancelled or closed: a long tool should check it and return early.
     ``emit(text)`` reports progress, returned by the stream as ``ToolProgress``.
+    ``turn_id`` is the id of the turn that made the call (``TurnComplete.turn_id``;
+    empty outside a turn).
     """
 
-    __slots__ = ("_emit", "_forward", "call_id", "cancelled", "name", "session_id")
+    __slots__ = (
+        "_emit",
+        "_forward",
+        "_publish",
+        "call_id",
+        "cancelled",
+        "name",
+        "session_id",
+        "turn_id",
+    )
 
     def __init__(
         self,
@@ -31,13 +42,17 @@ class ToolContext:
         cancelled: threading.Event | None = None,
         emit: Callable[[str], None] | None = None,
         forward: Callable[[Event], None] | None = None,
+        turn_id: str = "",
+        publish: Callable[[Event], None] | None = None,
     ) -> None:
         self.call_id = call_id
         self.name = name
         self.session_id = session_id
         self.cancelled = cancelled if cancelled is not None else threading.Event()
+        self.turn_id = turn_id
         self._emit = emit
         self._forward = forward
+        self._publish = publish
 
     def emit(self, text: str) -> None:
         """Report progress of this call (``ToolProgress(call_id, text)``)."""
@@ -49,6 +64,13 @@ class ToolContext:
         arrives as ``SubagentEvent(call_id, event)`` (a no-op outside a stream)."""
         if self._forward is not None:
             self._forward(event)
+
+    def publish(self, event: Event) -> None:
+        """Hand ``event`` of this call to the stream, which returns it as it is
+        (between the call's ``ToolStarted`` and ``ToolFinished``; the todo tool's
+        ``TodoUpdated``); a no-op outside a stream."""
+        if self._publish is not None:
+            self._publish(event)
 
     def __repr__(self) -> str:
         return f"ToolContext(call_id={self.call_id!r}, name={self.name!r})"

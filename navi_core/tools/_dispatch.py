@@ -71,7 +71,8 @@ class Dispatch:
 
     Every call gets a ``ToolContext`` whose ``cancelled`` event is the batch's: a
     ``cancel()`` sets it, keeps the results of calls that finished (also those not
-    polled yet) and closes every started call with a ``ToolFinished``.
+    polled yet) and closes every started call with a ``ToolFinished``. Each call, and
+    its context, carries ``turn_id``: the turn the batch belongs to.
     """
 
     __slots__ = (
@@ -86,6 +87,7 @@ class Dispatch:
         "_screens",
         "_session_id",
         "_started",
+        "_turn_id",
         "_uses",
         "_wire",
     )
@@ -100,15 +102,19 @@ class Dispatch:
         *,
         session_id: str | None = None,
         on_abandon: Callable[[], None] | None = None,
+        turn_id: str = "",
     ) -> None:
         self._uses = tuple(uses)
         self._limits = limits
         self._wire = wire
         self._session_id = session_id
+        self._turn_id = turn_id
         self._abandon = on_abandon
         self._cancel = threading.Event()
         # for calls that read no context: a coroutine a lambda returns is cancelled by it
-        self._batch_context = ToolContext("", "", session_id, self._cancel)
+        self._batch_context = ToolContext(
+            "", "", session_id, self._cancel, turn_id=turn_id
+        )
         self._outcomes: list[_Outcome | None] = [None] * len(self._uses)
         self._started = [False] * len(self._uses)
         self._inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
@@ -129,7 +135,7 @@ class Dispatch:
                 tool_groups.append((owner, i, args))
             else:
                 batches.setdefault(id(owner), (owner, []))[1].append(
-                    (i, ToolCall(use.id, use.name, args))
+                    (i, ToolCall(use.id, use.name, args, turn_id))
                 )
         # a watched DaemonPool starts queued calls when poll() asks (no Future either)
         self._pool: DaemonPool | None = (
@@ -172,12 +178,14 @@ class Dispatch:
             self._cancel,
             lambda text: put(("progress", i, text)),
             lambda event: put(("forward", i, event)),
+            self._turn_id,
+            lambda event: put(("publish", i, event)),
         )
 
     def _run_tool(self, t: Tool, i: int, args: dict[str, Any]) -> None:
         use = self._uses[i]
         if (self._screens or t.needs_approval) and not self._admit(
-            i, ToolCall(use.id, use.name, args), t.needs_approval
+            i, ToolCall(use.id, use.name, args, self._turn_id), t.needs_approval
         ):
             return
         self._inbox.put(("started", i))
@@ -317,6 +325,9 @@ class Dispatch:
             if self._outcomes[i] is None:
                 wrap = ToolProgress if kind == "progress" else SubagentEvent
                 events.append(wrap(use.id, item[2]))
+        elif kind == "publish":
+            if self._outcomes[i] is None:
+                events.append(item[2])
         elif self._outcomes[i] is None:
             outcome: _Outcome = item[2]
             self._outcomes[i] = outcome

@@ -67,11 +67,13 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """One call handed to a tool: the model's call id, tool name and decoded arguments."""
+    """One call handed to a tool: the model's call id, tool name and decoded arguments,
+    and the id of the turn that made it (empty outside a turn)."""
 
     id: str
     name: str
     arguments: dict[str, Any] = field(hash=False)
+    turn_id: str = ""
 
 
 def _may_await(fn: Callable[..., Any]) -> bool:
@@ -196,32 +198,40 @@ class Tool(Generic[P, R]):
         object.__setattr__(self, "_plan", plan)
         return plan
 
-    def __getstate__(self) -> list[Any]:
-        # the plan holds closures; a copy or an unpickled tool works out its own.
-        # A subclass's own attributes (SubAgent's factory) follow the fields.
-        names = {f.name for f in fields(self)}
-        extra = {
-            name: getattr(self, name)
-            for cls in type(self).__mro__
-            for name in cls.__dict__.get("__slots__", ())
-            if name not in names and hasattr(self, name)
-        }
-        extra.update(getattr(self, "__dict__", {}))
-        state = [getattr(self, f.name) for f in fields(self) if f.name != "_plan"]
-        return [*state, extra] if extra else state
-
-    def __setstate__(self, state: list[Any]) -> None:
-        names = [f.name for f in fields(self) if f.name != "_plan"]
-        extra = state[len(names)] if len(state) > len(names) else {}
-        for name, value in [
-            *zip(names, state[: len(names)], strict=True),
-            *extra.items(),
-        ]:
-            object.__setattr__(self, name, value)
-        object.__setattr__(self, "_plan", None)
-
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
+
+
+def _tool_state(t: Tool) -> list[Any]:
+    """What a copy or a pickle of ``t`` keeps: its fields but the plan (it holds
+    closures; a copy works out its own), then a subclass's own attributes
+    (``SubAgent``'s factory and limits)."""
+    names = {f.name for f in fields(t)}
+    extra = {
+        name: getattr(t, name)
+        for cls in type(t).__mro__
+        for name in cls.__dict__.get("__slots__", ())
+        if name not in names and hasattr(t, name)
+    }
+    extra.update(getattr(t, "__dict__", {}))
+    state = [getattr(t, f.name) for f in fields(t) if f.name != "_plan"]
+    return [*state, extra] if extra else state
+
+
+def _restore_tool(t: Tool, state: list[Any]) -> None:
+    """Set ``t`` from ``_tool_state``; the plan is worked out again on first use."""
+    names = [f.name for f in fields(t) if f.name != "_plan"]
+    extra = state[len(names)] if len(state) > len(names) else {}
+    for name, value in [*zip(names, state[: len(names)], strict=True), *extra.items()]:
+        object.__setattr__(t, name, value)
+    object.__setattr__(t, "_plan", None)
+
+
+# Set after the class: Python 3.10's ``dataclass(slots=True, frozen=True)`` puts its
+# own field-only ``__getstate__``/``__setstate__`` over those of the class body (3.11
+# keeps them), and a copy would lose a subclass's attributes.
+Tool.__getstate__ = _tool_state  # type: ignore[assignment]
+Tool.__setstate__ = _restore_tool  # type: ignore[attr-defined]
 
 
 def run_coroutine(
