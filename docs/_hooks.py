@@ -3,7 +3,8 @@
 ``<!-- bench-table: FILE.json -->`` in a page becomes the table of a ``navi-core bench
 --json`` file kept in ``docs/data/``, so the numbers on the site are the ones a run
 wrote. A code fence's ``test="..."``/``lint="..."``/``reason="..."`` settings are for
-``tests/test_docs.py`` and are removed before the page is rendered.
+``tests/test_docs.py`` and are removed before the page is rendered; the others (a
+``title="..."``) are kept.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from typing import Any
 
 DATA = Path(__file__).resolve().parent / "data"
 MARKER = re.compile(r"<!-- bench-table: (?P<file>[\w.-]+\.json) -->")
-FENCE_SETTINGS = re.compile(r'^(?P<fence>\s*```+\w+)(?:\s+\w+="[^"]*")+\s*$', re.M)
+FENCE_LINE = re.compile(r'^[ \t]*```+\w+(?:[ \t]+\w+="[^"]*")+[ \t]*$', re.M)
+#: the settings of a fence that only tests/test_docs.py reads
+TEST_SETTING = re.compile(r'[ \t]+(?:test|lint|reason)="[^"]*"')
 
 #: (key in "metrics", label, scale to the unit, unit, decimals)
 METRICS = (
@@ -64,7 +67,10 @@ def render(markdown: str, data_dir: Path = DATA) -> str:
         path = data_dir / match["file"]
         return bench_table(json.loads(path.read_text(encoding="utf-8")))
 
-    return FENCE_SETTINGS.sub(r"\g<fence>", MARKER.sub(table, markdown))
+    def fence(match: re.Match[str]) -> str:
+        return TEST_SETTING.sub("", match[0]).rstrip()
+
+    return FENCE_LINE.sub(fence, MARKER.sub(table, markdown))
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:

@@ -2,7 +2,11 @@
 
 * Every Python block runs as pasted (from a scratch folder), and passes ruff; a block
   that needs a server or a key says so with ``test="skip" reason="..."`` and is only
-  linted and compiled.
+  linted and compiled. A block that only includes a file of ``examples/``
+  (``--8<-- "examples/NAME.py"``) is not run here: ``tests/test_examples.py`` runs
+  those files, and every one of them is included by a page.
+* Reliability's table names test files that exist, and its "Run them" block runs
+  every one of them.
 * Every ``sh`` block names commands and flags that exist: ``navi-core`` subcommands and
   their flags (from ``--help``), ``bench/`` scripts and their options, extras in
   pyproject.toml, test paths.
@@ -37,6 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = sorted([ROOT / "README.md", *DOCS.rglob("*.md")])
 FENCE = re.compile(r"^```(?P<info>[^\n]*)\n(?P<body>.*?)^```\s*$", re.M | re.S)
+#: a ``pymdownx.snippets`` line that includes a file (paths from the repository root)
+SNIPPET = re.compile(r'^--8<-- "(?P<path>[^"]+)"\s*$', re.M)
 
 try:  # the docs extra: absent from a plain test install
     examples: Any = importlib.import_module("pytest_examples")
@@ -56,11 +62,21 @@ def blocks(language: str) -> list[tuple[str, str]]:
     return out
 
 
+def only_includes(body: str) -> bool:
+    """True for a block that only includes files (their own tests run them)."""
+    return bool(SNIPPET.search(body)) and not SNIPPET.sub("", body).strip()
+
+
 def python_examples() -> list[Any]:
     if examples is None:
         return []
     found = examples.find_examples(*map(str, PAGES))
-    return [ex for ex in found if ex.prefix.split(" ", 1)[0] in ("py", "python")]
+    return [
+        ex
+        for ex in found
+        if ex.prefix.split(" ", 1)[0] in ("py", "python")
+        and not only_includes(ex.source)
+    ]
 
 
 def _example_id(example: Any) -> str:
@@ -114,11 +130,74 @@ def test_python_block(
 
 
 def test_few_blocks_are_not_run() -> None:
-    fences = [m["info"] for p in PAGES for m in FENCE.finditer(p.read_text())]
+    fences = [
+        m["info"]
+        for p in PAGES
+        for m in FENCE.finditer(p.read_text())
+        if not only_includes(m["body"])
+    ]
     python = [f for f in fences if f.split(" ", 1)[0] in ("py", "python")]
     skipped = [f for f in python if 'test="skip"' in f]
     assert python and len(skipped) * 5 <= len(python), skipped
     assert all('reason="' in f for f in skipped)
+
+
+def included_files() -> dict[str, list[str]]:
+    """Each file a page includes with ``--8<--``, and the pages that include it."""
+    out: dict[str, list[str]] = {}
+    for page in PAGES:
+        for m in SNIPPET.finditer(page.read_text(encoding="utf-8")):
+            out.setdefault(m["path"], []).append(str(page.relative_to(ROOT)))
+    return out
+
+
+def test_every_example_is_included_by_a_page_and_every_include_exists() -> None:
+    """The examples are shown from their files, so the site never shows a stale copy."""
+    included = included_files()
+    assert [p for p in included if not (ROOT / p).is_file()] == []
+    programs = {f"examples/{p.name}" for p in (ROOT / "examples").glob("*.py")}
+    assert programs, "examples/ has no programs"
+    assert sorted(programs - set(included)) == []
+
+
+def test_the_examples_section_lists_every_example_page() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8").split("\nnav:", 1)[1]
+    section = re.search(r"^  - Examples:\n((?:      .*\n)+)", nav, re.M)
+    assert section is not None, "mkdocs.yml has no Examples section"
+    listed = set(re.findall(r"(examples/[\w-]+\.md)", section[1]))
+    pages = {
+        str(p.relative_to(DOCS))
+        for p in (DOCS / "examples").glob("*.md")
+        if p.name != "index.md"
+    }
+    assert pages and listed >= pages
+
+
+def reliability_rows() -> list[tuple[str, list[str]]]:
+    """(promise, files named in its test cell) of each row of Reliability's tables."""
+    text = (DOCS / "reliability.md").read_text(encoding="utf-8")
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if not line.startswith("| ") or len(cells) != 2 or cells[0] == "promise":
+            continue
+        rows.append((cells[0], re.findall(r"`([\w./-]+)`", cells[1])))
+    return rows
+
+
+def test_reliability_rows_name_files_the_run_block_runs() -> None:
+    rows = reliability_rows()
+    assert len(rows) >= 20
+    text = (DOCS / "reliability.md").read_text(encoding="utf-8")
+    run = text.split("Run them", 1)[1]
+    block = FENCE.search(run)
+    assert block is not None and block["info"] == "sh"
+    ran = {w for words in commands(block["body"]) for w in words}
+    for promise, files in rows:
+        assert files, f"no test named for: {promise}"
+        for name in files:
+            assert (ROOT / name).is_file(), name
+            assert name in ran, f"the run block does not run {name}"
 
 
 @cache
@@ -267,6 +346,8 @@ def test_bench_tables_come_from_the_json_files() -> None:
             assert f"| time to first token | {p50:,.2f} |" in table
     fence = '```python test="skip" reason="x"\nprint(1)\n```\n'
     assert hooks.render(fence).startswith("```python\n")
+    titled = '```python title="examples/quickstart.py" test="skip" reason="x"\n'
+    assert hooks.render(titled) == '```python title="examples/quickstart.py"\n'
 
 
 @pytest.mark.skipif(
