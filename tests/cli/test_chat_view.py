@@ -116,3 +116,22 @@ def test_the_live_area_shows_only_the_tail_of_a_long_answer() -> None:
     assert view.live() == "line 97\nline 98\nline 99\n"
     view.handle(TextDelta("x" * 10_000))
     assert len(view.live()) <= 3 * 40 + 3
+
+
+def test_a_todo_update_commits_the_list_with_a_mark_per_status() -> None:
+    from navi_core import TodoItem, TodoUpdated
+
+    view, committed = make_view()
+    items = (
+        TodoItem("read the notes", "done"),
+        TodoItem("fix \x1b]52;c;x\x07 the sensor", "in_progress"),
+        TodoItem("write the report"),
+    )
+    view.handle(TodoUpdated(items))
+    text = "".join(committed)
+    assert text.splitlines() == [
+        "  ☰ todo",
+        "    ☑ read the notes",
+        "    ▸ fix ␛]52;c;x␇ the sensor",
+        "    ☐ write the report",
+    ]

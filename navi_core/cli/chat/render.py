@@ -35,6 +35,8 @@ from ...events import (
     SubagentEvent,
     TextDelta,
     ThinkingDelta,
+    TodoItem,
+    TodoUpdated,
     ToolCallDelta,
     ToolCallStart,
     ToolFinished,
@@ -87,6 +89,18 @@ class Painter:
 def _short(text: str, width: int = _ARGS_WIDTH) -> str:
     flat = " ".join(terminal_safe(text).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+_TODO_MARKS = {"pending": ("2", "☐"), "in_progress": ("33", "▸"), "done": ("32", "☑")}
+
+
+def _todo_lines(items: tuple[TodoItem, ...], p: Painter) -> str:
+    """The model's todo list as committed lines: a mark per status, then the text."""
+    out = [p.style("35", "  ☰ todo") + "\n"]
+    for item in items:
+        code, mark = _TODO_MARKS.get(item.status, ("2", "?"))
+        out.append(f"    {p.style(code, mark)} {_short(item.text, 100)}\n")
+    return "".join(out)
 
 
 def _seconds(s: float) -> str:
@@ -236,6 +250,8 @@ class TurnView:
                     if isinstance(inner, ToolStarted):
                         name = terminal_safe(inner.name)
                         self._running[cid].progress = f"sub-agent: {name}"
+                case TodoUpdated(items=items):
+                    self.commit(_todo_lines(items, p))
                 case TurnComplete() as done:
                     seconds = time.monotonic() - self._started
                     self.commit(status_line(done, seconds, self.price, p) + "\n\n")
