@@ -277,9 +277,13 @@ class Replay:
         where = _first_difference(entry["request"], asked(request))
         if where is not None:
             path, recorded, sent = where
+            # where the recording was redacted, what was sent may hold the secret
+            shown = "(not shown: the recording is redacted there)"
+            if not (isinstance(recorded, str) and REDACTED in recorded):
+                shown = _short(sent)
             raise CassetteMismatch(
                 f"{self.path.name}: request {number} differs from the recording at "
-                f"{path or 'the top'}: recorded {_short(recorded)}, sent {_short(sent)}"
+                f"{path or 'the top'}: recorded {_short(recorded)}, sent {shown}"
             )
         self._next += 1
         self._current = entry
@@ -337,7 +341,21 @@ def _first_difference(
         if len(recorded) != len(sent):
             return f"{path} (length)", len(recorded), len(sent)
         return None
-    return None if recorded == sent else (path, recorded, sent)
+    if recorded == sent or _redacted_match(recorded, sent):
+        return None
+    return path, recorded, sent
+
+
+def _redacted_match(recorded: Any, sent: Any) -> bool:
+    """Whether ``sent`` is ``recorded`` with a secret (one run of non-space text,
+    as keys are) where the recording says ``[REDACTED]``: a key inside the prompt
+    was redacted when it was recorded."""
+    if not (isinstance(recorded, str) and isinstance(sent, str)):
+        return False
+    if REDACTED not in recorded:
+        return False
+    parts = map(re.escape, recorded.split(REDACTED))
+    return re.fullmatch(r"\S+?".join(parts), sent) is not None
 
 
 def _short(value: Any) -> str:

@@ -306,3 +306,26 @@ def test_a_key_the_server_echoes_is_redacted_from_the_cassette(
     assert isinstance(done, TurnComplete) and "your key [REDACTED]" in done.response
     assert ECHOED_KEY not in done.response
     assert [type(e) for e in replayed] == [type(e) for e in live]
+
+
+def test_a_key_inside_the_prompt_replays_and_is_never_quoted(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    """The key in a prompt is redacted in the cassette: replaying the same prompt
+    matches it, and a drifted prompt's mismatch never quotes what was sent there."""
+    key = "sk-prompt-key-0123456789"
+    loopback.add(Reply.sse(anthropic_body([("text", ["noted"])])))
+    path = tmp_path / "c.jsonl"
+    provider = Anthropic("claude-test", base_url=loopback.url, api_key=key)
+    with Recorder(provider, path) as recorder:
+        turn(Agent(recorder, config=FAST), f"my key is {key}")
+    assert key not in path.read_text()
+
+    replayed = turn(Agent(Replay(path), config=FAST), f"my key is {key}")
+    assert isinstance(replayed[-1], TurnComplete)
+
+    drifted = f"my key is {key}, remember it"
+    with pytest.raises(CassetteMismatch) as caught:
+        turn(Agent(Replay(path), config=FAST), drifted)
+    assert key not in str(caught.value)
+    assert "not shown" in str(caught.value)
