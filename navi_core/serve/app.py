@@ -426,18 +426,7 @@ class ServeApp:
         body = request.json_object()
         only_fields(body, ("instructions", "keep_turns"))
         instructions = optional_str(body, "instructions", MAX_TEXT)
-        keep_turns = body.get("keep_turns")
-        if keep_turns is not None and (
-            not isinstance(keep_turns, int)
-            or isinstance(keep_turns, bool)
-            or keep_turns < 0
-        ):
-            raise HTTPError(
-                400,
-                "bad_request",
-                "keep_turns must be a whole number >= 0",
-                "keep_turns",
-            )
+        keep_turns = _whole_number(body.get("keep_turns"), "keep_turns")
         config = self.config
         if config.compaction.prompt is None:
             compaction = dataclasses.replace(
@@ -474,3 +463,16 @@ def _call_named(call_id: str, body: Mapping[str, Any]) -> ToolUse | str:
             "tool" if tool is None else "input",
         )
     return ToolUse(call_id, tool, raw)
+
+
+def _whole_number(value: Any, field: str) -> int | None:
+    """A JSON integer >= 0 (``2.0`` is one, as JSON Schema says), or None; else 400."""
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise HTTPError(
+            400, "bad_request", f"{field} must be a whole number >= 0", field
+        )
+    return value

@@ -6,6 +6,7 @@ import itertools
 import time
 
 import orjson
+import pytest
 from servekit import Client, Served, read_turn
 
 from navi_core import codec
@@ -188,6 +189,22 @@ def test_compact_summarises_the_old_turns(client: Client) -> None:
     assert r.status_code == 200, r.text
     body = r.json()
     assert set(body) == {"compacted", "summarized_messages", "kept_turns"}
+
+
+@pytest.mark.parametrize(
+    ("keep", "status"), [(1, 200), (1.0, 200), (1.5, 400), (-1, 400), (True, 400)]
+)
+def test_keep_turns_is_a_json_integer(
+    client: Client, keep: object, status: int
+) -> None:
+    """``1.0`` is an integer in JSON Schema, as the OpenAPI document says."""
+    sid = client.new_session()
+    for i in range(3):
+        client.turn(sid, f"message number {i}")
+    r = client.http.post(f"/v1/sessions/{sid}/compact", json={"keep_turns": keep})
+    assert r.status_code == status, r.text
+    if status == 400:
+        assert r.json()["field"] == "keep_turns"
 
 
 def test_an_approval_for_no_held_call_is_refused(client: Client) -> None:
