@@ -121,17 +121,21 @@ def test_switching_providers_keeps_every_request_valid(
     claude, chat = Anthropic("claude-x", url), OpenAIChat("qwen", url + "/v1")
     responses = OpenAIResponses("gpt-5", url + "/v1")
     with claude, chat, responses:
-        agent = Agent(claude, tools=[lookup], store=SQLiteStore(db))
-        sid = agent.session_id
-        assert turn(agent.run("What is a?")).response == "a is known."
-        agent.provider = chat
-        assert turn(agent.run("And b?")).response == "b too."
-        agent.provider = responses
-        assert turn(agent.run("And c?")).response == "c is known."
-        agent.close()
-        again = Agent(claude, tools=[lookup], store=SQLiteStore(db), session=sid)
-        assert turn(again.run("All of them?")).response == "All three."
-        again.close()
+        with (
+            SQLiteStore(db) as store,
+            Agent(claude, tools=[lookup], store=store) as agent,
+        ):
+            sid = agent.session_id
+            assert turn(agent.run("What is a?")).response == "a is known."
+            agent.provider = chat
+            assert turn(agent.run("And b?")).response == "b too."
+            agent.provider = responses
+            assert turn(agent.run("And c?")).response == "c is known."
+        with (
+            SQLiteStore(db) as store,
+            Agent(claude, tools=[lookup], store=store, session=sid) as again,
+        ):
+            assert turn(again.run("All of them?")).response == "All three."
 
     bodies = [r.json for r in loopback.requests]
     texts = [orjson.dumps(b).decode() for b in bodies]
@@ -165,18 +169,18 @@ def test_switching_providers_keeps_every_request_valid(
     assert items[reasoning_at]["encrypted_content"] == ENCRYPTED
     assert kinds[reasoning_at + 1] == "function_call"
     # the stored session kept each message's API and every reasoning block
-    reopened = Agent(chat, store=SQLiteStore(db), session=sid)
-    styles = [m.wire.api_style for m in reopened.conversation.messages
+    with SQLiteStore(db) as store, Agent(chat, store=store, session=sid) as reopened:
+        messages = reopened.conversation.messages
+    styles = [m.wire.api_style for m in messages
               if m.role == "assistant" and m.wire is not None]  # fmt: skip
     assert styles == [
         "anthropic-messages", "anthropic-messages", "openai-chat",
         "openai-responses", "openai-responses", "anthropic-messages",
     ]  # fmt: skip
-    blocks = [b for m in reopened.conversation.messages for b in m.content]
+    blocks = [b for m in messages for b in m.content]
     assert RedactedThinking(REDACTED) in blocks
     signed = [b.signature for b in blocks if isinstance(b, Thinking) and b.signature]
     assert signed[0] == SIGNATURE and ENCRYPTED in signed[1]
-    reopened.close()
 
 
 def test_reasoning_stays_with_its_model(loopback: LoopbackServer) -> None:

@@ -426,6 +426,35 @@ def test_copies_and_pickles_after_a_call() -> None:
             twin.invoke({"a": 2})
 
 
+class Labelled(Tool[[int, int], int]):
+    """A tool with an attribute of its own beside ``Tool``'s fields."""
+
+    __slots__ = ("label",)
+    label: str
+
+    def __init__(self, label: str) -> None:
+        base = tool(add)
+        super().__init__(base.name, base.description, base.parameters, add, base.hints)
+        object.__setattr__(self, "label", label)
+
+
+def test_the_pickled_state_is_the_same_before_and_after_a_call() -> None:
+    """What a call works out is not part of a tool's state, on every Python: a
+    pickle is the same bytes, and a subclass's own attributes come along."""
+    fresh, called = Labelled("sums"), Labelled("sums")
+    assert called.invoke({"a": 1, "b": 2}) == 3
+    assert pickle.dumps(called) == pickle.dumps(fresh)
+    for twin in (
+        copy.copy(called),
+        copy.deepcopy(called),
+        pickle.loads(pickle.dumps(called)),
+    ):
+        assert type(twin) is Labelled and twin.label == "sums" and twin == called
+        assert twin.invoke({"a": 2, "b": 2.0}) == 4
+        with pytest.raises(ArgumentError, match="required field is missing"):
+            twin.invoke({"a": 2})
+
+
 @pytest.mark.parametrize(
     ("tp", "value", "expected"),
     [
