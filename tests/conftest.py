@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -11,9 +11,7 @@ import pytest
 from loopback import LoopbackServer
 from sqlite_watch import SQLiteWatch
 
-_TESTS = Path(__file__).resolve().parent
-#: where a test fails when it leaves a SQLite connection open ("": tests/ itself)
-_CLOSE_SQLITE = frozenset({"", "compaction", "core", "media", "providers", "tools"})
+from navi_core import SQLiteStore
 
 
 def _load(name: str) -> ModuleType:
@@ -47,15 +45,27 @@ def loopback() -> Iterator[LoopbackServer]:
         yield server
 
 
+@pytest.fixture
+def sqlite_stores(tmp_path: Path) -> Iterator[Callable[..., SQLiteStore]]:
+    """``make(path=tmp_path / "s.db")``: a ``SQLiteStore``, closed after the test (an
+    ``Agent`` never closes a store it was given)."""
+    made: list[SQLiteStore] = []
+
+    def make(path: Path | str | None = None) -> SQLiteStore:
+        store = SQLiteStore(tmp_path / "s.db" if path is None else path)
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        store.close()
+
+
 @pytest.fixture(autouse=True)
 def sqlite_closed(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fail a test that leaves a SQLite connection open, on every Python, naming
     where it was opened (3.13 warns only once the connection is collected, maybe in
     a later test; earlier versions close it silently)."""
-    where = request.path.resolve().parent.relative_to(_TESTS).parts
-    if (where[0] if where else "") not in _CLOSE_SQLITE:
-        yield
-        return
     with SQLiteWatch() as watch:
         yield
     left = watch.left_open()

@@ -39,6 +39,7 @@ from navi_core import (
     TurnComplete,
 )
 from navi_core.events import Event
+from navi_core.store import SQLiteStore
 from navi_core.stream import Stream
 from navi_core.tools import tool
 
@@ -381,12 +382,11 @@ def test_next_with_a_timeout_returns_pending_promptly(loopback: LoopbackServer) 
 
 
 def test_close_from_another_thread_while_next_blocks(
-    loopback: LoopbackServer, tmp_path: Path
+    sqlite_stores: Callable[..., SQLiteStore], loopback: LoopbackServer, tmp_path: Path
 ) -> None:
-    from navi_core import SQLiteStore
 
     loopback.add(Reply.sse(openai_body(["never"]), delay=30))
-    store = SQLiteStore(tmp_path / "c.db")
+    store = sqlite_stores(tmp_path / "c.db")
     agent = Agent(provider(loopback.url), store=store, config=Config(retry=NO_RETRY))
     stream = agent.run("keep me")
     events, latency = drive_blocking(stream, stream.close, 0.3)
@@ -395,7 +395,7 @@ def test_close_from_another_thread_while_next_blocks(
     session = agent.session_id
     agent.close()
     again = Agent(
-        provider(loopback.url), store=SQLiteStore(tmp_path / "c.db"), session=session
+        provider(loopback.url), store=sqlite_stores(tmp_path / "c.db"), session=session
     )
     assert [m.text for m in again.conversation.messages] == ["keep me"]
     again.close()

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -141,7 +142,7 @@ def test_deltas_read_with_an_error_are_returned_before_the_discard(
 
 
 def test_closing_during_a_batch_stores_the_finished_results(
-    loopback: LoopbackServer, tmp_path: Path
+    sqlite_stores: Callable[..., SQLiteStore], loopback: LoopbackServer, tmp_path: Path
 ) -> None:
     release = threading.Event()
 
@@ -160,7 +161,7 @@ def test_closing_during_a_batch_stores_the_finished_results(
     loopback.add(Reply.sse(openai_body(tool_calls=calls)))
     db = tmp_path / "s.db"
     with OpenAIChat("gpt-test", loopback.url + "/v1", "sk-test-1234567890") as p:
-        agent = Agent(p, tools=[send_email, hang], store=SQLiteStore(db))
+        agent = Agent(p, tools=[send_email, hang], store=sqlite_stores(db))
         with agent.run("go") as stream:
             started: set[str] = set()
             while started != {"c1", "c2"}:
@@ -171,7 +172,7 @@ def test_closing_during_a_batch_stores_the_finished_results(
         session = agent.session_id
         agent.close()
     release.set()
-    again = Agent(Scripted([]), store=SQLiteStore(db), session=session)
+    again = Agent(Scripted([]), store=sqlite_stores(db), session=session)
     results = {r.tool_use_id: r for r in again.conversation.messages[-1].tool_results}
     assert results["c1"].text == "sent to a@b" and not results["c1"].is_error
     assert results["c2"].is_error

@@ -3,6 +3,7 @@ on the queue, the order a next turn applies them in, and no loss on close."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,10 +32,11 @@ def drain(stream: Stream) -> list[Event]:
 
 
 def test_steering_a_running_turn_is_queued_and_joins_before_the_next_response(
+    sqlite_stores: Callable[..., SQLiteStore],
     tmp_path: Path,
 ) -> None:
     provider = Scripted(["first answer", "answer to the steer"])
-    with Agent(provider, store=SQLiteStore(tmp_path / "s.db")) as agent:
+    with Agent(provider, store=sqlite_stores()) as agent:
         stream = agent.run("question")
         while not isinstance(stream.next(), TextDelta):
             pass
@@ -55,10 +57,11 @@ def test_steering_a_running_turn_is_queued_and_joins_before_the_next_response(
 
 
 def test_steering_with_no_turn_running_is_applied_first_by_the_next_run(
+    sqlite_stores: Callable[..., SQLiteStore],
     tmp_path: Path,
 ) -> None:
     provider = Scripted(["answer"])
-    with Agent(provider, store=SQLiteStore(tmp_path / "s.db")) as agent:
+    with Agent(provider, store=sqlite_stores()) as agent:
         assert agent.steer("one") is SteerDisposition.NEXT_TURN
         assert agent.steer("two") is SteerDisposition.NEXT_TURN
         stream = agent.run("prompt")
@@ -75,9 +78,11 @@ def test_steering_with_no_turn_running_is_applied_first_by_the_next_run(
         ]
 
 
-def test_resume_applies_waiting_steering_and_answers_it(tmp_path: Path) -> None:
+def test_resume_applies_waiting_steering_and_answers_it(
+    sqlite_stores: Callable[..., SQLiteStore], tmp_path: Path
+) -> None:
     provider = Scripted(["hello", "answer to the steer"])
-    with Agent(provider, store=SQLiteStore(tmp_path / "s.db")) as agent:
+    with Agent(provider, store=sqlite_stores()) as agent:
         drain(agent.run("hi"))
         assert agent.steer("and now?") is SteerDisposition.NEXT_TURN
         events = drain(agent.resume())
@@ -86,11 +91,11 @@ def test_resume_applies_waiting_steering_and_answers_it(tmp_path: Path) -> None:
         assert isinstance(done, TurnComplete) and done.response == "answer to the steer"
 
 
-def test_the_queue_is_bounded_by_max_steering(tmp_path: Path) -> None:
+def test_the_queue_is_bounded_by_max_steering(
+    sqlite_stores: Callable[..., SQLiteStore], tmp_path: Path
+) -> None:
     config = Config(max_steering=3)
-    with Agent(
-        Scripted([]), store=SQLiteStore(tmp_path / "s.db"), config=config
-    ) as agent:
+    with Agent(Scripted([]), store=sqlite_stores(), config=config) as agent:
         for i in range(3):
             agent.steer(f"m{i}")
         with pytest.raises(SteeringQueueFull, match="3 steering messages"):
@@ -98,14 +103,16 @@ def test_the_queue_is_bounded_by_max_steering(tmp_path: Path) -> None:
         assert len(agent.steering) == 3
 
 
-def test_steering_never_applied_is_stored_by_close(tmp_path: Path) -> None:
+def test_steering_never_applied_is_stored_by_close(
+    sqlite_stores: Callable[..., SQLiteStore], tmp_path: Path
+) -> None:
     db = tmp_path / "s.db"
-    agent = Agent(Scripted(["answer"]), store=SQLiteStore(db))
+    agent = Agent(Scripted(["answer"]), store=sqlite_stores(db))
     drain(agent.run("hi"))
     agent.steer("left behind")
     session = agent.session_id
     agent.close()
-    again = Agent(Scripted(["answer to it"]), store=SQLiteStore(db), session=session)
+    again = Agent(Scripted(["answer to it"]), store=sqlite_stores(db), session=session)
     assert texts(again)[-1] == ("user", "left behind")
     events = drain(again.resume())
     done = events[-1]
@@ -114,10 +121,11 @@ def test_steering_never_applied_is_stored_by_close(tmp_path: Path) -> None:
 
 
 def test_steering_during_a_cancelled_turn_waits_for_the_next_one(
+    sqlite_stores: Callable[..., SQLiteStore],
     tmp_path: Path,
 ) -> None:
     provider = Scripted(["a long answer that is cancelled", "next"])
-    with Agent(provider, store=SQLiteStore(tmp_path / "s.db")) as agent:
+    with Agent(provider, store=sqlite_stores()) as agent:
         stream = agent.run("q1")
         stream.next()
         assert agent.steer("queued") is SteerDisposition.QUEUED

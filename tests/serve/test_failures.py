@@ -9,7 +9,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import orjson
@@ -33,7 +33,7 @@ def sqlite_served(fake_model: FakeModel, tmp_path: Path) -> Iterator[Served]:
 
 
 def _rename(db: Path, table: str, to: str) -> None:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute(f"ALTER TABLE {table} RENAME TO {to}")
 
 

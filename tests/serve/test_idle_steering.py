@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import psycopg
@@ -39,7 +40,7 @@ def roomy(fake_model: FakeModel, served_dir: Path) -> Iterator[Served]:
 
 
 def _rows(db: Path) -> int:
-    with sqlite3.connect(f"{db}.control") as conn:
+    with closing(sqlite3.connect(f"{db}.control")) as conn, conn:
         return int(
             conn.execute("SELECT count(*) FROM navi_serve_control").fetchone()[0]
         )

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ def opened(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opened]:
             MIGRATIONS = SQLiteStore.MIGRATIONS[:2]
 
         def run_sqlite(sql: str, params: tuple[Any, ...]) -> None:
-            with sqlite3.connect(path) as conn:
+            with closing(sqlite3.connect(path)) as conn, conn:
                 conn.execute(sql, params)
 
         yield (lambda: SQLiteV2(path)), (lambda: SQLiteStore(path)), run_sqlite
