@@ -22,7 +22,9 @@ step() { echo "wheel.sh: $*"; }
 demo() {
   local venv="$1" core="$2" dir
   dir="$(mktemp -d "$work/elsewhere.XXXX")"
-  (cd "$dir" && "$venv/bin/navi-core" demo --db demo.db) >"$dir/out.txt" 2>&1 \
+  # the twin runs must not inherit CI's demand for the compiled core
+  (cd "$dir" && env -u NAVI_CORE_REQUIRE_EXTENSION "$venv/bin/navi-core" demo --db demo.db) \
+    >"$dir/out.txt" 2>&1 \
     || { cat "$dir/out.txt"; fail "navi-core demo failed in $venv"; }
   grep -q "navi_core demo (core: $core," "$dir/out.txt" \
     || { cat "$dir/out.txt"; fail "the demo did not run on the $core core"; }
