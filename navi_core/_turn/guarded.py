@@ -142,20 +142,8 @@ class GuardedDispatch(Dispatch):
             result = ToolResult(call.id, parts, error)
             self._guard.finished(self._ordinals[i], call, result)
 
-    def _context(self, i: int) -> ToolContext:
-        use = self._uses[i]
-        put = self._inbox.put
-        return LineageContext(
-            self._lineage,
-            use.id,
-            use.name,
-            self._session_id,
-            self._cancel,
-            lambda text: put(("progress", i, text)),
-            lambda event: put(("forward", i, event)),
-            self._turn_id,
-            lambda event: put(("publish", i, event)),
-        )
+    def _new_context(self, *args: Any) -> ToolContext:
+        return LineageContext(self._lineage, *args)
 
     # -- results ------------------------------------------------------------------------
 

@@ -171,7 +171,7 @@ class Dispatch:
     def _context(self, i: int) -> ToolContext:
         use = self._uses[i]
         put = self._inbox.put
-        return ToolContext(
+        return self._new_context(
             use.id,
             use.name,
             self._session_id,
@@ -181,6 +181,10 @@ class Dispatch:
             self._turn_id,
             lambda event: put(("publish", i, event)),
         )
+
+    def _new_context(self, *args: Any) -> ToolContext:
+        """A call's ``ToolContext`` from its arguments; a subclass may make a richer one."""
+        return ToolContext(*args)
 
     def _run_tool(self, t: Tool, i: int, args: dict[str, Any]) -> None:
         use = self._uses[i]
