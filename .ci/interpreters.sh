@@ -2,7 +2,8 @@
 # Runs the suite on every other CPython 3.10+ this machine has (pyenv's, and any
 # python3.X on PATH), found at run time, so a machine with other versions is covered
 # too. Each gets its own venv with the compiled core built for it; the server suites
-# that take minutes (gunicorn, llama-server, wheel builds) run on the main interpreter
+# that take minutes (gunicorn, llama-server, wheel builds) and the docs site (its
+# plugins resolve to other versions on older Pythons) are built on the main interpreter
 # only. ResourceWarning is an error everywhere (pyproject's filterwarnings).
 # Sourced by .ci/run; prints one line per interpreter and fails if any run failed.
 
@@ -42,10 +43,11 @@ navi_other_interpreters() {
     set +e
     "$venv/bin/python" -m pytest -q -p no:cacheprovider -m "not slow" \
       --ignore=tests/serve --ignore=tests/test_llama_server.py --ignore=tests/test_build.py \
+      --deselect=tests/test_docs.py::test_the_site_builds_strict_with_every_public_name \
       >"$log" 2>&1
     local status=$?
     set -e
-    summary=$(grep -E '^=+ .*(passed|failed|error).* =+$' "$log" | tail -1 | tr -d '=' | sed 's/^ *//; s/ *$//')
+    summary=$(grep -E '(passed|failed|error).* in [0-9.]+s' "$log" | tail -1 | tr -d '=' | sed 's/^ *//; s/ *$//' || true)
     results+=("Python $version: ${summary:-no summary (exit $status)}")
     if [ "$status" -ne 0 ]; then
       failed=1
