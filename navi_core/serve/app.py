@@ -399,7 +399,7 @@ class ServeApp:
 
     def _approval(self, request: Request, session_id: str, call_id: str) -> Response:
         body = request.json_object()
-        only_fields(body, ("approved", "reason", "tool", "input"))
+        only_fields(body, ("approved", "reason", "call"))
         approved = body.get("approved")
         if not isinstance(approved, bool):
             raise HTTPError(
@@ -449,18 +449,19 @@ make_app: Final = ServeApp
 
 def _call_named(call_id: str, body: Mapping[str, Any]) -> ToolUse | str:
     """What a decision names: the call id (or an ``Approval.key``) alone, or, with
-    ``tool`` and ``input`` from ``TurnComplete.pending_approvals``, the call with that
+    ``call: {tool, input}`` from ``TurnComplete.pending_approvals``, the call with that
     content, so a decision never lands on a later call that reuses the id."""
-    tool = optional_str(body, "tool", 1_000)
-    raw = optional_str(body, "input", 1_000_000)
-    if tool is None and raw is None:
+    call = body.get("call")
+    if call is None:
         return call_id
+    if not isinstance(call, dict):
+        raise HTTPError(400, "bad_request", "call must be an object", "call")
+    only_fields(call, ("tool", "input"))
+    tool = optional_str(call, "tool", 1_000)
+    raw = optional_str(call, "input", 1_000_000)
     if tool is None or raw is None:
         raise HTTPError(
-            400,
-            "bad_request",
-            "tool and input name the held call together: give both or neither",
-            "tool" if tool is None else "input",
+            400, "bad_request", "call names the held call by its tool and input", "call"
         )
     return ToolUse(call_id, tool, raw)
 

@@ -301,8 +301,15 @@ def _document() -> dict[str, Any]:
                                 "reason": text,
                                 # the held call's content (pending_approvals): the
                                 # decision applies to that call only
-                                "tool": text,
-                                "input": text,
+                                "call": {
+                                    "type": ["object", "null"],
+                                    "properties": {
+                                        "tool": {"type": "string"},
+                                        "input": {"type": "string"},
+                                    },
+                                    "required": ["tool", "input"],
+                                    "additionalProperties": False,
+                                },
                             },
                             ("approved",),
                         ),

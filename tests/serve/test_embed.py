@@ -240,7 +240,7 @@ def test_approvals_hold_a_call_until_it_is_approved() -> None:
 
 
 def test_an_http_decision_names_the_held_call_by_its_content() -> None:
-    """``tool`` and ``input`` bind a decision to the call that is held: a decision
+    """``call: {tool, input}`` binds a decision to the call that is held: a decision
     meant for another call sharing its id is refused and nothing runs."""
     from navi_core import Agent, tool
 
@@ -273,13 +273,15 @@ def test_an_http_decision_names_the_held_call_by_its_content() -> None:
             assert isinstance(done, TurnComplete)
             (pending,) = done.pending_approvals
             url = f"/v1/sessions/{sid}/approvals/{pending.id}"
-            stale = {"approved": True, "tool": "delete", "input": '{"path": "b.txt"}'}
+            other = {"tool": "delete", "input": '{"path": "b.txt"}'}
+            stale = {"approved": True, "call": other}
             r = c.http.post(url, json=stale)
             assert r.status_code == 409, r.text
-            half = c.http.post(url, json={"approved": True, "tool": "delete"})
-            assert half.status_code == 400 and half.json()["field"] == "input"
+            half = c.http.post(url, json={"approved": True, "call": {"tool": "delete"}})
+            assert half.status_code == 400 and half.json()["field"] == "call"
             assert ran == []
-            exact = {"approved": True, "tool": pending.name, "input": pending.input}
+            held = {"tool": pending.name, "input": pending.input}
+            exact = {"approved": True, "call": held}
             assert c.http.post(url, json=exact).status_code == 200
             resumed = c.turn(sid)
             assert ran == ["a.txt"]
