@@ -280,8 +280,8 @@ def test_an_http_decision_names_the_held_call_by_its_content() -> None:
             half = c.http.post(url, json={"approved": True, "call": {"tool": "delete"}})
             assert half.status_code == 400 and half.json()["field"] == "call"
             assert ran == []
-            held = {"tool": pending.name, "input": pending.input}
-            exact = {"approved": True, "call": held}
+            this_call = {"tool": pending.name, "input": pending.input}
+            exact = {"approved": True, "call": this_call}
             assert c.http.post(url, json=exact).status_code == 200
             resumed = c.turn(sid)
             assert ran == ["a.txt"]
