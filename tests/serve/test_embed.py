@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -20,7 +21,7 @@ from servekit import Client, Served, child_env
 
 from navi_core import MemoryStore, Scripted, Text, ToolUse
 from navi_core.events import StopReason, ToolFinished, TurnComplete
-from navi_core.serve import BearerAuth, make_app
+from navi_core.serve import BearerAuth, ServeApp, make_app
 
 
 class _Quiet(WSGIRequestHandler):
@@ -50,6 +51,21 @@ def shout(text: str) -> str:
     return text.upper()
 
 
+@contextmanager
+def _served(app: ServeApp) -> Iterator[str]:
+    """``app`` in a threaded wsgiref server on loopback: its URL, then all closed."""
+    server = make_server(
+        "127.0.0.1", 0, app, server_class=_ThreadedServer, handler_class=_Quiet
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        app.close()
+
+
 @pytest.fixture
 def embedded() -> Iterator[str]:
     def provider() -> Scripted:
@@ -60,17 +76,8 @@ def embedded() -> Iterator[str]:
     app = make_app(
         MemoryStore(), provider_factory=provider, tools=[shout], auth=BearerAuth(["k"])
     )
-    server = make_server(
-        "127.0.0.1", 0, app, server_class=_ThreadedServer, handler_class=_Quiet
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        app.close()
+    with _served(app) as url:
+        yield url
 
 
 def test_the_app_runs_inside_another_wsgi_server(embedded: str) -> None:
@@ -206,37 +213,27 @@ def test_approvals_hold_a_call_until_it_is_approved() -> None:
         )
 
     app = make_app(MemoryStore(), provider_factory=provider, tools=[held])
-    server = make_server(
-        "127.0.0.1", 0, app, server_class=_ThreadedServer, handler_class=_Quiet
-    )
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        with Client(f"http://127.0.0.1:{server.server_port}", token=None) as c:
-            sid = c.new_session()
-            first = c.turn(sid, "delete a.txt")
-            done = first.last
-            assert isinstance(done, TurnComplete)
-            assert done.stop_reason is StopReason.APPROVAL_REQUIRED
-            assert [u.id for u in done.pending_approvals] == ["c1"] and ran == []
-            r = c.http.post(f"/v1/sessions/{sid}/approvals/c1", json={"approved": True})
-            assert r.status_code == 200 and r.json() == {
-                "call_id": "c1",
-                "approved": True,
-            }
-            again = c.http.post(
-                f"/v1/sessions/{sid}/approvals/nope", json={"approved": True}
-            )
-            assert (
-                again.status_code == 409
-                and again.json()["error"] == "approval_not_pending"
-            )
-            resumed = c.turn(sid)  # no prompt: resume runs the approved call once
-            assert ran == ["a.txt"]
-            assert isinstance(resumed.last, TurnComplete)
-    finally:
-        server.shutdown()
-        server.server_close()
-        app.close()
+    with _served(app) as url, Client(url, token=None) as c:
+        sid = c.new_session()
+        first = c.turn(sid, "delete a.txt")
+        done = first.last
+        assert isinstance(done, TurnComplete)
+        assert done.stop_reason is StopReason.APPROVAL_REQUIRED
+        assert [u.id for u in done.pending_approvals] == ["c1"] and ran == []
+        r = c.http.post(f"/v1/sessions/{sid}/approvals/c1", json={"approved": True})
+        assert r.status_code == 200 and r.json() == {
+            "call_id": "c1",
+            "approved": True,
+        }
+        again = c.http.post(
+            f"/v1/sessions/{sid}/approvals/nope", json={"approved": True}
+        )
+        assert (
+            again.status_code == 409 and again.json()["error"] == "approval_not_pending"
+        )
+        resumed = c.turn(sid)  # no prompt: resume runs the approved call once
+        assert ran == ["a.txt"]
+        assert isinstance(resumed.last, TurnComplete)
 
 
 def test_an_http_decision_names_the_held_call_by_its_content() -> None:
@@ -262,31 +259,22 @@ def test_an_http_decision_names_the_held_call_by_its_content() -> None:
 
     assert hasattr(Agent, "approve")
     app = make_app(MemoryStore(), provider_factory=provider, tools=[held])
-    server = make_server(
-        "127.0.0.1", 0, app, server_class=_ThreadedServer, handler_class=_Quiet
-    )
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        with Client(f"http://127.0.0.1:{server.server_port}", token=None) as c:
-            sid = c.new_session()
-            done = c.turn(sid, "delete a.txt").last
-            assert isinstance(done, TurnComplete)
-            (pending,) = done.pending_approvals
-            url = f"/v1/sessions/{sid}/approvals/{pending.id}"
-            other = {"tool": "delete", "input": '{"path": "b.txt"}'}
-            stale = {"approved": True, "call": other}
-            r = c.http.post(url, json=stale)
-            assert r.status_code == 409, r.text
-            half = c.http.post(url, json={"approved": True, "call": {"tool": "delete"}})
-            assert half.status_code == 400 and half.json()["field"] == "call"
-            assert ran == []
-            this_call = {"tool": pending.name, "input": pending.input}
-            exact = {"approved": True, "call": this_call}
-            assert c.http.post(url, json=exact).status_code == 200
-            resumed = c.turn(sid)
-            assert ran == ["a.txt"]
-            assert isinstance(resumed.last, TurnComplete)
-    finally:
-        server.shutdown()
-        server.server_close()
-        app.close()
+    with _served(app) as url, Client(url, token=None) as c:
+        sid = c.new_session()
+        done = c.turn(sid, "delete a.txt").last
+        assert isinstance(done, TurnComplete)
+        (pending,) = done.pending_approvals
+        url = f"/v1/sessions/{sid}/approvals/{pending.id}"
+        other = {"tool": "delete", "input": '{"path": "b.txt"}'}
+        stale = {"approved": True, "call": other}
+        r = c.http.post(url, json=stale)
+        assert r.status_code == 409, r.text
+        half = c.http.post(url, json={"approved": True, "call": {"tool": "delete"}})
+        assert half.status_code == 400 and half.json()["field"] == "call"
+        assert ran == []
+        this_call = {"tool": pending.name, "input": pending.input}
+        exact = {"approved": True, "call": this_call}
+        assert c.http.post(url, json=exact).status_code == 200
+        resumed = c.turn(sid)
+        assert ran == ["a.txt"]
+        assert isinstance(resumed.last, TurnComplete)
