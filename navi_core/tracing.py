@@ -30,8 +30,10 @@ try:
     from opentelemetry import trace
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 except ImportError as exc:  # pragma: no cover - depends on the install
+    from ._extras import install_command
+
     raise ImportError(
-        "navi_core.tracing needs OpenTelemetry: pip install 'navi-core[otel]'"
+        f"navi_core.tracing needs OpenTelemetry: {install_command('otel')}"
     ) from exc
 
 from .agent import Agent

@@ -29,6 +29,7 @@ LAYERS = (
     # values and the core: what everything else is made of
     {
         "_ids", "_deltas", "_payloads", "_secrets", "_logs", "_interrupt", "_history",
+        "_extras",
         "errors", "conversation", "events", "config", "tokens", "codec", "core",
         "_core_py", "_assemble_py", "_framing_py", "_pump_py", "_responses_py",
         "_sockio_py", "_sse_py", "_text_py",

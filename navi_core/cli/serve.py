@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._extras import install_command
 from ..config import Config
 from ..conversation import Text, ToolUse
 from ..errors import NaviError
@@ -31,7 +32,6 @@ from ..tools._tool import Tool, ToolSource
 from .chat.command import open_provider
 from .chat.profiles import ChatSettings, default_config_path, load_profile, load_tools
 from .demo import demo_files
-from .extras import install_command
 from .options import (
     ProviderChoice,
     Subcommands,

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
+from .._extras import install_command
 from .._interrupt import Interrupter
 from .._logs import get_logger, protect
 from .._secrets import check_headers, clip, public_url, redact, request_secrets
@@ -99,7 +100,7 @@ def make_client(
             import h2  # noqa: F401
         except ImportError as exc:
             raise ImportError(
-                "http2=True needs the 'h2' package: pip install 'navi-core[http2]'"
+                f"http2=True needs the 'h2' package: {install_command('http2')}"
             ) from exc
     try:
         return httpx.Client(
@@ -111,7 +112,7 @@ def make_client(
         )
     except ImportError as exc:
         raise ImportError(
-            "http2=True needs the 'h2' package: pip install 'navi-core[http2]'"
+            f"http2=True needs the 'h2' package: {install_command('http2')}"
         ) from exc
 
 

@@ -44,9 +44,11 @@ try:
     from psycopg.types.json import set_json_loads
     from psycopg_pool import ConnectionPool
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    from .._extras import install_command
+
     raise ImportError(
         "PostgresStore needs psycopg 3 and psycopg_pool: "
-        "pip install 'navi-core[postgres]'"
+        + install_command("postgres")
     ) from exc
 
 from .. import codec

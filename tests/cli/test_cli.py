@@ -15,8 +15,8 @@ import pexpect
 import pytest
 
 import navi_core
+from navi_core._extras import install_command
 from navi_core.cli import build_parser, main
-from navi_core.cli.extras import install_command
 from navi_core.cli.options import ProviderChoice, UsageError, provider_choice
 from navi_core.store.sqlite import SQLiteStore
 

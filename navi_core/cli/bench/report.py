@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
+from ..._extras import install_command
 from .._terminal_text import terminal_safe
-from ..extras import install_command
 from .workload import BenchResult
 
 __all__ = [

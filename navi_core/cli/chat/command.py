@@ -18,6 +18,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from ..._extras import install_command
 from ...agent import Agent
 from ...compaction._compaction import DEFAULT_SUMMARY_PROMPT
 from ...config import CompactionConfig, Config
@@ -25,7 +26,6 @@ from ...errors import NaviError
 from ...providers.base import Provider
 from ...store.base import SessionStore
 from ...tools._tool import Tool, ToolSource
-from ..extras import install_command
 from ..options import (
     ProviderChoice,
     Subcommands,

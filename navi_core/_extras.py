@@ -3,26 +3,28 @@
 ``pip install 'navi-core[chat]'`` only works for a copy installed from a package
 index; a copy installed from a checkout, a wheel file or a VCS URL needs that source
 named instead. pip records the source in the distribution's ``direct_url.json``
-(PEP 610), which ``install_command`` reads; every missing-extra hint of the CLI uses it.
+(PEP 610), which ``install_command`` reads; every missing-extra hint uses it.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 import orjson
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 __all__ = ["DIST_NAME", "install_command"]
 
 DIST_NAME = "navi-core"
 """The distribution's name on a package index."""
 
-_HOME = Path(__file__).resolve().parents[2]
+_HOME = Path(__file__).resolve().parents[1]
 """The folder ``navi_core`` was imported from: site-packages, or a checkout."""
 
 
@@ -66,6 +68,8 @@ def _installed() -> metadata.Distribution | None:
     it was installed, and shadows the real record while the working directory is the
     checkout; so a checkout is matched to the install that points at it.
     """
+    from importlib import metadata  # loaded only when a hint is needed
+
     if (_HOME / "pyproject.toml").is_file():
         for dist in metadata.distributions(name=DIST_NAME):
             origin = _direct_url(dist)
