@@ -30,6 +30,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests"), str(HERE)]
 
+import _record  # noqa: E402
 from bench_providers import MODEL_O, PROMPT, server  # noqa: E402
 from loopback import LoopbackServer, Reply  # noqa: E402
 from providers.wire_streams import openai_body, openai_chunk  # noqa: E402
@@ -303,23 +304,51 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=50)
     parser.add_argument("--chunks", type=int, default=200_000)
     parser.add_argument("--skip-frames", action="store_true")
+    _record.add_option(parser)
     args = parser.parse_args()
+    _record.start(args)
 
     print(f"cancel latency, {args.trials} trials per state (ms)")
     print(f"  {'state':<22}{'p50':>8}{'p99':>8}{'max':>8}")
+    cancels: list[list[object]] = []
     for name, values in states(args.trials).items():
         ms = [v * 1000 for v in values]
         print(
             f"  {name:<22}{statistics.median(ms):8.2f}{pct(ms, 0.99):8.2f}{max(ms):8.2f}"
         )
+        cancels.append(
+            [
+                name,
+                f"{statistics.median(ms):.2f}",
+                f"{pct(ms, 0.99):.2f}",
+                f"{max(ms):.2f}",
+            ]
+        )
+    _record.table(
+        f"Cancel latency, {args.trials} trials per state",
+        ["state", "p50 ms", "p99 ms", "max ms"],
+        cancels,
+    )
 
     late = [v * 1000 for v in overshoot(500)]
     print(
         f"next(timeout=0.01) overshoot over 500 calls: p50 {statistics.median(late):.3f} ms,"
         f" p99 {pct(late, 0.99):.3f} ms, max {max(late):.3f} ms"
     )
+    _record.table(
+        "next(timeout=0.01) overshoot over 500 calls",
+        ["p50 ms", "p99 ms", "max ms"],
+        [
+            [
+                f"{statistics.median(late):.3f}",
+                f"{pct(late, 0.99):.3f}",
+                f"{max(late):.3f}",
+            ]
+        ],
+    )
     if args.skip_frames:
         return
+    frame_rows: list[list[object]] = []
     with server(args.chunks) as url:
         for label, run in (
             ("navi next(timeout)", frames_navi),
@@ -330,6 +359,20 @@ def main() -> None:
                 f"60 fps loop, {args.chunks:,} chunks, {label:<20}: {frames} frames in "
                 f"{seconds:.2f} s, {over} over budget ({over / frames:.1%})"
             )
+            frame_rows.append(
+                [
+                    label,
+                    f"{frames:,}",
+                    f"{seconds:.2f}",
+                    f"{over:,}",
+                    f"{over / frames:.1%}",
+                ]
+            )
+    _record.table(
+        f"A 60 fps frame loop reading a {args.chunks:,}-chunk response",
+        ["reader", "frames", "seconds", "frames over budget", "share"],
+        frame_rows,
+    )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import _record
+
 from navi_core import Agent, Hook, NullStore, Scripted, Text, ToolUse, tool
 
 
@@ -83,7 +85,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--deltas", type=int, default=20_000)
     ap.add_argument("--calls", type=int, default=32)
+    _record.add_option(ap)
     args = ap.parse_args()
+    _record.start(args)
     rows = []
     base, n = best(args.repeats, lambda: text_agent(args.deltas), nothing)
     rows.append(("no subscriber (baseline)", base, n, 1.0))
@@ -100,6 +104,15 @@ def main() -> None:
     print(f"{'case':<40} {'events':>7} {'events/s':>12} {'time ratio':>10}")
     for label, seconds, events, ratio in rows:
         print(f"{label:<40} {events:>7} {events / seconds:>12,.0f} {ratio:>10.2f}")
+    _record.table(
+        "What observers and hooks add to a turn",
+        ["case", "events", "events/s", "time ratio"],
+        [
+            [label, f"{events:,}", f"{events / seconds:,.0f}", f"{ratio:.2f}"]
+            for label, seconds, events, ratio in rows
+        ],
+        "time ratio: against the baseline row above it",
+    )
 
 
 if __name__ == "__main__":

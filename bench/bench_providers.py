@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import _record
 import anthropic
 import httpx
 import openai
@@ -166,12 +167,24 @@ def report(
     title: str, medians: dict[str, float], chunks: int, goals: dict[str, float]
 ) -> None:
     base = medians["navi_core"]
+    rows: list[list[object]] = []
     print(f"\n{title}")
     print(f"  {'contender':<34}{'median ms':>10}{'chunks/s':>12}{'navi_core is':>15}")
     for name, t in medians.items():
         ratio = "" if name == "navi_core" else f"{t / base:.1f}x faster"
         goal = f"   (goal >= {goals[name]:.0f}x)" if name in goals else ""
         print(f"  {name:<34}{t * 1e3:>10.1f}{chunks / t:>12,.0f}{ratio:>15}{goal}")
+        rows.append([name, f"{t * 1e3:.1f}", f"{chunks / t:,.0f}", ratio, goal.strip()])
+        if name in goals:
+            _record.goal(
+                f"{title}: {name} >= {goals[name]:.0f}x", t / base >= goals[name]
+            )
+    _record.table(
+        title,
+        ["contender", "median ms", "chunks/s", "navi_core is", "goal"],
+        rows,
+        f"one turn of {chunks:,} streamed chunks over loopback HTTP",
+    )
 
 
 # -- memory ----------------------------------------------------------------------------
@@ -215,6 +228,7 @@ def memory(mb: int) -> None:
     print(
         f"\nmemory: one turn streaming ~{mb} MB ({chunks:,} text chunks), in a fresh process"
     )
+    rows: list[list[object]] = []
     with server(chunks, lazy=True) as url:
         for api in ("openai", "anthropic"):
             start = time.perf_counter()
@@ -231,6 +245,15 @@ def memory(mb: int) -> None:
                 f"  {api:<10} {seconds:5.1f}s: peak RSS growth {growth / 2**20:6.1f} MB, final message "
                 f"{message / 2**20:5.1f} MB, growth - message {(growth - message) / 2**20:6.1f} MB"
             )
+            rows.append(
+                [api, f"{growth / 2**20:.1f}", f"{message / 2**20:.1f}",
+                 f"{(growth - message) / 2**20:.1f}"]
+            )  # fmt: skip
+    _record.table(
+        f"Memory: one turn streaming ~{mb} MB, in a fresh process",
+        ["API", "peak RSS growth MB", "final message MB", "growth - message MB"],
+        rows,
+    )
 
 
 def main() -> None:
@@ -244,10 +267,12 @@ def main() -> None:
     parser.add_argument(
         "--memory-child", nargs=2, metavar=("URL", "API"), help=argparse.SUPPRESS
     )
+    _record.add_option(parser)
     args = parser.parse_args()
     if args.memory_child:
         memory_child(*args.memory_child)
         return
+    _record.start(args)
     rounds = 3 if args.quick else args.rounds
     print(
         f"navi_core core: {IMPLEMENTATION}; openai {openai.__version__}, anthropic "

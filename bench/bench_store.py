@@ -27,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).absolute().parent.parent))  # a plain checkout
 
+import _record
+
 from navi_core import codec
 from navi_core.conversation import (
     Message,
@@ -139,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--appends", type=int, default=300)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--messages", type=int, default=10_000)
+    _record.add_option(parser)
     args = parser.parse_args(argv)
+    _record.start(args)
 
     rows: list[tuple[str, tuple[float, float, float]]] = []
     rows.append(("MemoryStore", measure(MemoryStore(), args)))
@@ -170,6 +174,18 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:<34} {single:>10.0f} {base[0] / single:>7.1f}x {turn:>9.0f} "
             f"{base[1] / turn:>7.1f}x {load * 1000:>8.1f} {load / decode:>8.2f}x"
         )
+    _record.table(
+        f"{args.appends} single appends, {args.turns} turn appends, load of a "
+        f"{args.messages:,}-message session",
+        ["store", "appends/s", "vs mem", "turns/s", "vs mem", "load ms", "vs decode"],
+        [
+            [name, f"{single:,.0f}", f"{base[0] / single:.1f}x", f"{turn:,.0f}",
+             f"{base[1] / turn:.1f}x", f"{load * 1000:.1f}", f"{load / decode:.2f}x"]
+            for name, (single, turn, load) in rows
+        ],
+        "vs mem: times slower than MemoryStore; vs decode: load time over decoding "
+        "the stored bodies, the floor for any store that persists",
+    )  # fmt: skip
     print(
         "\nvs mem: times slower than MemoryStore (in-process list) in this run\n"
         f"vs decode: load time over codec.decode of {args.messages} stored bodies "

@@ -28,6 +28,7 @@ from types import ModuleType
 # Run from a plain checkout without installing.
 sys.path.insert(0, str(Path(__file__).absolute().parent.parent))
 
+import _record
 import token_error
 
 import navi_core._core_py as pure
@@ -65,6 +66,15 @@ def compare(title: str, rows: dict[str, float], unit: float, unit_name: str) -> 
             f"  {name:28} {seconds * 1e6:10.1f} us  {unit / seconds / 1e6:9.1f} {unit_name}/s"
             f"  {first / seconds:7.2f}x"
         )
+    _record.table(
+        title,
+        ["contender", "time us", f"{unit_name}/s", "speed vs the first row"],
+        [
+            [name, f"{seconds * 1e6:,.1f}", f"{unit / seconds / 1e6:,.1f}",
+             f"{first / seconds:.2f}x"]
+            for name, seconds in rows.items()
+        ],
+    )  # fmt: skip
 
 
 def bench_b64(cy: ModuleType, repeat: int) -> bool:
@@ -85,6 +95,10 @@ def bench_b64(cy: ModuleType, repeat: int) -> bool:
         if size >= 1 << 20:
             print(f"  Cython vs binascii: {ratio:.2f}x (goal {B64_GOAL:.0f}x)")
             ok &= ratio >= B64_GOAL
+            _record.goal(
+                f"b64encode {label}: Cython >= {B64_GOAL:.0f}x binascii ({ratio:.2f}x)",
+                ratio >= B64_GOAL,
+            )
     return ok
 
 
@@ -110,6 +124,10 @@ def bench_tokens(cy: ModuleType, texts: Sequence[str], repeat: int) -> bool:
     )
     ratio = rows["tiktoken o200k encode"] / rows["navi_core Cython estimate"]
     print(f"  Cython vs tiktoken: {ratio:.1f}x (goal {TOKENS_GOAL:.0f}x)")
+    _record.goal(
+        f"estimate_tokens: Cython >= {TOKENS_GOAL:.0f}x tiktoken ({ratio:.1f}x)",
+        ratio >= TOKENS_GOAL,
+    )
     return ratio >= TOKENS_GOAL
 
 
@@ -119,7 +137,9 @@ def main() -> int:
     parser.add_argument(
         "--limit", type=int, default=200_000, help="characters per half"
     )
+    _record.add_option(parser)
     args = parser.parse_args()
+    _record.start(args)
     try:
         import navi_core._core as cy
     except ImportError:

@@ -1,8 +1,9 @@
 """MkDocs hooks: tables rendered from benchmark JSON, and fences cleaned of test marks.
 
 ``<!-- bench-table: FILE.json -->`` in a page becomes the table of a ``navi-core bench
---json`` file kept in ``docs/data/``, so the numbers on the site are the ones a run
-wrote. A code fence's ``test="..."``/``lint="..."``/``reason="..."`` settings are for
+--json`` file kept in ``docs/data/``, and ``<!-- bench-results: FILE.json -->`` the
+tables a ``bench/`` script wrote with ``--json`` (``bench/_record.py``), with the
+command that wrote them: the numbers on the site are the ones a run printed. A code fence's ``test="..."``/``lint="..."``/``reason="..."`` settings are for
 ``tests/test_docs.py`` and are removed before the page is rendered; the others (a
 ``title="..."``) are kept.
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 DATA = Path(__file__).resolve().parent / "data"
 MARKER = re.compile(r"<!-- bench-table: (?P<file>[\w.-]+\.json) -->")
+RESULTS = re.compile(r"<!-- bench-results: (?P<file>[\w.-]+\.json) -->")
 FENCE_LINE = re.compile(r'^[ \t]*```+\w+(?:[ \t]+\w+="[^"]*")+[ \t]*$', re.M)
 #: the settings of a fence that only tests/test_docs.py reads
 TEST_SETTING = re.compile(r'[ \t]+(?:test|lint|reason)="[^"]*"')
@@ -60,6 +62,32 @@ def bench_table(data: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def results_tables(data: dict[str, Any]) -> str:
+    """The tables, goals and command of one ``bench/`` script's ``--json`` file."""
+    out = [
+        f"`{data['command']}` ({data['core']} core, Python {data['python']}, "
+        f"{data['cpus']} CPUs, {data['date']}):",
+        "",
+    ]
+    for t in data["tables"]:
+        out.append(f"**{_cell(t['title'])}**")
+        out.append("")
+        out.append("| " + " | ".join(map(_cell, t["columns"])) + " |")
+        out.append("|" + "---|" * len(t["columns"]))
+        out.extend("| " + " | ".join(map(_cell, row)) + " |" for row in t["rows"])
+        if t.get("note"):
+            out += ["", _cell(t["note"])]
+        out.append("")
+    for g in data.get("goals", ()):
+        out.append(f"- {_cell(g['goal'])}: {'met' if g['met'] else '**missed**'}")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
 def render(markdown: str, data_dir: Path = DATA) -> str:
     """``markdown`` with its bench-table markers rendered and fence settings removed."""
 
@@ -67,10 +95,15 @@ def render(markdown: str, data_dir: Path = DATA) -> str:
         path = data_dir / match["file"]
         return bench_table(json.loads(path.read_text(encoding="utf-8")))
 
+    def results(match: re.Match[str]) -> str:
+        path = data_dir / match["file"]
+        return results_tables(json.loads(path.read_text(encoding="utf-8")))
+
     def fence(match: re.Match[str]) -> str:
         return TEST_SETTING.sub("", match[0]).rstrip()
 
-    return FENCE_LINE.sub(fence, MARKER.sub(table, markdown))
+    markdown = RESULTS.sub(results, MARKER.sub(table, markdown))
+    return FENCE_LINE.sub(fence, markdown)
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:

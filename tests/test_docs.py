@@ -350,6 +350,57 @@ def test_bench_tables_come_from_the_json_files() -> None:
     assert hooks.render(titled) == '```python title="examples/quickstart.py"\n'
 
 
+def test_every_page_is_reachable_from_the_nav() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8").split("\nnav:", 1)[1]
+    listed = set(re.findall(r"([\w/-]+\.md)\s*$", nav, re.M))
+    pages = {
+        str(p.relative_to(DOCS))
+        for p in DOCS.rglob("*.md")
+        if p.relative_to(DOCS).parts[0] != "data"
+    }
+    assert sorted(pages - listed) == []
+    assert sorted(listed - pages) == []
+
+
+def _bench_record(script: str, *args: str, tmp: Path) -> dict[str, Any]:
+    """Run a ``bench/`` script with ``--json`` and return what it wrote."""
+    out = tmp / f"{script}.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args, "--json", str(out)],
+        cwd=tmp,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return data
+
+
+def test_bench_results_render_from_what_a_script_wrote(tmp_path: Path) -> None:
+    sys.path.insert(0, str(DOCS))
+    try:
+        hooks = importlib.import_module("_hooks")
+    finally:
+        sys.path.remove(str(DOCS))
+    data = _bench_record(
+        "bench_observers.py", "--repeats", "1", "--deltas", "200", "--calls", "4",
+        tmp=tmp_path,
+    )  # fmt: skip
+    assert data["command"] == (
+        "python bench/bench_observers.py --repeats 1 --deltas 200 --calls 4"
+    )
+    (tmp_path / "run.json").write_text(json.dumps(data), encoding="utf-8")
+    rendered = hooks.render("<!-- bench-results: run.json -->", tmp_path)
+    assert rendered.startswith(f"`{data['command']}`")
+    first = data["tables"][0]
+    assert f"| {' | '.join(first['rows'][0])} |" in rendered
+    for page in DOCS.rglob("*.md"):
+        for name in hooks.RESULTS.findall(page.read_text(encoding="utf-8")):
+            kept = json.loads((DOCS / "data" / name).read_text(encoding="utf-8"))
+            script = kept["command"].split()[1]
+            assert (ROOT / script).is_file() and kept["tables"], name
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("mkdocs") is None, reason="needs the docs extra (mkdocs)"
 )
