@@ -43,6 +43,7 @@ from navi_core import (
     ArgumentError,
     AuthFailed,
     BadRequest,
+    Budget,
     Cancelled,
     Compacted,
     CompactionConfig,
@@ -51,6 +52,8 @@ from navi_core import (
     Config,
     ContextOverflow,
     Conversation,
+    Cost,
+    Elicitation,
     EmptyAssistantResponse,
     HistoryPage,
     HookFailure,
@@ -70,6 +73,7 @@ from navi_core import (
     Overloaded,
     Phase,
     PlanningConfig,
+    Pricing,
     ProviderError,
     ProviderRetry,
     RateLimited,
@@ -138,7 +142,7 @@ LAZY = {
     "SQLiteStore": "navi_core.store.sqlite",
 }
 #: what ``import navi_core`` must not load
-HEAVY = ("httpx", "sqlite3", "_sqlite3", "PIL", "psycopg", "psycopg_pool")
+HEAVY = ("httpx", "sqlite3", "_sqlite3", "PIL", "psycopg", "psycopg_pool", "asyncio")
 #: the optional extra a lazily loaded name needs
 EXTRA = {"PostgresStore": "psycopg"}
 
@@ -273,6 +277,7 @@ EVENTS: list[object] = [
     SubagentEvent("c1", TextDelta("child")),
     Lagged(3),
     TodoUpdated((TodoItem("read", "done"), TodoItem("write", "in_progress"))),
+    Elicitation("c1", "r1", "Which branch?", {"type": "object", "properties": {}}),
     HookFailure("audit", "before_tool", "ValueError: no", call_id="c1"),
     TurnComplete(
         StopReason.APPROVAL_REQUIRED,
@@ -284,6 +289,7 @@ EVENTS: list[object] = [
         output={"answer": 42},
         hook_failures=(HookFailure("audit", "after_turn", "boom"),),
         pending_approvals=(ToolUse("c2", "rm", "{}"),),
+        cost=Cost(0.01, 0.004, 0.005, 0.001),
     ),
 ]
 #: a value of every public error
@@ -344,6 +350,9 @@ VALUES: list[object] = [
     CompactionConfig(keep_verbatim=10, prompt="sum up", context_window=8192),
     ImageLimits(max_side=512, max_bytes=1024),
     PlanningConfig("plan first"),
+    Budget(usd=0.5, tokens=10_000),
+    Pricing(3.0, 15.0, cache_read=0.3),
+    Cost(0.01, 0.004, 0.005, 0.001),
     Timeout(read=5.0, idle=1.0),
     ToolSpec("search", "Search the web.", {"type": "object", "properties": {}}),
     ToolCall("c1", "search", {"q": "navi"}, turn_id="t1"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import re
 import select
 import socket
 import ssl
@@ -33,6 +34,20 @@ from ..core import readable, recv_ready, send_ready
 __all__ = ["InterruptibleBackend", "make_transport", "shared_ssl_context"]
 
 _SLICE = 0.05  # seconds a connect waits before it looks at the interrupter again
+#: seconds after a read during which an idle connection is taken as open, unpolled
+_FRESH = 0.25
+#: a write this short may be a request head to hold back for its body
+_HEAD_BYTES = 16 * 1024
+#: a head and body this short are joined into one write
+_JOIN_BYTES = 256 * 1024
+_BODY_FOLLOWS = re.compile(
+    rb"\r\n(?:content-length:[ \t]*0*[1-9]|transfer-encoding:)", re.IGNORECASE
+)
+
+
+def _body_follows(data: bytes) -> bool:
+    """True when ``data`` is a whole request head that announces a body."""
+    return data.endswith(b"\r\n\r\n") and _BODY_FOLLOWS.search(data) is not None
 
 
 @functools.lru_cache(maxsize=8)
@@ -83,9 +98,13 @@ class _SocketStream(httpcore.NetworkStream):
     whole, a read made while the last one filled its buffer (a fast server's body is
     still arriving) and the check of an idle pooled connection give nothing away; only
     a read that has to wait for the server does.
+
+    A request is one write: a head that announces a body is held until the body's first
+    part and sent with it (or alone, before the next read). A connection a response was
+    read from less than ``_FRESH`` seconds ago is reused without polling it.
     """
 
-    __slots__ = ("_flowing", "_plain", "_rcv", "_snd", "_sock")
+    __slots__ = ("_flowing", "_head", "_plain", "_rcv", "_read_at", "_snd", "_sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
@@ -93,6 +112,8 @@ class _SocketStream(httpcore.NetworkStream):
         self._flowing = False
         self._rcv: float | None = _UNSET
         self._snd: float | None = _UNSET
+        self._head = b""  # a request head held back to go out with its body
+        self._read_at = -_FRESH  # when a read last returned data (monotonic)
 
     def _read_timeout(self, timeout: float | None) -> None:
         if timeout == self._rcv:
@@ -119,6 +140,14 @@ class _SocketStream(httpcore.NetworkStream):
         self._snd = timeout
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self._head:  # no body came: the head goes alone
+            self._send(b"", timeout)
+        data = self._recv(max_bytes, timeout)
+        if data:
+            self._read_at = time.monotonic()
+        return data
+
+    def _recv(self, max_bytes: int, timeout: float | None) -> bytes:
         sock = self._sock
         size = min(max_bytes, READ_BYTES)
         interrupter = current()
@@ -149,6 +178,18 @@ class _SocketStream(httpcore.NetworkStream):
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:  # httpcore writes the empty end of a sized body
             return
+        if not self._head and len(buffer) <= _HEAD_BYTES and _body_follows(buffer):
+            self._head = buffer  # sent with the body's first part: one write, not two
+            return
+        self._send(buffer, timeout)
+
+    def _send(self, buffer: bytes, timeout: float | None) -> None:
+        if self._head:
+            head, self._head = self._head, b""
+            if len(buffer) <= _JOIN_BYTES:
+                buffer = head + buffer
+            else:  # a large body: its copy would cost more than a second write
+                self._send(head, timeout)
         sock = self._sock
         self._flowing = False  # what is read next answers this: it takes a wait
         interrupter = current()
@@ -213,6 +254,11 @@ class _SocketStream(httpcore.NetworkStream):
         if info == "server_addr":
             return sock.getpeername()
         if info == "is_readable":  # an idle pooled connection: did the server close it?
+            # A response read a moment ago: a server closes idle connections after
+            # seconds, not at once (one that closes at once says so in its headers),
+            # so the poll is skipped.
+            if time.monotonic() - self._read_at < _FRESH:
+                return False
             return readable(sock)
         return None
 

@@ -12,6 +12,7 @@ tests/providers/test_body_cache.py compares both on random conversations.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from itertools import islice
@@ -27,6 +28,7 @@ __all__ = [
     "AnthropicEncoder",
     "FlatEncoder",
     "MessageCache",
+    "exact",
     "split_body",
 ]
 
@@ -38,13 +40,15 @@ class MessageCache:
     """Encoded forms of messages, keyed by identity and a format key.
 
     An entry holds its message, so an id is never reused while the entry lives. Past
-    ``limit`` messages or ``max_bytes`` of kept JSON the oldest half of the entries is
-    dropped (their messages are encoded again if seen).
+    ``limit`` messages or ``max_bytes`` of memory (as the callers of ``put`` measure
+    it) the oldest half of the entries is dropped (their messages are encoded again if
+    seen). An entry is one flat tuple, ``(message, size, key, value, key, value...)``:
+    most messages are encoded in one format only, so a dict per entry would cost more
+    than the bytes it holds.
     """
 
     def __init__(self, limit: int = 50_000, max_bytes: int = 256 << 20) -> None:
-        self._entries: dict[int, tuple[Message, dict[Hashable, Any]]] = {}
-        self._sizes: dict[int, int] = {}
+        self._entries: dict[int, tuple[Any, ...]] = {}
         self._limit = limit
         self._max_bytes = max_bytes
         self._bytes = 0
@@ -54,14 +58,14 @@ class MessageCache:
         return len(self._entries)
 
     @property
-    def table(self) -> Mapping[int, tuple[Message, dict[Hashable, Any]]]:
-        """id(message) -> (message, values by key): what ``get`` reads, for loops that
-        look up many messages without a call per message."""
+    def table(self) -> Mapping[int, tuple[Any, ...]]:
+        """id(message) -> ``(message, size, key, value, ...)``: what ``get`` reads, for
+        loops that look up many messages without a call per message."""
         return self._entries
 
     @property
     def nbytes(self) -> int:
-        """The JSON bytes kept, as reported to ``put``."""
+        """The memory the entries hold, as reported to ``put``."""
         return self._bytes
 
     def get(self, message: Message, key: Hashable) -> Any:
@@ -69,34 +73,72 @@ class MessageCache:
         entry = self._entries.get(id(message))
         if entry is None or entry[0] is not message:
             return None
-        return entry[1].get(key)
+        return _value(entry, key)
 
     def put(self, message: Message, key: Hashable, value: Any, size: int) -> None:
-        """Store ``value`` (``size`` bytes of JSON) for ``message`` under ``key``."""
+        """Store ``value`` (holding ``size`` bytes) for ``message`` under ``key``."""
         with self._lock:
             ident = id(message)
             entry = self._entries.get(ident)
             if entry is None or entry[0] is not message:
                 if len(self._entries) >= self._limit or self._bytes >= self._max_bytes:
                     self._evict_locked()
-                entry = (message, {})
-                self._entries[ident] = entry
-                self._sizes[ident] = 0
-            entry[1][key] = value
-            self._sizes[ident] += size
+                self._entries[ident] = (message, size, key, value)
+            else:
+                others = range(2, len(entry), 2)
+                flat = [
+                    x for at in others if entry[at] != key for x in entry[at : at + 2]
+                ]
+                self._entries[ident] = (message, entry[1] + size, *flat, key, value)
             self._bytes += size
 
     def clear(self) -> None:
         """Forget every entry."""
         with self._lock:
             self._entries.clear()
-            self._sizes.clear()
             self._bytes = 0
 
     def _evict_locked(self) -> None:
-        for old in list(islice(self._entries, (len(self._entries) + 1) // 2)):
-            del self._entries[old]
-            self._bytes -= self._sizes.pop(old)
+        entries = self._entries
+        for old in list(islice(entries, (len(entries) + 1) // 2)):
+            self._bytes -= entries.pop(old)[1]
+
+
+def _value(entry: tuple[Any, ...], key: Hashable) -> Any:
+    """The value an entry holds under ``key``, or None."""
+    if entry[2] == key:
+        return entry[3]
+    for at in range(4, len(entry), 2):
+        if entry[at] == key:
+            return entry[at + 1]
+    return None
+
+
+def exact(data: bytes) -> bytes:
+    """``data`` in a bytes object of its own size.
+
+    orjson returns its output in the buffer it wrote it to (1 to 4 KiB at least,
+    depending on the version), and ``sys.getsizeof`` does not always show it: a kept
+    59-byte result can hold 4 KiB. A kept value is copied to its exact size once.
+    """
+    return memoryview(data).tobytes()
+
+
+#: the memory of one entry besides the bytes it keeps: the entry tuple, its slot in
+#: the table, the id key, the value's tuple
+_ENTRY_BYTES = (
+    sys.getsizeof((None,) * 4)
+    + sys.getsizeof((None,) * 4)
+    + sys.getsizeof(1 << 60)
+    + 3 * 8 * 2  # a dict slot (hash, key, value), with the table at most 2/3 full
+)
+
+
+def _held(*kept: bytes) -> int:
+    """The memory an entry keeping ``kept`` costs: the bytes objects themselves (their
+    real size, overhead included), the message the entry keeps alive (the last of
+    ``kept``, its whole JSON, stands for it) and the entry's own bookkeeping."""
+    return sum(map(sys.getsizeof, kept)) + len(kept[-1]) + _ENTRY_BYTES
 
 
 CACHE = MessageCache()
@@ -165,7 +207,7 @@ class FlatEncoder:
                 entry = entries.get(id(message))
                 hit = None
                 if entry is not None and entry[0] is message:
-                    hit = entry[1].get(key)
+                    hit = entry[3] if entry[2] == key else _value(entry, key)
                 if hit is None or hit[2]:  # not kept, or its labels need checking
                     piece = self._piece(message, names, key)
                 else:
@@ -193,9 +235,9 @@ class FlatEncoder:
             if isinstance(b, ToolResult)
             and any(isinstance(p, MediaPart) for p in b.parts)
         )
-        piece = _dumps_all(self._encode(message, names))
+        piece = exact(_dumps_all(self._encode(message, names)))
         labels = tuple(names.get(i) for i in label_ids)
-        CACHE.put(message, key, (piece, added, label_ids, labels), len(piece))
+        CACHE.put(message, key, (piece, added, label_ids, labels), _held(piece))
         return piece
 
 
@@ -279,7 +321,7 @@ class AnthropicEncoder:
                 entry = entries.get(id(message))
                 hit = None
                 if entry is not None and entry[0] is message:
-                    hit = entry[1].get(key)
+                    hit = entry[3] if entry[2] == key else _value(entry, key)
                 if hit is None:
                     hit = self._blocks(message, key)
                 if not hit:
@@ -314,11 +356,12 @@ class AnthropicEncoder:
             others: list[bytes] = []
             for block in self._encode(message):
                 is_result = block["type"] == "tool_result"
-                (results if is_result else others).append(orjson.dumps(block))
+                (results if is_result else others).append(exact(orjson.dumps(block)))
             if results or others:
                 alone = _render([message.role, results, others, None], False)
                 hit = (tuple(results), tuple(others), alone)
-        CACHE.put(message, key, hit, 2 * len(hit[2]) if hit else 0)
+        size = _held(*hit[0], *hit[1], hit[2]) if hit else _ENTRY_BYTES
+        CACHE.put(message, key, hit, size)
         return hit
 
 

@@ -10,7 +10,6 @@ model.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import re
@@ -25,6 +24,7 @@ from . import _pydantic as pydantic_types
 from ._call_plan import CallPlan
 from ._context import ToolContext, context_parameters
 from ._schema import function_schema, parse_docstring, schema_for, type_hints
+from ._timeouts import call_with_idle_limit
 from ._validation import ArgumentError, errors, summary
 
 if TYPE_CHECKING:
@@ -125,6 +125,9 @@ class Tool(Generic[P, R]):
     )
     #: every call waits for ``Agent.approve`` before it runs
     needs_approval: bool = field(default=False, compare=False)
+    #: seconds a call may go without a result or a ``ToolContext.emit`` before it
+    #: becomes an error result (None: no limit): ``@tool(timeout=...)``
+    idle_timeout: float | None = field(default=None, compare=False)
     #: worked out from ``parameters`` and ``hints`` on the first ``invoke`` (a copy
     #: from ``dataclasses.replace`` starts without one)
     _plan: CallPlan | None = field(
@@ -137,6 +140,10 @@ class Tool(Generic[P, R]):
         if not _NAME.match(self.name):
             raise ToolRegistrationError(
                 f"tool name {self.name!r} must be 1-64 characters of A-Z a-z 0-9 _ -"
+            )
+        if self.idle_timeout is not None and not self.idle_timeout > 0:
+            raise ToolRegistrationError(
+                f"tool {self.name!r}: timeout must be a positive number of seconds"
             )
 
     @property
@@ -154,9 +161,13 @@ class Tool(Generic[P, R]):
         ``context`` is passed to every parameter annotated ``ToolContext`` (a fresh,
         inert one when none is given).
 
+        With an ``idle_timeout``, the function runs on a thread of its own and the call
+        ends when it goes that long without returning or reporting progress.
+
         Raises:
             ArgumentError: the arguments do not match the schema (the function was
                 not called); the message names each field and what was expected.
+            TimeoutError: ``idle_timeout`` passed without a result or progress.
         """
         plan = self._plan if self._plan is not None else self._call_plan()
         if plan.valid is None or not plan.valid(arguments):
@@ -168,6 +179,12 @@ class Tool(Generic[P, R]):
         except (TypeError, ValueError) as exc:
             lines = pydantic_types.error_lines(exc) or [str(exc)]
             raise ArgumentError(f"invalid arguments: {summary(lines)}") from exc
+        limit = self.idle_timeout
+        if limit is not None:
+            base = context if context is not None else ToolContext("", self.name)
+            return call_with_idle_limit(
+                lambda ctx: self._run(kwargs, plan.context, ctx), base, limit
+            )
         if plan.context:
             if context is None:
                 context = ToolContext("", self.name)
@@ -179,6 +196,19 @@ class Tool(Generic[P, R]):
             return run_coroutine(
                 result, context.cancelled if context is not None else None
             )
+        return result
+
+    def _run(
+        self, kwargs: dict[str, Any], injected: tuple[str, ...], context: ToolContext
+    ) -> Any:
+        """Call the function with ``context`` in the ``injected`` parameters (a timed
+        call, on its own thread)."""
+        for k in injected:
+            kwargs[k] = context
+        fn: Callable[..., Any] = self.fn
+        result = fn(**kwargs)
+        if isinstance(result, types.CoroutineType):
+            return run_coroutine(result, context.cancelled)
         return result
 
     @property
@@ -243,6 +273,8 @@ def run_coroutine(
     a helper thread (a thread whose own loop is running cannot wait on another
     coroutine). When ``cancelled`` is set, the coroutine is cancelled.
     """
+    import asyncio  # only hosts with async tools pay for it
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -267,6 +299,8 @@ def run_coroutine(
 async def _watched(
     coro: Coroutine[Any, Any, Any], cancelled: threading.Event | None
 ) -> Any:
+    import asyncio
+
     task = asyncio.ensure_future(coro)
     if cancelled is None:
         return await task
@@ -302,6 +336,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     needs_approval: bool = False,
+    timeout: float | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -310,6 +345,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     needs_approval: bool = False,
+    timeout: float | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed, documented function into a ``Tool``.
 
@@ -317,6 +353,10 @@ def tool(
     is called like the function (``add(1, 2)``), with the same parameters and return
     type. With ``needs_approval`` every call ends the turn with
     ``StopReason.APPROVAL_REQUIRED`` until ``Agent.approve`` or ``Agent.deny``.
+    With ``timeout`` (seconds), a call that goes that long without returning or a
+    ``ToolContext.emit`` becomes an error result and the turn moves on; its
+    ``ToolContext.cancelled`` is set, but a thread cannot be stopped: a tool that does
+    not check it runs on until it returns, and its late result is dropped.
 
     Raises:
         ToolRegistrationError: a parameter type cannot be expressed as JSON schema.
@@ -333,19 +373,35 @@ def tool(
             f,
             hints,
             needs_approval,
+            timeout,
         )
 
     return build(fn) if fn is not None else build
 
 
+@runtime_checkable
+class SpecSelector(Protocol):
+    """A registered source that chooses the declarations a request carries
+    (``ToolSearch``)."""
+
+    def bind(self, specs: Callable[[], tuple[ToolSpec, ...]]) -> None:
+        """Take the registry's ``specs``: every declaration, when asked."""
+        ...
+
+    def select_specs(self, specs: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
+        """The declarations to send, out of every registered one."""
+        ...
+
+
 class ToolRegistry:
     """Tool names mapped to the registration that owns them; names are unique."""
 
-    __slots__ = ("_owners", "_specs")
+    __slots__ = ("_owners", "_selector", "_specs")
 
     def __init__(self) -> None:
         self._owners: dict[str, Tool | ToolSource] = {}
         self._specs: dict[str, ToolSpec] = {}
+        self._selector: SpecSelector | None = None
 
     def _claim(self, spec: ToolSpec, owner: Tool | ToolSource) -> None:
         if spec.name in self._owners:
@@ -372,8 +428,14 @@ class ToolRegistry:
             raise ToolRegistrationError(
                 f"tool names already registered: {sorted(set(clash) | dupes)}"
             )
+        selector = source if isinstance(source, SpecSelector) else None
+        if selector is not None and self._selector is not None:
+            raise ToolRegistrationError("only one ToolSearch may be registered")
         for s in specs:
             self._claim(s, source)
+        if selector is not None:
+            self._selector = selector
+            selector.bind(self.specs)
 
     def owner(self, name: str) -> Tool | ToolSource | None:
         """The registration serving ``name``, or None."""
@@ -382,6 +444,12 @@ class ToolRegistry:
     def specs(self) -> tuple[ToolSpec, ...]:
         """Every declaration, in registration order."""
         return tuple(self._specs.values())
+
+    def visible_specs(self) -> tuple[ToolSpec, ...]:
+        """The declarations a request carries: every one, or those a registered
+        ``ToolSearch`` chose."""
+        specs = tuple(self._specs.values())
+        return specs if self._selector is None else self._selector.select_specs(specs)
 
     def names(self) -> list[str]:
         """Every registered tool name."""

@@ -1,0 +1,345 @@
+"""Memory a kept conversation costs, and whether the body cache's limit holds in RSS.
+
+Each measurement runs in a fresh process and reads its RSS (``VmRSS``, after
+``gc.collect()``) before and after; the figure is the growth divided by the count.
+
+- ``kept``: ``--k`` agents each run one turn against a loopback server (in its own
+  process) that answers ``add(a=1, b=2)`` twice, then a 500-word answer, over
+  OpenAI-compatible chat completions; the agents are kept. Against it, the floor: the
+  same conversation as plain OpenAI-style dicts with their own strings, and
+  pydantic-ai's kept result when it is installed.
+- ``cache``: small messages that only the body cache keeps alive are encoded until the
+  cache has evicted many times over, with its byte limit set to ``--limit`` MiB; the
+  RSS growth is compared with the limit.
+
+Goals: a kept conversation at most 3x the plain-dict floor (and at or below
+pydantic-ai's); the cache's RSS growth at most 1.5x its limit.
+
+    python bench/bench_memory.py
+    python bench/bench_memory.py --k 500 --limit 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import socket
+import subprocess
+import sys
+import threading
+from typing import Any
+
+import _record
+import orjson
+
+KEPT_GOAL = 3.0
+CACHE_GOAL = 1.5
+SYSTEM = "You are a helpful assistant."
+PROMPT = "Add 1 and 2 twice, then explain."
+WORDS = [f"word{i % 50} " for i in range(500)]
+
+
+def rss_kb() -> int:
+    gc.collect()
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+# -- the loopback server (its own process) -------------------------------------------
+
+
+def _sse(payloads: list[dict[str, Any]]) -> bytes:
+    events = b"".join(b"data: " + orjson.dumps(p) + b"\n\n" for p in payloads)
+    return events + b"data: [DONE]\n\n"
+
+
+def _reply(request: dict[str, Any]) -> bytes:
+    calls = sum(1 for m in request["messages"] if m["role"] == "tool")
+    if calls < 2:
+        call = {
+            "index": 0,
+            "id": f"call_{calls + 1}",
+            "type": "function",
+            "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'},
+        }
+        return _sse(
+            [
+                {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]},
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+            ]
+        )
+    deltas = [{"choices": [{"index": 0, "delta": {"content": w}}]} for w in WORDS]
+    done = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    return _sse([*deltas, done])
+
+
+def _connection(conn: socket.socket) -> None:
+    buffer = b""
+    with conn:
+        while True:
+            while b"\r\n\r\n" not in buffer:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                buffer += data
+            head, _, buffer = buffer.partition(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            while len(buffer) < length:
+                buffer += conn.recv(65536)
+            body, buffer = buffer[:length], buffer[length:]
+            payload = _reply(orjson.loads(body))
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"content-length: %d\r\n\r\n" % len(payload) + payload
+            )
+
+
+def serve() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    print("PORT", listener.getsockname()[1], flush=True)
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=_connection, args=(conn,), daemon=True).start()
+
+
+# -- the measurements (each in its own process) --------------------------------------
+
+
+def kept_navi(url: str, k: int) -> float:
+    from navi_core import Agent, OpenAIChat, tool
+
+    @tool
+    def add(a: int, b: int) -> str:
+        """Add two integers.
+
+        Args:
+            a: first.
+            b: second.
+        """
+        return f"RZQ17 {a + b}"
+
+    provider = OpenAIChat(model="m", base_url=url, api_key="x")
+    for _ in Agent(provider, tools=[add], system=SYSTEM).run(PROMPT):
+        pass  # warm: every module and lazy table loaded
+    agents = []
+    start = rss_kb()
+    for _ in range(k):
+        agent = Agent(provider, tools=[add], system=SYSTEM)
+        for _ in agent.run(PROMPT):
+            pass
+        agents.append(agent)
+    return (rss_kb() - start) / k
+
+
+def kept_floor(url: str, k: int) -> float:
+    del url
+    call = '{"a": 1, "b": 2}'
+    kept = []
+    start = rss_kb()
+    for i in range(k):
+        kept.append(
+            [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": PROMPT + ""},
+                *[
+                    message
+                    for n in (1, 2)
+                    for message in (
+                        {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {
+                                    "id": f"call_{n}",
+                                    "type": "function",
+                                    "function": {"name": "add", "arguments": call},
+                                }
+                            ],
+                        },
+                        {
+                            "role": "tool",
+                            "tool_call_id": f"call_{n}",
+                            "content": "RZQ17 3",
+                        },
+                    )
+                ],
+                {"role": "assistant", "content": "".join(list(WORDS)) + str(i)},
+            ]
+        )
+    return (rss_kb() - start) / k
+
+
+def kept_pydantic_ai(url: str, k: int) -> float:
+    from pydantic_ai import Agent  # type: ignore[import-not-found,unused-ignore]
+    from pydantic_ai.models.openai import (  # type: ignore[import-not-found,unused-ignore]
+        OpenAIModel,
+    )
+    from pydantic_ai.providers.openai import (  # type: ignore[import-not-found,unused-ignore]
+        OpenAIProvider,
+    )
+
+    model = OpenAIModel("m", provider=OpenAIProvider(base_url=url, api_key="x"))
+    agent = Agent(model, system_prompt=SYSTEM)
+
+    @agent.tool_plain  # type: ignore[untyped-decorator,unused-ignore]
+    def add(a: int, b: int) -> str:
+        """Add two integers."""
+        return f"RZQ17 {a + b}"
+
+    agent.run_sync(PROMPT)
+    kept = []
+    start = rss_kb()
+    for _ in range(k):
+        kept.append(agent.run_sync(PROMPT))
+    return (rss_kb() - start) / k
+
+
+def cache_growth(limit_mib: int) -> tuple[float, int]:
+    """RSS growth (KiB) while the body cache fills past its limit; messages encoded."""
+    from navi_core import Message, Text
+    from navi_core.providers import body_cache
+    from navi_core.providers.base import ProviderRequest
+    from navi_core.providers.openai_chat import OpenAIChat
+
+    class Settings:
+        max_output_tokens = None
+        temperature = None
+        coalesce_deltas = False
+
+    body_cache.CACHE = body_cache.MessageCache(max_bytes=limit_mib << 20)
+    provider = OpenAIChat("m", "http://127.0.0.1:9/v1")
+    settings = Settings()
+    warm = (Message("user", (Text("warm"),)),)
+    provider.encode_body(ProviderRequest(warm, None, (), settings))
+    start = rss_kb()
+    count = 0
+    peak = 0
+    while count < 8 * (limit_mib << 20) // 400:  # several times what fits
+        for _ in range(10_000):
+            message = Message("user", (Text(f"question number {count}"),))
+            request = ProviderRequest((message,), None, (), settings)
+            provider.encode_body(request)
+            count += 1
+        peak = max(peak, rss_kb() - start)
+    return float(peak), count
+
+
+CHILDREN = {
+    "navi_core": kept_navi,
+    "plain dicts": kept_floor,
+    "pydantic-ai": kept_pydantic_ai,
+}
+
+
+def _child(argv: list[str]) -> None:
+    kind = argv[0]
+    if kind == "cache":
+        print(json.dumps(cache_growth(int(argv[1]))))
+        return
+    print(json.dumps(CHILDREN[kind](argv[1], int(argv[2]))))
+
+
+def _run(*args: str) -> Any:
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        return done.stderr.strip().splitlines()[-1] if done.stderr else "failed"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--serve"]:
+        serve()
+        return
+    if sys.argv[1:2] == ["--child"]:
+        _child(sys.argv[2:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--k", type=int, default=1000, help="conversations kept")
+    parser.add_argument("--limit", type=int, default=32, help="cache limit, MiB")
+    _record.add_option(parser)
+    args = parser.parse_args()
+    _record.start(args)
+
+    from navi_core.core import IMPLEMENTATION
+
+    print(f"core: {IMPLEMENTATION}")
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        url = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}/v1"
+        results = {kind: _run(kind, url, str(args.k)) for kind in CHILDREN}
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    floor = results["plain dicts"]
+    print(f"kept conversation after one tool turn (RSS per conversation, k={args.k})")
+    for kind, value in results.items():
+        if isinstance(value, float):
+            print(f"  {kind:<14} {value:7.2f} KiB  {value / floor:5.2f}x floor")
+        else:
+            print(f"  {kind:<14} not measured ({value})")
+    _record.table(
+        f"A conversation kept after one tool turn (RSS each, {args.k:,} kept)",
+        ["kept as", "KiB each", "vs plain dicts"],
+        [
+            [kind, f"{value:.2f}", f"{value / floor:.2f}x"]
+            for kind, value in results.items()
+            if isinstance(value, float)
+        ],
+    )
+    ours = results["navi_core"]
+    if isinstance(ours, float):
+        ratio = ours / floor
+        verdict = "met" if ratio <= KEPT_GOAL else "missed"
+        print(
+            f"goal: kept <= {KEPT_GOAL}x the plain-dict floor: {ratio:.2f}x ({verdict})"
+        )
+        _record.goal(
+            f"kept conversation <= {KEPT_GOAL}x plain dicts ({ratio:.2f}x)",
+            ratio <= KEPT_GOAL,
+        )
+        theirs = results["pydantic-ai"]
+        if isinstance(theirs, float):
+            verdict = "met" if ours <= theirs else "missed"
+            print(f"goal: kept <= pydantic-ai's: {ours / theirs:.2f}x ({verdict})")
+
+    growth = _run("cache", str(args.limit))
+    if isinstance(growth, list):
+        peak, count = growth
+        ratio = peak / (args.limit * 1024)
+        verdict = "met" if ratio <= CACHE_GOAL else "missed"
+        print(
+            f"body cache, limit {args.limit} MiB, {count:,} small messages encoded: "
+            f"peak RSS growth {peak / 1024:.1f} MiB = {ratio:.2f}x the limit"
+        )
+        print(f"goal: RSS growth <= {CACHE_GOAL}x the limit ({verdict})")
+        _record.table(
+            "The body cache's byte limit, measured by RSS",
+            ["limit MiB", "messages encoded", "peak RSS growth MiB", "vs the limit"],
+            [[f"{args.limit}", f"{count:,}", f"{peak / 1024:.1f}", f"{ratio:.2f}x"]],
+        )
+        _record.goal(
+            f"body cache RSS growth <= {CACHE_GOAL}x its limit ({ratio:.2f}x)",
+            ratio <= CACHE_GOAL,
+        )
+    else:
+        print(f"body cache: not measured ({growth})")
+
+
+if __name__ == "__main__":
+    main()
