@@ -17,12 +17,21 @@ Rounds are interleaved (each round runs every contender once); the table shows m
 times, MB/s over the whole body, and how many times faster the Cython parser is. All
 contenders must produce identical accumulated results, or the run stops.
 
+Local models (``--only local``): the scan for tool calls written as text
+(``TextCalls``) over a plain OpenAI text stream against the bare parser (goal: it adds
+at most 10 % to the parse time), and a stream whose content holds Hermes
+``<tool_call>`` markup, recovered while streaming by the Cython core, against
+``httpx-sse`` + ``orjson`` accumulating the content and a regex recovering the calls
+from it afterwards, both through the mock transport (goal: 5x).
+
 Run: ``python bench/bench_core.py`` (``--quick`` for fewer rounds).
 """
 
 from __future__ import annotations
 
 import argparse
+import random
+import re
 import statistics
 import sys
 import time
@@ -33,6 +42,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import _record
 import anthropic
 import corpus
 import httpx
@@ -46,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).absolute().parent.parent))  # a plain chec
 
 import navi_core._core as cy
 import navi_core._core_py as py
-from navi_core._deltas import TEXT, THINKING, TOOL_ARGS
+from navi_core._deltas import TEXT, THINKING, TOOL_ARGS, TOOL_START
 
 __all__ = ["main"]
 
@@ -487,6 +497,10 @@ def check(
         ratio = medians[slower] / medians[faster]
         verdict = "ok" if ratio >= goal else "MISSED"
         print(f"  {label}: {faster} >= {goal:g}x {slower}: {ratio:.1f}x {verdict}")
+        if label == "goal":
+            _record.goal(
+                f"{name}: {faster} >= {goal:g}x {slower} ({ratio:.1f}x)", ratio >= goal
+            )
         if ratio < goal:
             missed.append(f"{name}: {faster} vs {slower} {ratio:.1f}x < {goal:g}x")
     return missed
@@ -503,10 +517,194 @@ def report(
     print(f"  {'contender':<30}{'MB/s':>9}{'ms':>10}{'Cython is':>12}")
     for contender, t in medians.items():
         print(f"  {contender:<30}{mb / t:>9.1f}{t * 1e3:>10.1f}{t / fast:>11.1f}x")
+    _record.table(
+        f"{name}: {mb:.2f} MB, {events:,} events, {len(chunks)} chunks of 1-16 KiB",
+        ["contender", "MB/s", "ms", "Cython is"],
+        [
+            [c, f"{mb / t:,.1f}", f"{t * 1e3:,.1f}", f"{t / fast:.1f}x"]
+            for c, t in medians.items()
+        ],
+    )
     missed = check(name, medians, GOALS.get(name, []), "goal")
     if name not in GOALS:
         print("  (no stated goal for this corpus)")
     return missed, check(name, medians, STRETCH, "stretch")
+
+
+# -- local models: tool calls written as text -----------------------------------------
+
+LOCAL_TOOLS = {"search": {"q": "string"}, "add": {"a": "integer", "b": "integer"}}
+WORDS = ("tide", "bridge", "bread", "glacier", "compiler", "bee", "map", "river", "the")
+TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+
+
+def hermes_corpus(n: int, seed: int = 5) -> bytes:
+    """A chat stream whose content is prose with Hermes tool calls written in it, a
+    token per chunk, as a local server without a tool parser sends it."""
+    rng = random.Random(seed)
+    pieces: list[str] = []
+    while len(pieces) < n:
+        pieces += [rng.choice(WORDS) + " " for _ in range(40)]
+        call = orjson.dumps(
+            {
+                "name": "search",
+                "arguments": {"q": " ".join(rng.choices(WORDS, k=8))},
+            }
+        ).decode()
+        pieces += ["<tool_call>", "\n"] + [
+            call[i : i + 4] for i in range(0, len(call), 4)
+        ]
+        pieces += ["\n", "</tool_call>", "\n"]
+    head = b'data: {"id":"x","object":"chat.completion.chunk","model":"local","choices":[{"index":0,"delta":{"content":'
+    tail = b'},"finish_reason":null}]}\n\n'
+    body = [head + orjson.dumps(p) + tail for p in pieces]
+    body.append(
+        b'data: {"id":"x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+    )
+    body.append(b"data: [DONE]\n\n")
+    return b"".join(body)
+
+
+Calls = list[tuple[str, str]]
+
+
+def navi_text_calls(
+    module: ModuleType, chunks: list[bytes], scan: bool, http: bool = False
+) -> Callable[[], Any]:
+    """The chat parser fed the chunks (through the mock transport with ``http``, else
+    directly); with ``scan``, inside ``TextCalls``."""
+
+    def run() -> tuple[str, Calls]:
+        text: list[str] = []
+        names: dict[int, str] = {}
+        args: defaultdict[int, list[str]] = defaultdict(list)
+        p = module.OpenAIChatParser()
+        if scan:
+            p = module.TextCalls(p, "auto", LOCAL_TOOLS, ("<think>", "</think>"), 0)
+
+        def take(deltas: list[tuple[Any, ...]]) -> None:
+            for d in deltas:
+                kind = d[0]
+                if kind == TEXT:
+                    text.append(d[1])
+                elif kind == TOOL_ARGS:
+                    args[d[1]].append(d[2])
+                elif kind == TOOL_START:
+                    names[d[1]] = d[3]
+
+        if http:
+            with response(chunks) as resp:
+                for data in resp.iter_bytes():
+                    take(p.feed(data))
+        else:
+            for data in chunks:
+                take(p.feed(data))
+        take(p.close())
+        calls = [(names[k], "".join(args[k])) for k in sorted(names)]
+        return "".join(text), calls
+
+    return run
+
+
+def regex_recovery(chunks: list[bytes]) -> Callable[[], Any]:
+    """``httpx-sse`` + ``orjson`` accumulating the content, then a regex and
+    ``orjson`` taking the calls out of it: recovery in pure Python, after the stream."""
+
+    def run() -> tuple[str, Calls]:
+        text: list[str] = []
+        with response(chunks) as resp:
+            for sse in EventSource(resp).iter_sse():
+                if sse.data == "[DONE]":
+                    break
+                for choice in orjson.loads(sse.data).get("choices") or ():
+                    content = choice["delta"].get("content")
+                    if content:
+                        text.append(content)
+        content = "".join(text)
+        calls: Calls = []
+        for match in TOOL_CALL.finditer(content):
+            obj = orjson.loads(match.group(1))
+            calls.append((obj["name"], orjson.dumps(obj["arguments"]).decode()))
+        return TOOL_CALL.sub("", content), calls
+
+    return run
+
+
+def local_models(n: int, rounds: int) -> list[str]:
+    """The rows of the text-call scan; the goals missed."""
+    plain = corpus.openai_text(n)
+    plain_chunks = corpus.network_chunks(plain)
+    runs = {
+        "Cython parser": navi_text_calls(cy, plain_chunks, False),
+        "Cython parser + text-call scan": navi_text_calls(cy, plain_chunks, True),
+    }
+    assert runs["Cython parser"]()[0] == runs["Cython parser + text-call scan"]()[0]
+    medians = measure_plain(runs, rounds * 3)
+    bare, scanned = medians["Cython parser"], medians["Cython parser + text-call scan"]
+    share = scanned / bare - 1
+    print(f"\nLocal models: OpenAI text, {len(plain) / 1e6:.2f} MB, no markup")
+    for name, t in medians.items():
+        print(f"  {name:<34}{t * 1e3:>10.2f} ms")
+    missed = []
+    verdict = "ok" if share <= 0.10 else "MISSED"
+    print(f"  goal: the scan adds <= 10% to the parse time: {share:+.1%} {verdict}")
+    _record.table(
+        f"Local models: OpenAI text, {len(plain) / 1e6:.2f} MB, no markup",
+        ["parser", "ms"],
+        [[name, f"{t * 1e3:.2f}"] for name, t in medians.items()],
+    )
+    _record.goal(f"the text-call scan adds <= 10% ({share:+.1%})", share <= 0.10)
+    if share > 0.10:
+        missed.append(f"text-call scan adds {share:.1%} > 10%")
+    body = hermes_corpus(n)
+    chunks = corpus.network_chunks(body)
+    runs = {
+        "navi_core Cython, calls recovered": navi_text_calls(cy, chunks, True, True),
+        "httpx-sse + orjson, then regex": regex_recovery(chunks),
+    }
+    got = {name: run() for name, run in runs.items()}
+    ours, theirs = got.values()
+    assert [(n_, orjson.loads(a)) for n_, a in ours[1]] == [
+        (n_, orjson.loads(a)) for n_, a in theirs[1]
+    ], "the recoveries disagree"
+    medians = measure_plain(runs, rounds)
+    print(
+        f"\nLocal models: Hermes calls in content, {len(body) / 1e6:.2f} MB, "
+        f"{len(ours[1])} calls"
+    )
+    for name, t in medians.items():
+        print(f"  {name:<34}{t * 1e3:>10.2f} ms")
+    ratio = (
+        medians["httpx-sse + orjson, then regex"]
+        / medians["navi_core Cython, calls recovered"]
+    )
+    verdict = "ok" if ratio >= 5 else "MISSED"
+    _record.table(
+        f"Local models: Hermes calls in content, {len(body) / 1e6:.2f} MB, "
+        f"{len(ours[1])} calls",
+        ["recovery", "ms"],
+        [[name, f"{t * 1e3:.2f}"] for name, t in medians.items()],
+    )
+    _record.goal(
+        f"calls recovered while streaming >= 5x regex ({ratio:.1f}x)", ratio >= 5
+    )
+    print(
+        f"  goal: recovered while streaming >= 5x the regex recovery: {ratio:.1f}x {verdict}"
+    )
+    if ratio < 5:
+        missed.append(f"text-call recovery {ratio:.1f}x < 5x")
+    return missed
+
+
+def measure_plain(runs: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+    """Median seconds of each run, rounds interleaved."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main() -> None:
@@ -514,7 +712,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="3 rounds instead of 7")
     parser.add_argument("--chunks", type=int, default=20_000, help="deltas per corpus")
     parser.add_argument("--only", help="run the corpora whose name contains this")
+    _record.add_option(parser)
     args = parser.parse_args()
+    _record.start(args)
     rounds = 3 if args.quick else 7
     print(f"navi_core core parsers, median of {rounds} interleaved rounds")
     corpora = {
@@ -537,6 +737,8 @@ def main() -> None:
         goals, stretches = report(name, kind, body, corpus.network_chunks(body), rounds)
         missed += goals
         stretch += stretches
+    if not args.only or args.only.lower() in "local models":
+        missed += local_models(args.chunks, rounds)
     print("\nall goals met" if not missed else "\nmissed: " + "; ".join(missed))
     print(
         "all stretch goals met"

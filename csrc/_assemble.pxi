@@ -251,7 +251,7 @@ cdef class Assembler:
             self._open(_B_REDACTED, d[1])
             self._cur = None
         elif kind == _D_USAGE:
-            self.usage = (d[1], d[2], d[3], d[4], d[5])
+            self.usage = d[1:]  # the counts, and a flag when they are estimated
         elif kind == _D_FINISH:
             self.finish_reason = d[1]
         elif kind == _D_MODEL:

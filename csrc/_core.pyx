@@ -1,5 +1,6 @@
 # cython: language_level=3, embedsignature=True
-"""Compiled core of navi_core: SSE framing, delta parsing, token estimate, base64.
+"""Compiled core of navi_core: SSE framing, delta parsing, token estimate, base64,
+tool calls written as text.
 
 The pure twin ``navi_core/_core_py.py`` gives identical results and is the reference.
 Each twin include mirrors one of its modules file for file and name for name:

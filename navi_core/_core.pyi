@@ -7,7 +7,7 @@ them), and tests/core/test_selection.py keeps the two equal.
 
 import socket
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 _Buffer: TypeAlias = bytes | bytearray | memoryview
@@ -55,6 +55,23 @@ class AnthropicParser:
     def close(self) -> list[_Delta]: ...
 
 def estimate_tokens(text: str) -> int: ...
+
+class TextCalls:
+    """A chat parser whose content is scanned for tool calls written as text."""
+
+    recovered: int
+    def __init__(
+        self,
+        parser: Any,
+        mode: str = "auto",
+        tools: Mapping[str, Mapping[str, str]] | None = None,
+        think: tuple[str, str] | None = None,
+        prompt: int | Callable[[], int] = 0,
+        ids: str = "",
+    ) -> None: ...
+    def feed(self, data: _Buffer) -> list[_Delta]: ...
+    def close(self) -> list[_Delta]: ...
+    def scan(self, deltas: list[_Delta]) -> list[_Delta]: ...
 def b64encode(data: bytes | bytearray | memoryview) -> str: ...
 
 class Assembler:

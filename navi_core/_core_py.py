@@ -4,7 +4,7 @@ It is the reference implementation and the typing source of truth. The code live
 seven modules, each mirrored file for file and name for name by an include of the
 compiled core: ``_framing_py`` (SSE framing) ↔ ``csrc/_framing.pxi``, ``_sse_py`` (the
 chat and Messages delta parsers) ↔ ``csrc/_sse.pxi``, ``_responses_py`` (the Responses
-parser) ↔ ``csrc/_responses.pxi``, ``_text_py`` (token estimate and base64) ↔
+parser) ↔ ``csrc/_responses.pxi``, ``_text_py`` (token estimate, base64, tool calls written as text) ↔
 ``csrc/_text.pxi``, ``_assemble_py`` (delta tuples to events) ↔
 ``csrc/_assemble.pxi``, ``_pump_py`` (the hot path of ``Stream.next``) ↔
 ``csrc/_pump.pxi``, ``_sockio_py`` (socket calls that never wait) ↔
@@ -23,7 +23,7 @@ from ._pump_py import Reader, next_event, next_or_stop, produce
 from ._responses_py import OpenAIResponsesParser
 from ._sockio_py import readable, recv_ready, send_ready
 from ._sse_py import AnthropicParser, OpenAIChatParser
-from ._text_py import b64encode, estimate_tokens
+from ._text_py import TextCalls, b64encode, estimate_tokens
 
 __all__ = [
     "AnthropicParser",
@@ -33,6 +33,7 @@ __all__ = [
     "Reader",
     "SSEDecoder",
     "SSEEvent",
+    "TextCalls",
     "b64encode",
     "estimate_tokens",
     "next_event",

@@ -15,14 +15,36 @@ Costs are integers in thousandths of a token, so both twins agree exactly; the t
 rounded up. Two bounds hold for any texts ``a`` and ``b``:
 ``estimate(a + b) <= estimate(a) + estimate(b) + 1`` and
 ``estimate(a + b) >= estimate(a) - 1``. The compiled twin copies these tables at import.
+
+``TextCalls`` (below the estimate) wraps a chat-completions parser and scans the
+content for the tool calls local models write as text when the server does not parse
+them: Hermes / Qwen2.5 ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
+Qwen3-Coder ``<tool_call><function=name><parameter=p>value</parameter></function>
+</tool_call>`` (also without the wrapper), Llama 3.x ``{"name": ..., "parameters":
+{...}}`` (optionally after ``<|python_tag|>``, several separated by ``;``), Mistral
+``[TOOL_CALLS][{"name": ..., "arguments": {...}}]`` and ``[TOOL_CALLS]name[ARGS]{...}``;
+and for reasoning between tags at the start of the content. A call's ``TOOL_START``
+goes out once its name has arrived (tagged formats; else when the call closes), its
+``TOOL_ARGS`` when its markup closes; text outside the markup stays ``TEXT``, in order. Markup that turns out not to be a call (``<tooltip>``,
+a JSON answer without a tool's name, a name no tool has in ``"auto"`` mode) is given
+back as text; a call whose arguments are not valid JSON keeps its name and raw
+arguments, so it gets the usual invalid-arguments result. A stream that reported no
+usage ends with a ``USAGE`` delta of the estimated prompt, its last item True: the
+assembler estimates the output from the finished message.
 """
 
 from __future__ import annotations
 
 import binascii
-from typing import Final
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
-__all__ = ["b64encode", "estimate_tokens"]
+import orjson
+
+from ._deltas import DONE, FINISH, TEXT, THINKING, TOOL_ARGS, TOOL_START, USAGE
+
+__all__ = ["MODES", "TextCalls", "b64encode", "estimate_tokens"]
 
 # Character classes. Letters continue words, PUNCT..EMOJI continue punctuation runs.
 LOWER, UPPER, DIGIT, SPACE, NEWLINE, BLANK, PUNCT = range(7)
@@ -377,3 +399,524 @@ def b64encode(data: bytes | bytearray | memoryview) -> str:
         if not view.c_contiguous:
             return binascii.b2a_base64(view.tobytes(), newline=False).decode("ascii")
         return binascii.b2a_base64(view, newline=False).decode("ascii")
+
+
+# -- tool calls written as text ------------------------------------------------------
+
+#: the values of ``OpenAIChat(text_tool_calls=...)``
+MODES: Final = ("auto", "off", "hermes", "qwen", "llama", "mistral")
+
+_TOOL_CALL: Final = "<tool_call>"
+_TOOL_CALL_END: Final = "</tool_call>"
+_FUNCTION: Final = "<function="
+_FUNCTION_END: Final = "</function>"
+_PYTHON_TAG: Final = "<|python_tag|>"
+_MISTRAL: Final = "[TOOL_CALLS]"
+_ARGS: Final = "[ARGS]"
+_BRACE: Final = "{"
+
+#: the markers each mode looks for
+_MARKERS: Final[dict[str, tuple[str, ...]]] = {
+    "off": (),
+    "hermes": (_TOOL_CALL,),
+    "qwen": (_TOOL_CALL, _FUNCTION),
+    "llama": (_PYTHON_TAG, _BRACE),
+    "mistral": (_MISTRAL,),
+    "auto": (_TOOL_CALL, _FUNCTION, _PYTHON_TAG, _MISTRAL, _BRACE),
+}
+
+_WS: Final = " \t\r\n"
+_SEP: Final = " \t\r\n;"  # what may stand between two calls
+_NAME_RE: Final = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_ARGS_RE: Final = re.compile(r'"(?:arguments|parameters)"\s*:\s*')
+_HEAD_NAME: Final = re.compile(r'\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_LLAMA_HEAD: Final = re.compile(r'\{\s*"name"\s*:')
+_PARAM_RE: Final = re.compile(
+    r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|$)", re.S
+)
+
+# states of the scan
+_S_TEXT: Final = 0
+_S_THINK: Final = 1
+_S_CALL: Final = 2
+
+
+def _head(s: str, marker: str) -> int:
+    """Whether ``s`` starts with ``marker`` (its length), may still (0), or not (-1)."""
+    if marker == _BRACE:
+        if not s.startswith("{"):
+            return -1
+        if _LLAMA_HEAD.match(s):
+            return 1
+        # "{", whitespace, then a prefix of '"name"' and its colon
+        rest = s[1:].lstrip(_WS)
+        if '"name"'.startswith(rest):
+            return 0
+        if rest.startswith('"name"') and rest[6:].strip(_WS) == "":
+            return 0
+        return -1
+    if s.startswith(marker):
+        return len(marker)
+    return 0 if marker.startswith(s) else -1
+
+
+def _json_end(s: str, start: int) -> int:
+    """The index after the JSON value (object or array) that opens at ``start``, or
+    -1 while it has not closed."""
+    depth = 0
+    in_string = False
+    escape = False
+    for i in range(start, len(s)):
+        c = s[i]
+        if in_string:
+            if escape:
+                escape = False
+            elif c == "\\":
+                escape = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c == "{" or c == "[":
+            depth += 1
+        elif c == "}" or c == "]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return -1
+
+
+def _loads(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _INVALID
+
+
+_INVALID: Final = object()
+
+
+def _arguments(value: Any) -> str:
+    """A call's arguments as JSON text: an object as it is, a string holding a JSON
+    object as that object, anything else encoded."""
+    if type(value) is str:
+        inner = _loads(value)
+        if type(inner) is dict:
+            return value
+    return orjson.dumps(value).decode()
+
+
+class TextCalls:
+    """A chat-completions parser whose content is scanned for calls written as text.
+
+    ``parser`` is the core's ``OpenAIChatParser`` (anything with ``feed(bytes)`` and
+    ``close()`` returning deltas). ``mode`` is one of ``MODES``; in ``"auto"`` a call
+    counts only when ``tools`` (name -> parameter name -> JSON type) has its name.
+    ``think`` is the (open, close) pair of reasoning tags, or None. ``prompt`` is the
+    request's estimated prompt size (or a function that estimates it), reported with
+    the estimated output when the stream sent no usage. A recovered call's id is
+    ``ids`` and its index (``ids`` empty: the assembler makes one). ``recovered``
+    counts the calls recovered so far.
+    """
+
+    def __init__(
+        self,
+        parser: Any,
+        mode: str = "auto",
+        tools: Mapping[str, Mapping[str, str]] | None = None,
+        think: tuple[str, str] | None = None,
+        prompt: int | Callable[[], int] = 0,
+        ids: str = "",
+    ) -> None:
+        if mode not in _MARKERS:
+            raise ValueError(f"text_tool_calls must be one of {', '.join(MODES)}")
+        if think is not None and (len(think) != 2 or not think[0] or not think[1]):
+            raise ValueError("reasoning_tags must be two non-empty strings or None")
+        self._parser = parser
+        self._mode = mode
+        self._markers = _MARKERS[mode]
+        self._triggers = "".join(sorted({m[0] for m in self._markers}))
+        self._tools = dict(tools or {})
+        self._think = think
+        self._prompt = prompt
+        self._ids = ids
+        self._buf = ""
+        self._state = _S_TEXT
+        self._fresh = think is not None  # nothing but whitespace seen yet
+        self._marker = ""  # the marker of the call being read
+        self._started = ""  # the name of the call whose start went out, until it ends
+        self._sep = False  # whitespace after a call is held: the next call may follow
+        self._strip = False  # whitespace after the reasoning is dropped
+        self._next_index = 0
+        self._usage = False
+        self._finish: Any = None
+        self._ended = False
+        self.recovered = 0
+
+    def feed(self, data: bytes) -> list[Any]:
+        """The parser's deltas for ``data``, content scanned."""
+        return self.scan(self._parser.feed(data))
+
+    def close(self) -> list[Any]:
+        """The parser's last deltas, then whatever the scan still held."""
+        out = self.scan(self._parser.close())
+        if not self._ended:
+            self._end(out)
+        return out
+
+    def scan(self, deltas: list[Any]) -> list[Any]:
+        """``deltas`` with their content scanned."""
+        out: list[Any] = []
+        for d in deltas:
+            kind = d[0]
+            if kind == TEXT:
+                text = d[1]
+                if (
+                    not self._buf
+                    and self._state == _S_TEXT
+                    and not (self._fresh or self._sep or self._strip)
+                    and not any(c in text for c in self._triggers)
+                ):
+                    out.append(d)
+                else:
+                    self._buf += text
+                    self._run(out, False)
+            elif kind == DONE:
+                self._end(out)
+                out.append(d)
+            else:
+                if kind == TOOL_START:
+                    if d[1] >= self._next_index:
+                        self._next_index = d[1] + 1
+                elif kind == USAGE:
+                    self._usage = True
+                elif kind == FINISH:
+                    self._finish = d[1]
+                out.append(d)
+        return out
+
+    # -- the scan ------------------------------------------------------------------
+
+    def _text(self, out: list[Any], text: str) -> None:
+        if text:
+            out.append((TEXT, text))
+
+    def _run(self, out: list[Any], final: bool) -> None:
+        while self._buf:
+            state = self._state
+            if state == _S_TEXT:
+                if not self._lead(out, final):
+                    return
+                if self._state == _S_TEXT and not self._scan_text(out, final):
+                    return
+            elif state == _S_THINK:
+                if not self._scan_think(out, final):
+                    return
+            elif not self._scan_call(out, final):
+                return
+
+    def _lead(self, out: list[Any], final: bool) -> bool:
+        """Whitespace at the start of the content, after the reasoning or after a call;
+        True to go on scanning."""
+        if not (self._fresh or self._sep or self._strip):
+            return True
+        buf = self._buf
+        body = buf.lstrip(_SEP if self._sep else _WS)
+        if not body:
+            if final:
+                if self._fresh and not self._strip:
+                    self._text(out, buf)  # a content of whitespace only
+                self._buf = ""
+                self._fresh = self._sep = self._strip = False
+            return False
+        if self._fresh and self._think is not None:
+            opening = self._think[0]
+            if body.startswith(opening):
+                self._buf = body[len(opening) :]
+                self._state = _S_THINK
+                self._fresh = False
+                return True
+            if opening.startswith(body) and not final:
+                return False
+        if self._strip:
+            buf = body
+        elif self._sep:
+            heads = [_head(body, m) for m in self._markers]
+            if any(h > 0 for h in heads):
+                buf = body  # whitespace between calls is no text
+            elif not final and any(h == 0 for h in heads):
+                return False
+        self._buf = buf
+        self._fresh = self._sep = self._strip = False
+        return True
+
+    def _scan_text(self, out: list[Any], final: bool) -> bool:
+        buf = self._buf
+        triggers = self._triggers
+        i = 0
+        n = len(buf)
+        while i < n:
+            if buf[i] not in triggers:
+                i += 1
+                continue
+            tail = buf[i:]
+            for marker in self._markers:
+                if marker[0] != buf[i]:
+                    continue
+                got = _head(tail, marker)
+                if got > 0:
+                    self._text(out, buf[:i])
+                    self._buf = tail
+                    self._marker = marker
+                    self._state = _S_CALL
+                    return True
+                if got == 0 and not final:
+                    self._text(out, buf[:i])
+                    self._buf = tail
+                    return False
+            i += 1
+        self._text(out, buf)
+        self._buf = ""
+        return False
+
+    def _scan_think(self, out: list[Any], final: bool) -> bool:
+        assert self._think is not None
+        closing = self._think[1]
+        buf = self._buf
+        at = buf.find(closing)
+        if at >= 0:
+            if at:
+                out.append((THINKING, buf[:at]))
+            self._buf = buf[at + len(closing) :]
+            self._state = _S_TEXT
+            self._strip = True  # the answer's leading whitespace is dropped
+            return True
+        keep = 0
+        if not final:
+            for k in range(min(len(closing) - 1, len(buf)), 0, -1):
+                if closing.startswith(buf[-k:]):
+                    keep = k
+                    break
+        text = buf[: len(buf) - keep]
+        if text:
+            out.append((THINKING, text))
+        self._buf = buf[len(buf) - keep :]
+        return False
+
+    def _scan_call(self, out: list[Any], final: bool) -> bool:
+        """Read the call that opens the buffer; True when it ended (or was given back)."""
+        marker = self._marker
+        buf = self._buf
+        end = -1  # the end of the call's markup in buf
+        if marker == _TOOL_CALL:
+            at = buf.find(_TOOL_CALL_END, len(_TOOL_CALL))
+            if at >= 0:
+                end = at + len(_TOOL_CALL_END)
+        elif marker == _FUNCTION:
+            at = buf.find(_FUNCTION_END)
+            if at >= 0:
+                end = at + len(_FUNCTION_END)
+        elif marker in (_PYTHON_TAG, _BRACE):
+            start = len(_PYTHON_TAG) if marker == _PYTHON_TAG else 0
+            while start < len(buf) and buf[start] in _WS:
+                start += 1
+            if start < len(buf):
+                # anything but an object after the tag: given back as text
+                end = _json_end(buf, start) if buf[start] == "{" else start
+        else:  # Mistral
+            end = self._mistral_end(buf)
+        if end < 0 and not final:
+            if not self._started:
+                self._announce(out, marker, buf)
+            return False
+        if end < 0:
+            end = len(buf)
+        markup, self._buf = buf[:end], buf[end:]
+        self._state = _S_TEXT
+        calls = self._calls(marker, markup)
+        started = self._started
+        self._started = ""
+        if calls is None:
+            if not started:
+                # not a call: its first character is text, the rest is scanned again
+                self._text(out, markup[0])
+                self._buf = markup[1:] + self._buf
+                return True
+            calls = [(started, markup)]  # announced: a call, with bad arguments
+        for k, (name, arguments) in enumerate(calls):
+            if k == 0 and started:
+                index = self._next_index - 1  # its start went out already
+            else:
+                index = self._start(out, name)
+            if arguments:
+                out.append((TOOL_ARGS, index, arguments))
+        self._sep = True
+        return True
+
+    def _start(self, out: list[Any], name: str) -> int:
+        """Push the start of a recovered call; its index."""
+        index = self._next_index
+        self._next_index += 1
+        self.recovered += 1
+        call_id = f"{self._ids}{index}" if self._ids else ""
+        out.append((TOOL_START, index, call_id, name))
+        return index
+
+    def _announce(self, out: list[Any], marker: str, buf: str) -> None:
+        """A call in tags whose name is known yet: its start goes out before its
+        arguments have arrived."""
+        if marker == _TOOL_CALL:
+            body = buf[len(_TOOL_CALL) :].lstrip(_WS)
+        elif marker == _FUNCTION:
+            body = buf
+        else:
+            return
+        if body.startswith(_FUNCTION):
+            name, sep, _ = body[len(_FUNCTION) :].partition(">")
+            name = name.strip(_WS)
+            if not sep:
+                return
+        else:
+            found = _HEAD_NAME.match(body)
+            if found is None:
+                return
+            name = _loads(f'"{found.group(1)}"')
+        if self._known(name):
+            self._start(out, name)
+            self._started = name
+
+    def _mistral_end(self, buf: str) -> int:
+        i = len(_MISTRAL)
+        while i < len(buf) and buf[i] in _WS:
+            i += 1
+        if i >= len(buf):
+            return -1
+        if buf[i] == "[":
+            return _json_end(buf, i)
+        at = buf.find(_ARGS, i)
+        if at < 0:
+            return -1
+        j = at + len(_ARGS)
+        while j < len(buf) and buf[j] in _WS:
+            j += 1
+        if j >= len(buf):
+            return -1
+        if buf[j] != "{":
+            return j
+        return _json_end(buf, j)
+
+    # -- what a call's markup holds -----------------------------------------------
+
+    def _known(self, name: Any) -> bool:
+        if type(name) is not str or not name:
+            return False
+        return self._mode != "auto" or name in self._tools
+
+    def _calls(self, marker: str, markup: str) -> list[tuple[str, str]] | None:
+        """The (name, arguments) of the calls ``markup`` holds; None: not a call."""
+        if marker == _TOOL_CALL:
+            body = markup[len(_TOOL_CALL) :]
+            if body.endswith(_TOOL_CALL_END):
+                body = body[: -len(_TOOL_CALL_END)]
+            body = body.strip(_WS)
+            if body.startswith(_FUNCTION):
+                return self._xml(body)
+            return self._json_call(body, ("arguments", "parameters"))
+        if marker == _FUNCTION:
+            return self._xml(markup)
+        if marker in (_PYTHON_TAG, _BRACE):
+            start = len(_PYTHON_TAG) if marker == _PYTHON_TAG else 0
+            return self._json_call(
+                markup[start:].strip(_WS), ("parameters", "arguments")
+            )
+        body = markup[len(_MISTRAL) :].strip(_WS)
+        if body.startswith("["):
+            items = _loads(body)
+            if type(items) is not list or not items:
+                return None
+            calls: list[tuple[str, str]] = []
+            for item in items:
+                if type(item) is not dict or not self._known(item.get("name")):
+                    return None
+                calls.append((item["name"], _arguments(item.get("arguments", {}))))
+            return calls
+        name, sep, args = body.partition(_ARGS)
+        name = name.strip(_WS)
+        if not sep or not self._known(name):
+            return None
+        args = args.strip(_WS)
+        value = _loads(args)
+        return [(name, args if value is _INVALID else _arguments(value))]
+
+    def _json_call(
+        self, body: str, keys: tuple[str, str]
+    ) -> list[tuple[str, str]] | None:
+        obj = _loads(body)
+        if type(obj) is dict:
+            name: Any = obj.get("name")  # a str once _known says so
+            if not self._known(name):
+                return None
+            for key in keys:
+                if key in obj:
+                    return [(name, _arguments(obj[key]))]
+            if keys[0] == "parameters":  # Llama: a name alone is not a call
+                return None
+            return [(name, "{}")]
+        if obj is not _INVALID:
+            return None
+        # not JSON: a call with a name keeps its raw arguments (an error result)
+        found = _NAME_RE.search(body)
+        if found is None or keys[0] == "parameters":
+            return None
+        name = _loads(f'"{found.group(1)}"')
+        if not self._known(name):
+            return None
+        args = _ARGS_RE.search(body, found.end())
+        raw = body[args.end() :] if args else ""
+        raw = raw.rstrip(_WS)
+        if raw.endswith("}") and raw.count("{") < raw.count("}"):
+            raw = raw[:-1].rstrip(_WS)
+        return [(name, raw or "{")]
+
+    def _xml(self, body: str) -> list[tuple[str, str]] | None:
+        head = body[len(_FUNCTION) :]
+        name, sep, rest = head.partition(">")
+        name = name.strip(_WS)
+        if not sep or not self._known(name):
+            return None
+        at = rest.find(_FUNCTION_END)
+        if at >= 0:
+            rest = rest[:at]
+        types = self._tools.get(name, {})
+        args: dict[str, Any] = {}
+        for param, raw in _PARAM_RE.findall(rest):
+            value = raw[1:] if raw.startswith("\n") else raw
+            value = value[:-1] if value.endswith("\n") else value
+            args[param.strip(_WS)] = _typed(value, types.get(param.strip(_WS)))
+        return [(name, orjson.dumps(args).decode())]
+
+    # -- the end of the stream ----------------------------------------------------
+
+    def _end(self, out: list[Any]) -> None:
+        self._ended = True
+        self._run(out, True)
+        if self._buf:  # a false start at the very end
+            self._text(out, self._buf)
+            self._buf = ""
+        if self.recovered and (self._finish is None or self._finish == "stop"):
+            out.append((FINISH, "tool_calls"))
+        if not self._usage:
+            # the output is estimated from the finished message (ResponseAssembler)
+            prompt = self._prompt() if callable(self._prompt) else self._prompt
+            out.append((USAGE, prompt, 0, 0, 0, 0, True))
+
+
+def _typed(value: str, kind: str | None) -> Any:
+    """A Qwen3-Coder parameter's value: a string for a string parameter, else its JSON
+    value when it is one."""
+    if kind == "string":
+        return value
+    parsed = _loads(value.strip(_WS))
+    if parsed is _INVALID:
+        return value
+    return parsed

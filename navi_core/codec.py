@@ -163,6 +163,8 @@ def _to_obj(message: Message, wire: WireIdentity | None) -> dict[str, Any]:
             "cache_write": u.cache_write,
             "reasoning": u.reasoning,
         }
+        if u.estimated:  # written only when set: older readers ignore it
+            obj["usage"]["estimated"] = True
     if message.stop_reason is not None:
         obj["stop_reason"] = message.stop_reason
     if wire is not None:
@@ -312,7 +314,8 @@ def _usage(obj: Any) -> Usage | None:
         raise CodecError("'usage' must be an object")
     ints: list[int] = [v for k in _USAGE_FIELDS if type(v := obj.get(k)) is int]
     if len(ints) == len(_USAGE_FIELDS):
-        return Usage(*ints)
+        i, o, cr, cw, r = ints
+        return Usage(i, o, cr, cw, r, obj.get("estimated") is True)
     raise _invalid(obj, "usage", *((k, int) for k in _USAGE_FIELDS))
 
 

@@ -153,6 +153,7 @@ class Usage:
 
     ``input`` excludes both cache buckets, so the prompt total is
     ``input + cache_read + cache_write``; ``reasoning`` is a part of ``output``.
+    ``estimated``: the server reported no usage and the counts are the local estimate.
     """
 
     input: int = 0
@@ -160,6 +161,7 @@ class Usage:
     cache_read: int = 0
     cache_write: int = 0
     reasoning: int = 0
+    estimated: bool = False
 
     @property
     def prompt_total(self) -> int:
@@ -180,6 +182,7 @@ class Usage:
             self.cache_read + other.cache_read,
             self.cache_write + other.cache_write,
             self.reasoning + other.reasoning,
+            self.estimated or other.estimated,
         )
 
 

@@ -76,10 +76,13 @@ class Opened:
     def __init__(self, server: LlamaServer, stack: ExitStack) -> None:
         self.server, self._stack = server, stack
 
-    def provider(self, **options: Any) -> OpenAIChat:
-        """``OpenAIChat`` at the server; ``options`` go into every request body."""
+    def provider(
+        self, cls: type[OpenAIChat] = OpenAIChat, **options: Any
+    ) -> OpenAIChat:
+        """``cls`` (an ``OpenAIChat``) at the server; ``options`` go into every
+        request body."""
         return self._stack.enter_context(
-            OpenAIChat(MODEL, base_url=self.server.url, **options)
+            cls(MODEL, base_url=self.server.url, **options)
         )
 
     def store(self, path: Path) -> SQLiteStore:
@@ -270,6 +273,51 @@ def test_a_tool_loop_runs_through_the_servers_grammar(
     completes = [e for e in events if isinstance(e, MessageComplete)]
     assert [bool(c.message.tool_uses) for c in completes] == [True, False]
     assert all(c.usage.output > 0 for c in completes)
+
+
+class _ServerParserOff(OpenAIChat):
+    """A server whose tool-call parser is off: the tools are not sent to it, and a
+    grammar makes the model write an ``add`` call as Hermes markup in its content."""
+
+    GRAMMAR = (
+        'root ::= "<tool_call>\\n{\\"name\\": \\"add\\", \\"arguments\\": '
+        '{\\"a\\": 2, \\"b\\": 3}}\\n</tool_call>"'
+    )
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        body = super().build_body(request)
+        body.pop("tools", None)
+        body["grammar"] = self.GRAMMAR
+        return body
+
+    def encode_parts(self, request: ProviderRequest) -> list[bytes]:
+        return [orjson.dumps(self.build_body(request))]
+
+
+def test_a_call_the_model_writes_as_text_runs_and_the_turn_answers(
+    opened: Opened, tmp_path: Path
+) -> None:
+    # the first response is the markup as plain content (the server parses nothing);
+    # navi_core recovers the call, the real tool runs, and the next response (tools
+    # sent, no grammar) answers in text
+    provider = _FirstRequired(opened.provider(_ServerParserOff), opened.provider())
+    config = Config(max_output_tokens=300, max_iterations=4)
+    with Agent(provider, tools=[add], config=config) as agent:
+        events = list(agent.run("Add 2 and 3 with the add tool."))
+        messages = agent.conversation.messages
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.iterations >= 2 and done.tool_calls >= 1
+    completes = [e for e in events if isinstance(e, MessageComplete)]
+    call = completes[0].message
+    assert [u.name for u in call.tool_uses] == ["add"]
+    assert "<tool_call>" not in call.text
+    assert orjson.loads(call.tool_uses[0].input) == {"a": 2, "b": 3}
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert finished[0].name == "add" and not finished[0].is_error
+    results = [b for m in messages for b in m.content if isinstance(b, ToolResult)]
+    assert results[0].tool_use_id == call.tool_uses[0].id
+    assert float(results[0].text) == 5
 
 
 def test_a_prompt_beyond_the_context_is_context_overflow(opened: Opened) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..events import (
     Compacted,
@@ -20,6 +20,7 @@ from ..events import (
     MessageComplete,
     ProviderRetry,
     ResponseDiscarded,
+    StopReason,
     TextDelta,
     ThinkingDelta,
     ToolCallStart,
@@ -96,6 +97,15 @@ class EventPrinter:
         self._inline = not text.endswith("\n")
         self.out.flush()
 
+    def interrupted(self) -> None:
+        """The turn was cut short: end the line it was writing and say so."""
+        if self._inline:
+            self.out.write("\n")
+            self._inline = False
+        self._mode = None
+        self.out.write(self._style("33", "[interrupted]") + "\n")
+        self.out.flush()
+
     def handle(self, ev: Event) -> None:
         """Render one event."""
         match ev:
@@ -132,6 +142,8 @@ class EventPrinter:
                 self._line(self._style("35", f"  [compacting {n} messages: {why}]"))
             case Compacted(messages_before=a, messages_after=b):
                 self._line(self._style("35", f"  [compacted {a} -> {b} messages]"))
+            case TurnComplete(stop_reason=StopReason.CANCELLED):
+                self.interrupted()
             case TurnComplete():
                 if self._inline:
                     self.out.write("\n")
@@ -140,8 +152,12 @@ class EventPrinter:
                 pass
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def turn_summary(
-    done: TurnComplete, session_id: str, *, seconds: float | None = None
+    done: TurnComplete[Any], session_id: str, *, seconds: float | None = None
 ) -> str:
     """``[end_turn] 3 responses, 3 tool calls, 900 in / 80 out tokens, session …``.
 
@@ -149,9 +165,10 @@ def turn_summary(
     """
     u = done.usage
     parts = [
-        f"[{done.stop_reason}] {done.iterations} responses",
-        f"{done.tool_calls} tool calls",
-        f"{u.prompt_total} in / {u.output} out tokens",
+        f"[{done.stop_reason}] {_count(done.iterations, 'response')}",
+        _count(done.tool_calls, "tool call"),
+        f"{u.prompt_total} in / {u.output} out tokens"
+        + (" (estimated)" if u.estimated else ""),
     ]
     if seconds is not None:
         parts.append(f"{seconds * 1000:.1f} ms")

@@ -6,6 +6,7 @@ tool-call assembly behave the same whatever produced the deltas.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -26,7 +27,7 @@ from ..conversation import (
     Usage,
     WireIdentity,
 )
-from ..core import Assembler
+from ..core import Assembler, estimate_tokens
 from ..errors import MalformedStream
 from ..events import (
     Event,
@@ -143,6 +144,18 @@ class ResponseAssembler:
                 content.append(ToolUse(call_id, name, text or "{}"))
                 tools = True
         stop = normalize_stop_reason(self._core.finish_reason, tools)
-        return Message(
-            "assistant", tuple(content), self.usage or Usage(), stop, self.wire
-        )
+        usage = self.usage or Usage()
+        if usage.estimated:  # the server reported none: the output from the message
+            usage = dataclasses.replace(usage, output=_output_estimate(content))
+        return Message("assistant", tuple(content), usage, stop, self.wire)
+
+
+def _output_estimate(content: list[Block]) -> int:
+    """The estimated output tokens of an answer: its text, thinking and calls."""
+    total = 0
+    for block in content:
+        if isinstance(block, (Text, Thinking)):
+            total += estimate_tokens(block.text)
+        elif isinstance(block, ToolUse):
+            total += estimate_tokens(block.name) + estimate_tokens(block.input)
+    return total

@@ -10,6 +10,7 @@ message (chat completions only accepts images from the user).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -17,7 +18,8 @@ import httpx
 import orjson
 
 from .. import core
-from ..config import Timeout
+from .._ids import new_id
+from ..config import Pricing, Timeout
 from ..conversation import (
     CompactionSummary,
     MediaPart,
@@ -26,14 +28,19 @@ from ..conversation import (
     ToolResult,
     ToolUse,
 )
+from ..tokens import estimate_request_tokens, estimate_tokens
 from ..tools._tool import ToolSpec
+from ._body import Tap
 from ._http import HTTP_DEFAULTS, HTTPProvider, HTTPSettings, Parser, json_object
 from .base import ProviderRequest
 from .body_cache import FlatEncoder, split_body
+from .delta_stream import DeltaStream
 
 __all__ = [
     "DEFAULT_BASE_URL",
     "SUMMARY_PREFIX",
+    "TEXT_CALL_ID_PREFIX",
+    "TEXT_TOOL_CALLS",
     "OpenAIChat",
     "build_messages",
     "openai_endpoint",
@@ -43,6 +50,12 @@ SUMMARY_PREFIX = "Summary of the earlier conversation:\n\n"
 """How a ``CompactionSummary`` is introduced when it is sent as user text."""
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+TEXT_TOOL_CALLS = ("auto", "off", "hermes", "qwen", "llama", "mistral")
+"""The values of ``OpenAIChat(text_tool_calls=...)``."""
+
+TEXT_CALL_ID_PREFIX = "call_text_"
+"""How the id of a tool call recovered from the content (written as text) begins."""
 
 
 def openai_endpoint(
@@ -68,6 +81,11 @@ class OpenAIChat(HTTPProvider):
     ``require_finish_reason``: a stream whose ``[DONE]`` (or end) comes with no
     ``finish_reason`` is an ``IncompleteResponse``, retried, never a finished answer;
     ``False`` for a server that never sends one.
+    ``text_tool_calls``: tool calls the model writes as text in its content (Hermes,
+    Qwen3-Coder XML, Llama 3 JSON, Mistral markup) become tool calls; ``"auto"`` takes
+    any of these formats naming an offered tool, a format's name only that format
+    (any tool name), ``"off"`` none. ``reasoning_tags``: content that opens with the
+    first tag is thinking up to the second (None: never).
     ``timeout``, ``http2``, ``headers`` and ``client`` are the keywords every HTTP
     provider takes (``HTTPSettings`` describes them).
     """
@@ -88,22 +106,59 @@ class OpenAIChat(HTTPProvider):
         client: httpx.Client | None = HTTP_DEFAULTS.client,
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
         require_finish_reason: bool = True,
+        pricing: Pricing | None = None,
+        text_tool_calls: Literal[
+            "auto", "off", "hermes", "qwen", "llama", "mistral"
+        ] = "auto",
+        reasoning_tags: tuple[str, str] | None = ("<think>", "</think>"),
         **options: Any,
     ) -> None:
         if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
             raise ValueError(
                 "max_tokens_field must be 'max_tokens' or 'max_completion_tokens'"
             )
+        if text_tool_calls not in TEXT_TOOL_CALLS:
+            raise ValueError(
+                f"text_tool_calls must be one of {', '.join(TEXT_TOOL_CALLS)}"
+            )
+        if reasoning_tags is not None and (
+            len(reasoning_tags) != 2 or not all(reasoning_tags)
+        ):
+            raise ValueError("reasoning_tags must be two non-empty strings, or None")
         base_url, auth = openai_endpoint(base_url, api_key)
         settings = HTTPSettings(timeout, http2, headers, client)
         super().__init__(model, base_url, auth=auth, settings=settings)
         self._max_tokens_field = max_tokens_field
         self.require_finish = require_finish_reason
+        #: USD per million tokens (``TurnComplete.cost``); None: the price table's
+        self.pricing = pricing
         self._options = options
         self._encoder = FlatEncoder(self.api_style, _encode)
+        self.text_tool_calls = text_tool_calls
+        self.reasoning_tags = reasoning_tags
+        self._opening = threading.local()  # the request open() is sending
+
+    def open(self, request: ProviderRequest, *, tap: Tap | None = None) -> DeltaStream:
+        """Send ``request`` and return its open response (``HTTPProvider.open``)."""
+        self._opening.request = request
+        try:
+            return super().open(request, tap=tap)
+        finally:
+            self._opening.request = None
 
     def _parser(self) -> Parser:
-        return core.OpenAIChatParser()
+        request: ProviderRequest | None = getattr(self._opening, "request", None)
+        parser = core.OpenAIChatParser()
+        if request is None:
+            return parser
+        return core.TextCalls(
+            parser,
+            self.text_tool_calls if request.tools else "off",
+            {spec.name: _types(spec) for spec in request.tools},
+            self.reasoning_tags,
+            lambda: _prompt_estimate(request),
+            f"{TEXT_CALL_ID_PREFIX}{new_id()[:8]}_",
+        )
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The chat-completions JSON body for ``request`` (``options`` applied last)."""
@@ -183,11 +238,11 @@ def _assistant(message: Message, names: dict[str, str]) -> dict[str, Any]:
                     },
                 }
             )
-    wire: dict[str, Any] = {"role": "assistant", "content": text or None}
+    # "" rather than null beside tool calls: OpenAI takes either, and some local
+    # servers (llama-cpp-python's) fail on null
+    wire: dict[str, Any] = {"role": "assistant", "content": text}
     if calls:
         wire["tool_calls"] = calls
-    elif not text:
-        wire["content"] = ""
     return wire
 
 
@@ -231,6 +286,24 @@ def _user(message: Message, names: Mapping[str, str]) -> list[dict[str, Any]]:
 def _image(part: MediaPart) -> dict[str, Any]:
     url = f"data:{part.media_type};base64,{part.data}"
     return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _types(spec: ToolSpec) -> dict[str, str]:
+    """Each parameter's JSON type, where the schema names one."""
+    properties = spec.parameters.get("properties")
+    if not isinstance(properties, dict):
+        return {}
+    return {
+        name: schema["type"]
+        for name, schema in properties.items()
+        if isinstance(schema, dict) and isinstance(schema.get("type"), str)
+    }
+
+
+def _prompt_estimate(request: ProviderRequest) -> int:
+    """The request's estimated prompt size, for a server that reports no usage."""
+    system = estimate_tokens(request.system) if request.system else 0
+    return system + estimate_request_tokens(request.messages, request.tools)
 
 
 def _tool(spec: ToolSpec) -> dict[str, Any]:

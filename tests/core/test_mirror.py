@@ -76,6 +76,7 @@ C_ONLY = {
         "_scan",  # the loop of estimate_tokens, once per code unit width
         "_scan_text",
         "_char_class",  # the twin's inline bmp[cp] / _astral_class(cp) per character
+        "_tc_has_trigger",  # TextCalls' marker check; the twin's is inline
     },
 }
 

@@ -662,7 +662,7 @@ class TestRequest:
         }
         assert messages[1] == {
             "role": "assistant",
-            "content": None,
+            "content": "",
             "tool_calls": [
                 {
                     "id": "c1",

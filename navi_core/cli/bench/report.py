@@ -110,7 +110,9 @@ def summarize(result: BenchResult) -> dict[str, Any]:
             "incomplete_retried": retried,
             "incomplete_failed_turns": cut_turns,
             "tool_calls": sum(r.tool_calls for r in responses),
+            "text_tool_calls": sum(r.text_calls for r in responses),
             "output_tokens": tokens,
+            "estimated_responses": sum(r.estimated for r in responses),
             "wall_seconds": wall,
             "tokens_per_second": tokens / wall if wall > 0 else 0.0,
             "client_cpu_seconds": result.cpu,
@@ -146,10 +148,13 @@ def table(summary: dict[str, Any]) -> str:
         )
         lines.append(f"{label:<28}{cells}  {unit:<6} {int(stats['n'])}")
     t = summary["totals"]
+    text_calls = t.get("text_tool_calls", 0)  # calls the model wrote as text
     lines += [
         "",
         f"turns {t['turns']} ({t['failed_turns']} failed), responses {t['responses']}, "
-        f"tool calls {t['tool_calls']}, output tokens {t['output_tokens']}",
+        f"tool calls {t['tool_calls'] - text_calls} native / {text_calls} written "
+        f"as text, output tokens {t['output_tokens']}"
+        + (" (estimated)" if t.get("estimated_responses") else ""),
         _cut_line(t),
         f"wall {t['wall_seconds']:.2f} s, aggregate {t['tokens_per_second']:.1f} tok/s, "
         f"client CPU {t['client_cpu_seconds']:.2f} s = {t['client_cpu_share']:.1%} of "
@@ -189,6 +194,8 @@ def write_json(path: Path, result: BenchResult, summary: dict[str, Any]) -> None
             "ttft": r.ttft,
             "tokens": r.tokens,
             "tool_calls": r.tool_calls,
+            "text_tool_calls": r.text_calls,
+            "estimated": r.estimated,
             "tool_overhead": r.tool_overhead,
             "tokens_per_second": r.tokens_per_second,
             "gaps": r.gaps,

@@ -35,6 +35,7 @@ from ...events import (
     TurnComplete,
 )
 from ...providers.base import Provider, ProviderRequest, ProviderStream
+from ...providers.openai_chat import TEXT_CALL_ID_PREFIX
 from ...tools._tool import tool
 
 __all__ = ["BenchResult", "ResponseSample", "TurnSample", "Workload", "add", "run"]
@@ -99,6 +100,10 @@ class ResponseSample:
     tool_overhead: float | None = None
     #: attempts of this response cut off (``IncompleteResponse``) and retried
     incomplete_before: int = 0
+    #: of ``tool_calls``, those the model wrote as text in its content (recovered)
+    text_calls: int = 0
+    #: the server reported no usage: ``tokens`` is the local estimate
+    estimated: bool = False
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -257,8 +262,15 @@ def _turn(
             response = ResponseSample(
                 sample.worker, sample.turn, iteration, now - sent,
                 None if first is None else first - sent,
-                event.usage.output or deltas, gaps, calls,
+                # no usage from the server: one token per delta, not the estimate
+                deltas if event.usage.estimated else event.usage.output or deltas,
+                gaps, calls,
                 incomplete_before=cut,
+                text_calls=sum(
+                    u.id.startswith(TEXT_CALL_ID_PREFIX)
+                    for u in event.message.tool_uses
+                ),
+                estimated=event.usage.estimated,
             )  # fmt: skip
             out.append(response)
             waiting = response if calls else None
