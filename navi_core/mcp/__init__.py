@@ -7,11 +7,18 @@ from ._tools import (
     MCPError,
     MCPToolError,
     MCPTools,
+    SamplingPolicy,
 )
+from .oauth import FileTokenStore, OAuth, OAuthError, TokenStore
 
 __all__ = [
     "PROTOCOL_VERSIONS",
+    "FileTokenStore",
     "MCPError",
     "MCPToolError",
     "MCPTools",
+    "OAuth",
+    "OAuthError",
+    "SamplingPolicy",
+    "TokenStore",
 ]

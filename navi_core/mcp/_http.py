@@ -9,10 +9,13 @@ before it becomes an error or a result.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import re
+import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import httpx
@@ -26,16 +29,23 @@ from ._wire import (
     MAX_MESSAGE_BYTES,
     Call,
     MCPError,
+    Progress,
+    ServerRequests,
+    answer_bytes,
     notification_bytes,
     request_bytes,
+    scrubbed,
 )
 
-__all__ = ["HTTPTransport"]
+__all__ = ["HTTPTransport", "header_arguments"]
 
 #: bytes of an error answer read for its message (the message is cut far shorter)
 _ERROR_BYTES: Final = 64 * 1024
 #: characters of an error answer's text put in the error
 _ERROR_CHARS: Final = 300
+#: the parameter a request of the 2026-07-28 revision mirrors in ``mcp-name``
+_NAMED: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_HEADER_SAFE: Final = re.compile(r"[\x20-\x7e]*")
 
 
 class HTTPTransport:
@@ -43,7 +53,10 @@ class HTTPTransport:
 
     The ``mcp-session-id`` the server hands out in the initialize answer is sent back
     on every later request, with ``mcp-protocol-version`` once it is known; ``close()``
-    ends the session with a DELETE. ``url`` is the public form of the endpoint;
+    ends the session with a DELETE. With ``stateless`` (the 2026-07-28 revision) there
+    is no session: each request carries ``mcp-method`` (and ``mcp-name``) headers, and
+    a cancelled call's answer is closed. Requests the server sends inside an answer's
+    event stream go to ``on_request`` and are answered with a POST. ``url`` is the public form of the endpoint;
     headers and URL credentials never appear in an error or a result. An answer (a
     JSON body or one event) larger than ``max_message_bytes`` fails its call.
     """
@@ -55,27 +68,42 @@ class HTTPTransport:
         client: httpx.Client | None = None,
         *,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        auth: httpx.Auth | None = None,
     ) -> None:
         self.url = public_url(url)
         self._url = url
         self._own_client = client is None
-        self._client = client or httpx.Client(timeout=httpx.Timeout(30.0))
+        self._client = client or httpx.Client(timeout=httpx.Timeout(30.0), auth=auth)
         self._headers = {
             **(headers or {}),
             "accept": "application/json, text/event-stream",
             "content-type": "application/json",
         }
-        self.secrets = request_secrets(self._headers, url, self.url)
-        protect(self.secrets)  # httpx logs each request
+        self._fixed_secrets = request_secrets(self._headers, url, self.url)
+        protect(self._fixed_secrets)  # httpx logs each request
+        self._auth = auth
         self._max = max_message_bytes
         self._lock = threading.Lock()
         self._next_id = 0
         self._closed = False
         self.session_id: str | None = None
         self.protocol_version: str | None = None
+        self.stateless = False
+        #: server tool name -> {argument path: token} of its ``x-mcp-header``
+        #: arguments, mirrored as ``Mcp-Param-<token>`` headers (2026-07-28)
+        self.param_headers: dict[str, dict[tuple[str, ...], str]] = {}
+        self.on_request: ServerRequests | None = None
+        self.on_notify: Callable[[str, Mapping[str, Any]], None] | None = None
 
     def __repr__(self) -> str:
         return f"<HTTPTransport {self.url!r}>"
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The credentials requests carry: headers, the URL's, and those an ``auth``
+        holds now (``OAuth.secrets``: its tokens change as they are refreshed)."""
+        held: tuple[str, ...] = tuple(getattr(self._auth, "secrets", ()))
+        return (*held, *self._fixed_secrets) if held else self._fixed_secrets
 
     @property
     def alive(self) -> bool:
@@ -90,20 +118,51 @@ class HTTPTransport:
         return headers
 
     def start(
-        self, method: str, params: Mapping[str, Any] | None, deadline: float
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        deadline: float,
+        progress: Progress | None = None,
     ) -> Call:
-        """POST the request on a thread of its own, so a batch's calls overlap."""
+        """POST the request on a thread of its own, so a batch's calls overlap.
+
+        ``deadline`` bounds each wait for the server (a progress notification or any
+        other event of the answer starts a new wait).
+        """
         with self._lock:
             self._next_id += 1
-            call = Call(self._next_id, method, self.secrets)
-        body = request_bytes(call.id, method, params)
+            call = Call(self._next_id, method, self.secrets, progress)
+        body = request_bytes(call.id, method, params, progress is not None)
+        headers = self._session_headers()
+        if self.stateless:
+            headers["mcp-method"] = method
+            named = (params or {}).get(_NAMED.get(method, ""))
+            if isinstance(named, str):
+                headers["mcp-name"] = _header_value(named)
+                if method == "tools/call" and named in self.param_headers:
+                    arguments = (params or {}).get("arguments") or {}
+                    headers.update(_mirrored(self.param_headers[named], arguments))
+        idle = max(0.001, deadline - time.monotonic())
         if method == "initialize":  # the session id it brings is needed by the rest
-            self._post(call, body, deadline)
+            self._post(call, body, headers, idle)
         else:
             threading.Thread(
-                target=self._post, args=(call, body, deadline), daemon=True
+                target=self._post, args=(call, body, headers, idle), daemon=True
             ).start()
         return call
+
+    def cancel(self, call: Call, reason: str) -> None:
+        if not call.done.is_set() and not self.stateless:
+            params = {"requestId": call.id, "reason": reason}
+            threading.Thread(
+                target=self.notify,
+                args=("notifications/cancelled", params),
+                daemon=True,
+            ).start()
+        call.fail(MCPError(f"{call.method}: {reason}"))
+        if call.stop is not None:
+            with contextlib.suppress(Exception):
+                call.stop()
 
     def wait(self, call: Call, deadline: float) -> Any:
         # the POST has the same deadline: a little grace lets it report its own error
@@ -114,31 +173,42 @@ class HTTPTransport:
         return call.result
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
-        with contextlib.suppress(httpx.HTTPError):
+        self._send(notification_bytes(method, params))
+
+    def _send(self, body: bytes) -> None:
+        """POST a message that has no answer (a notification, or an answer of ours)."""
+        with contextlib.suppress(httpx.HTTPError, RuntimeError):
             self._client.post(
                 self._url,
-                content=notification_bytes(method, params),
+                content=body,
                 headers=self._session_headers(),
+                timeout=CLOSE_WAIT * 5,
             ).close()
 
-    def _post(self, call: Call, body: bytes, deadline: float) -> None:
+    def _post(
+        self, call: Call, body: bytes, headers: dict[str, str], idle: float
+    ) -> None:
         try:
-            self._exchange(call, body, deadline)
+            self._exchange(call, body, headers, idle)
         except MCPError as exc:
             call.fail(exc)
         if not call.done.is_set():
             call.fail(MCPError(f"{call.method}: {self.url} sent no answer"))
 
-    def _exchange(self, call: Call, body: bytes, deadline: float) -> None:
-        timeout = max(0.001, deadline - time.monotonic())
+    def _exchange(
+        self, call: Call, body: bytes, headers: dict[str, str], idle: float
+    ) -> None:
+        if call.done.is_set():  # cancelled before it was sent
+            return
         try:
             with self._client.stream(
                 "POST",
                 self._url,
                 content=body,
-                headers=self._session_headers(),
-                timeout=httpx.Timeout(timeout),
+                headers=headers,
+                timeout=httpx.Timeout(idle),
             ) as response:
+                call.stop = _stopper(response)
                 if response.status_code == 404 and self.session_id is not None:
                     self._closed = True  # the server forgot the session: reconnect
                     raise MCPError(
@@ -150,7 +220,7 @@ class HTTPTransport:
                     self.session_id = response.headers.get("mcp-session-id")
                 kind = response.headers.get("content-type", "")
                 if kind.startswith("text/event-stream"):
-                    self._read_events(call, response, deadline)
+                    self._read_events(call, response, idle)
                 else:
                     self._settle(call, orjson.loads(self._read(call, response)))
         except httpx.TimeoutException as exc:
@@ -163,6 +233,8 @@ class HTTPTransport:
                 f"{call.method}: cannot connect to {self.url} (is the server running?)",
             ) from exc
         except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            if call.done.is_set():  # closed by ``cancel``
+                return
             raise self._failed(
                 exc,
                 f"{call.method}: the connection to {self.url} broke before the answer "
@@ -202,9 +274,15 @@ class HTTPTransport:
         text = redact(raw[:_ERROR_BYTES].decode("utf-8", "replace"), self.secrets)
         if len(text) > _ERROR_CHARS:
             text = text[: _ERROR_CHARS - 3] + "..."
-        return MCPError(
+        error = MCPError(
             f"{call.method}: HTTP {response.status_code} from {self.url}: {text}"
         )
+        with contextlib.suppress(orjson.JSONDecodeError, AttributeError):
+            detail = orjson.loads(raw).get("error") or {}  # a JSON-RPC error answer
+            if isinstance(detail.get("code"), int):
+                error.code = detail["code"]
+                error.data = scrubbed(detail.get("data"), self.secrets)
+        return error
 
     def _too_big(self, call: Call) -> MCPError:
         return MCPError(
@@ -222,11 +300,9 @@ class HTTPTransport:
             parts.append(chunk)
         return b"".join(parts)
 
-    def _read_events(
-        self, call: Call, response: httpx.Response, deadline: float
-    ) -> None:
+    def _read_events(self, call: Call, response: httpx.Response, idle: float) -> None:
         """Settle ``call`` from the event stream; an event growing past
-        ``max_message_bytes`` or a stream still open at ``deadline`` fails it."""
+        ``max_message_bytes`` or ``idle`` seconds without progress fails it."""
         decoder = core.SSEDecoder()
         pending = 0  # bytes read since the last event ended
         for chunk in response.iter_raw():
@@ -239,7 +315,7 @@ class HTTPTransport:
                 return
             if pending > self._max:
                 raise self._too_big(call)
-            if time.monotonic() > deadline:
+            if time.monotonic() > call.touched + idle:
                 raise MCPError(f"{call.method}: {self.url} did not answer in time")
         for event in decoder.close():
             if event.data:
@@ -247,12 +323,24 @@ class HTTPTransport:
 
     def _settle(self, call: Call, message: Any) -> None:
         for item in message if isinstance(message, list) else [message]:
-            if (
-                isinstance(item, dict)
-                and item.get("id") == call.id
-                and "method" not in item
-            ):
-                call.settle(item)
+            if not isinstance(item, dict):
+                continue
+            method = item.get("method")
+            raw = item.get("params")
+            params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            if method is None:
+                if item.get("id") == call.id:
+                    call.settle(item)
+            elif "id" in item:  # a request of the server's, answered with a POST
+                threading.Thread(target=self._reply, args=(item,), daemon=True).start()
+            elif method == "notifications/progress":
+                if params.get("progressToken") == call.id:
+                    call.progress(params)
+            elif self.on_notify is not None:
+                self.on_notify(method, params)
+
+    def _reply(self, message: dict[str, Any]) -> None:
+        self._send(answer_bytes(message["id"], self.on_request, message, self.secrets))
 
     def close(self) -> None:
         if self._closed and self.session_id is None:
@@ -266,3 +354,60 @@ class HTTPTransport:
             self.session_id = None
         if self._own_client:
             self._client.close()
+
+
+def _header_value(value: str) -> str:
+    """``value`` as an HTTP header value: as it is when plain printable ASCII, else
+    in the revision's ``=?base64?...?=`` form."""
+    wrapped = value.startswith("=?base64?") and value.endswith("?=")
+    if _HEADER_SAFE.fullmatch(value) and value == value.strip() and not wrapped:
+        return value
+    return f"=?base64?{base64.b64encode(value.encode()).decode('ascii')}?="
+
+
+def _stopper(response: httpx.Response) -> Callable[[], None]:
+    """Ends ``response`` from another thread: its socket is shut down, so the read
+    waiting on it returns at once and the server sees the client leave."""
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+
+    def stop() -> None:
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    return stop
+
+
+def header_arguments(schema: Any) -> dict[tuple[str, ...], str]:
+    """The arguments of an input schema marked ``x-mcp-header``: path -> token
+    (reached through ``properties`` alone, as the revision allows)."""
+    out: dict[tuple[str, ...], str] = {}
+    stack: list[tuple[tuple[str, ...], Any]] = [((), schema)]
+    while stack:
+        path, node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        if path and isinstance(node.get("x-mcp-header"), str):
+            out[path] = node["x-mcp-header"]
+        properties = node.get("properties")
+        if isinstance(properties, dict):
+            stack.extend(((*path, k), v) for k, v in properties.items())
+    return out
+
+
+def _mirrored(tokens: Mapping[tuple[str, ...], str], arguments: Any) -> dict[str, str]:
+    """The ``Mcp-Param-*`` headers of a call's arguments."""
+    headers: dict[str, str] = {}
+    for path, token in tokens.items():
+        value = arguments
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, bool):
+            rendered = "true" if value else "false"
+        elif isinstance(value, (str, int, float)):
+            rendered = str(value)
+        else:
+            continue
+        headers[f"Mcp-Param-{token}"] = _header_value(rendered)
+    return headers

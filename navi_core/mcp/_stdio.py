@@ -1,8 +1,9 @@
 """MCP over stdio: a child process speaking newline-delimited JSON-RPC.
 
 Several requests are in flight at once on the one pipe: a reader thread routes each
-answer to its waiter by id, answers the server's pings, and fails every waiting call
-the moment the process exits. Nothing here blocks past a call's deadline: requests go
+answer to its waiter by id and each progress notification to its call, hands the
+server's requests (sampling, elicitation, roots) to ``on_request`` on a thread of their
+own, and fails every waiting call the moment the process exits. Nothing here blocks past a call's deadline: requests go
 to the pipe without blocking (what the pipe cannot take yet is sent by a writer
 thread), a server that has not taken a request by the deadline is abandoned, and
 ``close()`` ends the process in bounded time.
@@ -23,7 +24,7 @@ import select
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any, Final
 
 import orjson
@@ -34,6 +35,9 @@ from ._wire import (
     MAX_MESSAGE_BYTES,
     Call,
     MCPError,
+    Progress,
+    ServerRequests,
+    answer_bytes,
     notification_bytes,
     request_bytes,
     safe_environment,
@@ -110,6 +114,10 @@ class StdioTransport:
         self._writer = threading.Thread(
             target=self._write_out, name="navi-mcp-stdin", daemon=True
         )
+        #: answers the server's requests; None refuses them (pings are answered here)
+        self.on_request: ServerRequests | None = None
+        #: told of the server's notifications other than progress (list changes)
+        self.on_notify: Callable[[str, Mapping[str, Any]], None] | None = None
         self._reader.start()
         self._errors.start()
         self._writer.start()
@@ -124,17 +132,41 @@ class StdioTransport:
         return self._proc.pid
 
     def start(
-        self, method: str, params: Mapping[str, Any] | None, deadline: float
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        deadline: float,
+        progress: Progress | None = None,
     ) -> Call:
         with self._lock:
             self._next_id += 1
-            call = Call(self._next_id, method, self.secrets)
+            call = Call(self._next_id, method, self.secrets, progress)
             if self._gone is not None:
                 call.fail(self._gone)
                 return call
             self._calls[call.id] = call
-            self._send(request_bytes(call.id, method, params))
+            self._send(request_bytes(call.id, method, params, progress is not None))
         return call
+
+    def cancel(self, call: Call, reason: str) -> None:
+        """Give up on ``call``; a server that has not taken all our input is ended
+        (it stopped reading, and part of a line may be on the pipe)."""
+        with self._lock:
+            self._calls.pop(call.id, None)
+            stuck = bool(self._outbox) and self._gone is None
+        if stuck:
+            error = MCPError(
+                f"the MCP server {self.name!r} did not answer in time: it stopped "
+                "reading its input (it is restarted for the next call)"
+            )
+            self._abandon(error)
+            call.fail(error)
+            return
+        if not call.done.is_set():
+            self.notify(
+                "notifications/cancelled", {"requestId": call.id, "reason": reason}
+            )
+        call.fail(MCPError(f"{call.method}: {reason}"))
 
     def wait(self, call: Call, deadline: float) -> Any:
         if not call.done.wait(max(0.0, deadline - time.monotonic())):
@@ -322,20 +354,33 @@ class StdioTransport:
 
     def _route(self, message: dict[str, Any]) -> None:
         if "method" in message:
+            params = message.get("params")
+            params = params if isinstance(params, dict) else {}
             if "id" in message:  # a request from the server: ping, roots, sampling
-                answer: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
-                if message["method"] == "ping":
-                    answer["result"] = {}
-                else:
-                    answer["error"] = {"code": -32601, "message": "not supported"}
+                if message["method"] == "ping" or self.on_request is None:
+                    self._reply(message)
+                else:  # the answer may wait on a person or a model: not here
+                    threading.Thread(
+                        target=self._reply, args=(message,), daemon=True
+                    ).start()
+            elif message["method"] == "notifications/progress":
                 with self._lock:
-                    if self._gone is None:
-                        self._send(orjson.dumps(answer))
+                    target = self._calls.get(params.get("progressToken"))  # type: ignore[arg-type]
+                if target is not None:
+                    target.progress(params)
+            elif self.on_notify is not None:
+                self.on_notify(message["method"], params)
             return
         with self._lock:
             call = self._calls.pop(message["id"], None)
         if call is not None:
             call.settle(message)
+
+    def _reply(self, message: dict[str, Any]) -> None:
+        answer = answer_bytes(message["id"], self.on_request, message, self.secrets)
+        with self._lock:
+            if self._gone is None:
+                self._send(answer)
 
     def _read_stderr(self) -> None:
         stderr = self._proc.stderr

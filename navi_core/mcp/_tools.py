@@ -1,47 +1,78 @@
 """``MCPTools``: the tools of a Model Context Protocol server, as a ``ToolSource``.
 
-A synchronous client of its own (``mcp_stdio``, ``mcp_http``), not the official SDK: it speaks the
-initialize handshake of protocol revisions 2024-11-05 to 2025-11-25 over stdio and
-streamable HTTP, with no event loop and no dependency beyond httpx (README: "MCP").
-A batch of calls is sent at once (stdio) and answered in the model's order; a server
-that died is started again for the next batch.
+A synchronous client of its own (``_stdio``, ``_http``), not the official SDK: it speaks
+the 2026-07-28 revision (stateless requests, ``server/discover``) and the initialize
+handshake of revisions 2024-11-05 to 2025-11-25, over stdio and streamable HTTP, with
+no event loop and no dependency beyond httpx (README: "MCP"). A batch of calls is sent
+at once and answered in the model's order; a server that died is started again for
+the next batch.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
+import httpx
+
+from .._ids import new_id
 from .._secrets import public_url, request_secrets
-from ..media._parts import Media
+from ..conversation import Message, Part
+from ..events import Elicitation
+from ..tools._answers import expect
+from ..tools._context import ToolContext
 from ..tools._tool import ToolCall, ToolSpec
 from ..tools._validation import ArgumentError, errors, summary
-from ._http import HTTPTransport
+from ._content import prompt_messages, resource_parts, result_value
+from ._http import HTTPTransport, header_arguments
+from ._requests import Elicit, Requests, SamplingPolicy
 from ._stdio import StdioTransport
-from ._wire import MAX_MESSAGE_BYTES, Call, MCPError, Transport
+from ._wire import MAX_MESSAGE_BYTES, Call, MCPError, MCPToolError, Transport
 
-__all__ = ["PROTOCOL_VERSIONS", "MCPError", "MCPToolError", "MCPTools"]
+__all__ = [
+    "PROTOCOL_VERSIONS",
+    "MCPError",
+    "MCPToolError",
+    "MCPTools",
+    "SamplingPolicy",
+]
 
-#: The revisions this client speaks, newest (the one offered) first.
-PROTOCOL_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+#: The revisions this client speaks, newest first.
+PROTOCOL_VERSIONS: Final = (
+    "2026-07-28",
+    "2025-11-25",
+    "2025-06-18",
+    "2025-03-26",
+    "2024-11-05",
+)
+#: the stateless revision, probed with ``server/discover``
+MODERN: Final = PROTOCOL_VERSIONS[0]
+#: the revisions of the initialize handshake
+HANDSHAKE: Final = PROTOCOL_VERSIONS[1:]
 _CLIENT_INFO: Final = {"name": "navi-core", "version": "0.1.0"}
 _BAD_NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
-
-
-class MCPToolError(MCPError):
-    """The server ran the tool and reported a failure (``isError``)."""
-
-    __module__ = "navi_core"  # its public path, in reprs, docs and tracebacks
+#: the envelope keys of a 2026-07-28 request's ``_meta``
+_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
+_INFO_KEY: Final = "io.modelcontextprotocol/clientInfo"
+_CAPS_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+_SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
+#: JSON-RPC code of "unsupported protocol version" (its data names the supported ones)
+_UNSUPPORTED: Final = -32022
+#: rounds of ``input_required`` answers one request may take
+_MAX_ROUNDS: Final = 10
+#: seconds the ``server/discover`` probe may take at most
+_PROBE_WAIT: Final = 10.0
+#: seconds between looks at a waiting call's cancel signal
+_POLL: Final = 0.05
 
 
 class MCPTools:
-    """A ``ToolSource`` serving the tools of one MCP server.
+    """A ``ToolSource`` serving the tools (and resources and prompts) of one MCP server.
 
     Args:
         command: argv of a stdio server, started now and ended by ``close()``.
@@ -49,13 +80,26 @@ class MCPTools:
         env: variables for a stdio server, on top of a few safe ones inherited
             (``PATH``, ``HOME`` ...); the rest of this process's environment is not passed.
         headers: HTTP headers for every request (an Authorization token).
+        auth: an ``httpx.Auth`` for every HTTP request: ``navi_core.mcp.OAuth``
+            (OAuth 2.1 as MCP specifies it) or any other.
         prefix: put before each tool name as ``prefix_name``, so two servers'
             tools cannot clash.
-        timeout: seconds a batch of calls may take before its calls become errors.
+        timeout: seconds a call may go without an answer or a progress notification
+            before it is cancelled and becomes an error result (an idle limit).
         startup_timeout: seconds the handshake and the tool listing may take.
         max_message_bytes: the largest message taken from the server (a stdio line,
             an HTTP answer or event); past it the call fails, and a stdio server is
             restarted for the next batch.
+        protocol: ``"auto"`` probes the 2026-07-28 revision and falls back to the
+            initialize handshake (2025-11-25 and earlier); ``"2026-07-28"`` or
+            ``"2025-11-25"`` speaks only that one.
+        sampling: lets the server ask a model for completions (``SamplingPolicy``);
+            without it every sampling request is refused.
+        elicit: ``(message, schema) -> content | None`` answers the server's
+            questions for the user; without it a call running in an agent turn asks
+            through the stream (an ``Elicitation`` event), and elsewhere they are
+            declined.
+        roots: directories the server may work in, answered to ``roots/list``.
 
     Credentials (``headers``, URL user info and secret query values, ``env`` values
     whose names look secret) are redacted from everything the server says before it
@@ -63,7 +107,8 @@ class MCPTools:
 
     Raises:
         MCPError: the server could not be started, reached or understood.
-        ValueError: neither or both of ``command`` and ``url``.
+        ValueError: neither or both of ``command`` and ``url``, or an unknown
+            ``protocol``.
     """
 
     __module__ = "navi_core"  # its public path, in reprs, docs and tracebacks
@@ -80,15 +125,27 @@ class MCPTools:
         startup_timeout: float = 30.0,
         cwd: str | None = None,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        protocol: str = "auto",
+        sampling: SamplingPolicy | None = None,
+        elicit: Elicit | None = None,
+        roots: Sequence[str | Path] = (),
+        auth: httpx.Auth | None = None,
     ) -> None:
         if (command is None) == (url is None):
             raise ValueError("MCPTools needs exactly one of command= (stdio) and url=")
+        if protocol not in ("auto", MODERN, *HANDSHAKE):
+            raise ValueError(
+                f"protocol must be 'auto' or one of {', '.join(PROTOCOL_VERSIONS)}"
+            )
         self._command = list(command) if command is not None else None
         self._url = url
         self._env = dict(env or {})
         self._headers = dict(headers or {})
+        self._auth = auth
         self._cwd = cwd
         self._prefix = prefix
+        self._protocol = protocol
+        self._requests = Requests(sampling, elicit, roots)
         self.timeout = timeout
         self.startup_timeout = startup_timeout
         self.max_message_bytes = max_message_bytes
@@ -97,8 +154,14 @@ class MCPTools:
         self._names: dict[str, str] = {}  # our name -> the server's name
         self._schemas: dict[str, dict[str, Any]] = {}  # our name -> input schema
         self._specs: tuple[ToolSpec, ...] = ()
+        self._stale = False  # the server said its tools changed
+        self._fresh_until = float("inf")  # a cache hint's expiry of the tool list
+        self._contexts: list[ToolContext] = []  # of the calls in flight
+        self._asking = 0  # questions waiting for the user: no call is idle meanwhile
+        self._asked_at = 0.0  # when the last of them was answered
         self.protocol_version = ""
         self.server_info: dict[str, Any] = {}
+        self.server_capabilities: dict[str, Any] = {}
         self._transport: Transport = self._connect()
         try:
             self._specs = self._list_tools(self._transport)
@@ -109,7 +172,11 @@ class MCPTools:
     # -- the ToolSource protocol ------------------------------------------------------
 
     def tools(self) -> Sequence[ToolSpec]:
-        """The server's tools, as listed when it started."""
+        """The server's tools: listed at the start, and again once the server said
+        they changed (``notifications/tools/list_changed``) or its cache hint ran out."""
+        if self._stale or time.monotonic() > self._fresh_until:
+            with self._lock:
+                self._refresh()
         return self._specs
 
     def call_batch(self, calls: Sequence[ToolCall]) -> Sequence[Any]:
@@ -120,16 +187,28 @@ class MCPTools:
         do not match the tool's input schema (nothing is sent), else ``MCPError``
         for the server's error, its exit, or no answer within ``timeout``.
         """
+        return self.call_batch_with(calls, [None] * len(calls))
+
+    def call_batch_with(
+        self, calls: Sequence[ToolCall], contexts: Sequence[ToolContext | None]
+    ) -> Sequence[Any]:
+        """``call_batch`` with each call's ``ToolContext``: its progress notifications
+        are reported through ``emit`` (and reset the idle limit), its elicitations
+        are published to the stream, and once ``cancelled`` is set the server is told
+        (``notifications/cancelled``) and the call ends at once."""
         with self._lock:
             if self._closed:
                 return [MCPError("this MCPTools was closed") for _ in calls]
             try:
                 transport = self._live_transport()
+                if self._stale:
+                    self._refresh()
             except MCPError as exc:
                 return [exc for _ in calls]
-            deadline = time.monotonic() + self.timeout
-            pending: list[Call | Exception] = []
-            for c in calls:
+            live = [c for c in contexts if c is not None]
+            self._contexts.extend(live)
+            pending: list[tuple[Call, dict[str, Any]] | Exception] = []
+            for c, context in zip(calls, contexts, strict=True):
                 name = self._names.get(c.name)
                 if name is None:
                     pending.append(MCPError(f"the server has no tool {c.name!r}"))
@@ -140,18 +219,50 @@ class MCPTools:
                     pending.append(ArgumentError(text))
                     continue
                 params = {"name": name, "arguments": dict(c.arguments)}
-                pending.append(transport.start("tools/call", params, deadline))
+                call = self._start(transport, "tools/call", params, context)
+                pending.append((call, params))
         # waiting needs no lock: another agent's batch may share the connection
         out: list[Any] = []
-        for item in pending:
-            if isinstance(item, Exception):
-                out.append(item)
-                continue
-            try:
-                out.append(_result_value(transport.wait(item, deadline)))
-            except MCPError as exc:
-                out.append(exc)
+        try:
+            for item, context in zip(pending, contexts, strict=True):
+                if isinstance(item, Exception):
+                    out.append(item)
+                    continue
+                try:
+                    result = self._finish(transport, *item, context)
+                    out.append(result_value(result, self.read_resource))
+                except MCPError as exc:
+                    out.append(exc)
+        finally:
+            with self._lock:
+                for context in live:
+                    self._contexts.remove(context)
         return out
+
+    # -- resources and prompts ----------------------------------------------------------
+
+    def resources(self) -> list[dict[str, Any]]:
+        """The server's resources as listed (``uri``, ``name``, ``mimeType`` ...)."""
+        return self._list("resources/list", "resources")
+
+    def read_resource(self, uri: str) -> list[Part]:
+        """The contents of a resource: text as text parts, images as image parts,
+        other binaries as a note of their type and size."""
+        result = self._ask("resources/read", {"uri": uri})
+        return resource_parts(result.get("contents"))
+
+    def prompts(self) -> list[dict[str, Any]]:
+        """The server's prompts as listed (``name``, ``description``, ``arguments``)."""
+        return self._list("prompts/list", "prompts")
+
+    def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None
+    ) -> list[Message]:
+        """The messages of a prompt, filled in with ``arguments``."""
+        params: dict[str, Any] = {"name": name}
+        if arguments:
+            params["arguments"] = {k: str(v) for k, v in arguments.items()}
+        return prompt_messages(self._ask("prompts/get", params))
 
     @property
     def transport(self) -> Transport:
@@ -186,11 +297,157 @@ class MCPTools:
             where = f"url={public_url(self._url or '')!r}"
         return f"<MCPTools {where} tools={len(self._specs)}>"
 
+    # -- requests ---------------------------------------------------------------------
+
+    @property
+    def stateless(self) -> bool:
+        """Whether the server speaks the 2026-07-28 revision (no session)."""
+        return self.protocol_version == MODERN
+
+    def _params(self, params: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """``params`` with the 2026-07-28 envelope in ``_meta`` when it is spoken."""
+        if not self.stateless:
+            return dict(params) if params is not None else None
+        return {**(params or {}), "_meta": self._envelope()}
+
+    def _envelope(self) -> dict[str, Any]:
+        return {
+            _VERSION_KEY: MODERN,
+            _INFO_KEY: _CLIENT_INFO,
+            _CAPS_KEY: self._requests.capabilities(),
+        }
+
+    def _start(
+        self,
+        transport: Transport,
+        method: str,
+        params: Mapping[str, Any],
+        context: ToolContext | None,
+    ) -> Call:
+        progress = None
+        if context is not None:
+            emit = context.emit
+
+            def progress(done: float, total: float | None, text: str | None) -> None:
+                amount = f"{done:g}/{total:g}" if total is not None else f"{done:g}"
+                emit(f"{text} ({amount})" if text else amount)
+
+        deadline = time.monotonic() + self.timeout
+        return transport.start(method, self._params(params), deadline, progress)
+
+    def _finish(
+        self,
+        transport: Transport,
+        call: Call,
+        params: dict[str, Any],
+        context: ToolContext | None,
+    ) -> Any:
+        """The final result of ``call``: waited for under the idle limit and the
+        cancel signal, its ``input_required`` rounds answered and sent again."""
+        for round_ in range(_MAX_ROUNDS):
+            result = self._await(transport, call, context)
+            if not (
+                isinstance(result, dict)
+                and result.get("resultType") == "input_required"
+            ):
+                return result
+            if not result.get("inputRequests"):  # the server is not ready: wait a bit
+                time.sleep(min(0.05 * 2**round_, 0.25))
+            again = dict(params)
+            again["inputResponses"] = self._input(result.get("inputRequests"), context)
+            if result.get("requestState") is not None:
+                again["requestState"] = result["requestState"]
+            call = self._start(transport, call.method, again, context)
+        raise MCPError(f"{call.method}: the server asked for input {_MAX_ROUNDS} times")
+
+    def _await(
+        self, transport: Transport, call: Call, context: ToolContext | None
+    ) -> Any:
+        """Wait for ``call`` while it shows life; give up on it (and tell the
+        server) after ``timeout`` idle seconds or once the turn is cancelled."""
+        while not call.done.wait(_POLL):
+            if context is not None and context.cancelled.is_set():
+                transport.cancel(call, "the turn was cancelled")
+            elif self._asking:
+                continue
+            elif time.monotonic() > max(call.touched, self._asked_at) + self.timeout:
+                transport.cancel(
+                    call,
+                    f"the MCP server did not answer in time (no answer or progress "
+                    f"within {self.timeout:g} seconds)",
+                )
+        if call.error is not None:
+            raise call.error
+        return call.result
+
+    def _input(self, requests: Any, context: ToolContext | None) -> dict[str, Any]:
+        """Answers to the requests an ``input_required`` result carries."""
+        ask = self._asker(context)
+        out: dict[str, Any] = {}
+        for key, request in (
+            (requests or {}).items() if isinstance(requests, dict) else ()
+        ):
+            if not isinstance(request, dict):
+                continue
+            params = request.get("params")
+            params = params if isinstance(params, dict) else {}
+            method = str(request.get("method", ""))
+            out[key] = self._requests.answer(method, params, ask)
+        return out
+
+    def _asker(self, context: ToolContext | None) -> Elicit | None:
+        """Asks the user through ``context``'s stream: an ``Elicitation`` event,
+        answered with ``Stream.answer`` (None when the turn is cancelled first)."""
+        if context is None:
+            return None
+        call = context
+
+        def ask(message: str, schema: Mapping[str, Any]) -> Mapping[str, Any] | None:
+            request_id = f"elicit-{new_id()}"
+            question = expect(request_id)
+            with self._lock:
+                self._asking += 1
+            try:
+                call.publish(
+                    Elicitation(call.call_id, request_id, message, dict(schema))
+                )
+                return question.wait(call.cancelled)
+            finally:
+                with self._lock:
+                    self._asking -= 1
+                    self._asked_at = time.monotonic()
+
+        return ask
+
+    def _ask(self, method: str, params: Mapping[str, Any] | None) -> Any:
+        """One request outside a tool call (listing, reading), its input answered."""
+        with self._lock:
+            if self._closed:
+                raise MCPError("this MCPTools was closed")
+            transport = self._live_transport()
+            call = self._start(transport, method, params or {}, None)
+        result = self._finish(transport, call, dict(params or {}), None)
+        if not isinstance(result, dict):
+            raise MCPError(
+                f"{method}: the MCP server sent a result that is not an object"
+            )
+        return result
+
+    def _list(self, method: str, key: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            result = self._ask(method, {"cursor": cursor} if cursor else None)
+            out.extend(e for e in result.get(key) or () if isinstance(e, dict))
+            cursor = result.get("nextCursor")
+            if not cursor:
+                return out
+
     # -- connection -------------------------------------------------------------------
 
-    def _connect(self) -> Transport:
-        """Start (or reach) the server and run the initialize handshake."""
-        transport: Transport
+    def _transport_now(self) -> Transport:
+        """A new connection, its server requests and notifications routed here."""
+        transport: StdioTransport | HTTPTransport
         limit = self.max_message_bytes
         if self._command is not None:
             secrets = request_secrets(self._env, "", "")  # credential-like variables
@@ -203,31 +460,103 @@ class MCPTools:
             )
         else:
             assert self._url is not None
-            transport = HTTPTransport(self._url, self._headers, max_message_bytes=limit)
+            transport = HTTPTransport(
+                self._url, self._headers, max_message_bytes=limit, auth=self._auth
+            )
+        transport.on_request = self._answer
+        transport.on_notify = self._notified
+        return transport
+
+    def _answer(self, method: str, params: Mapping[str, Any]) -> Any:
+        """A request the server sent mid-call; a question goes to the stream of the
+        latest call in flight."""
+        with self._lock:
+            context = self._contexts[-1] if self._contexts else None
+        return self._requests.answer(method, params, self._asker(context))
+
+    def _notified(self, method: str, params: Mapping[str, Any]) -> None:
+        if method == "notifications/tools/list_changed":
+            self._stale = True
+
+    def _connect(self) -> Transport:
+        """Start (or reach) the server and agree on a revision: ``server/discover``
+        first (unless a handshake revision was asked for), else ``initialize``."""
+        transport = self._transport_now()
         deadline = time.monotonic() + self.startup_timeout
         try:
-            params = {
-                "protocolVersion": PROTOCOL_VERSIONS[0],
-                "capabilities": {},
-                "clientInfo": _CLIENT_INFO,
-            }
-            call = transport.start("initialize", params, deadline)
-            result = transport.wait(call, deadline)
-            version = str(result.get("protocolVersion", ""))
-            if version not in PROTOCOL_VERSIONS:
-                raise MCPError(
-                    f"the MCP server speaks protocol {version!r}; this client speaks "
-                    + ", ".join(PROTOCOL_VERSIONS)
-                )
-            self.protocol_version = version
-            self.server_info = dict(result.get("serverInfo") or {})
-            if isinstance(transport, HTTPTransport):
-                transport.protocol_version = version
-            transport.notify("notifications/initialized")
+            if self._protocol in ("auto", MODERN):
+                try:
+                    self._discover(transport, deadline)
+                    return transport
+                except MCPError as exc:
+                    if self._protocol == MODERN or not _falls_back(exc):
+                        raise
+                if not transport.alive:  # a server that ended on the unknown method
+                    transport.close()
+                    transport = self._transport_now()
+            try:
+                self._initialize(transport, deadline)
+            except MCPError as exc:
+                # a probe answered after its wait made the server choose 2026-07-28
+                if self._protocol != "auto" or exc.code != _UNSUPPORTED:
+                    raise
+                self._discover(transport, deadline, patient=True)
         except BaseException:
             transport.close()
             raise
         return transport
+
+    def _discover(
+        self, transport: Transport, deadline: float, patient: bool = False
+    ) -> None:
+        """Probe the 2026-07-28 revision; a server that does not answer within
+        ``_PROBE_WAIT`` (unless ``patient``) is taken for one that does not know it."""
+        if isinstance(transport, HTTPTransport):
+            transport.stateless = True
+            transport.protocol_version = MODERN
+        probe = min(deadline, time.monotonic() + _PROBE_WAIT)
+        if patient or self._protocol == MODERN:
+            probe = deadline
+        call = transport.start("server/discover", {"_meta": self._envelope()}, probe)
+        try:
+            result = transport.wait(call, probe)
+            versions = (
+                result.get("supportedVersions") if isinstance(result, dict) else None
+            )
+            if not isinstance(versions, list) or MODERN not in versions:
+                error = MCPError(f"the MCP server supports {versions!r}, not {MODERN}")
+                error.data = {"supported": versions}
+                raise error
+        except MCPError:
+            if isinstance(transport, HTTPTransport):
+                transport.stateless = False
+                transport.protocol_version = None
+            raise
+        self.protocol_version = MODERN
+        meta = result.get("_meta") if isinstance(result.get("_meta"), dict) else {}
+        self.server_info = dict(meta.get(_SERVER_INFO_KEY) or {})
+        self.server_capabilities = dict(result.get("capabilities") or {})
+
+    def _initialize(self, transport: Transport, deadline: float) -> None:
+        params = {
+            "protocolVersion": HANDSHAKE[0],
+            "capabilities": self._requests.capabilities(),
+            "clientInfo": _CLIENT_INFO,
+        }
+        call = transport.start("initialize", params, deadline)
+        result = transport.wait(call, deadline)
+        version = str(result.get("protocolVersion", ""))
+        if version not in HANDSHAKE:
+            raise MCPError(
+                f"the MCP server speaks protocol {version!r}; this client speaks "
+                + ", ".join(PROTOCOL_VERSIONS)
+            )
+        self.protocol_version = version
+        self.server_info = dict(result.get("serverInfo") or {})
+        self.server_capabilities = dict(result.get("capabilities") or {})
+        if isinstance(transport, HTTPTransport):
+            transport.protocol_version = version
+        transport.notify("notifications/initialized")
 
     def _live_transport(self) -> Transport:
         """The connection, started again when the server died since the last batch."""
@@ -236,68 +565,67 @@ class MCPTools:
             self._transport = self._connect()
         return self._transport
 
+    def _refresh(self) -> None:
+        """List the tools again (the lock is held); on failure the old list stands."""
+        self._stale = False
+        if self._closed:
+            return
+        try:
+            self._specs = self._list_tools(self._live_transport())
+        except MCPError:
+            self._fresh_until = float("inf")
+
     def _list_tools(self, transport: Transport) -> tuple[ToolSpec, ...]:
         deadline = time.monotonic() + self.startup_timeout
         specs: list[ToolSpec] = []
+        names: dict[str, str] = {}
+        schemas: dict[str, dict[str, Any]] = {}
         cursor: str | None = None
         while True:
             params = {"cursor": cursor} if cursor else None
+            if self.stateless:
+                params = self._params(params)
             call = transport.start("tools/list", params, deadline)
             result = transport.wait(call, deadline)
             for entry in result.get("tools") or ():
-                specs.append(self._spec(entry))
+                specs.append(self._spec(entry, names, schemas))
+            ttl = result.get("ttlMs")
             cursor = result.get("nextCursor")
             if not cursor:
+                self._names, self._schemas = names, schemas
+                if isinstance(transport, HTTPTransport):
+                    marked = {names[k]: header_arguments(v) for k, v in schemas.items()}
+                    transport.param_headers = {k: v for k, v in marked.items() if v}
+                fresh = isinstance(ttl, int) and ttl > 0
+                self._fresh_until = (
+                    time.monotonic() + ttl / 1000 if fresh else float("inf")
+                )
                 return tuple(specs)
 
-    def _spec(self, entry: Mapping[str, Any]) -> ToolSpec:
+    def _spec(
+        self,
+        entry: Mapping[str, Any],
+        names: dict[str, str],
+        schemas: dict[str, dict[str, Any]],
+    ) -> ToolSpec:
         server_name = str(entry.get("name", ""))
         name = f"{self._prefix}_{server_name}" if self._prefix else server_name
         name = _BAD_NAME_CHARS.sub("_", name)[:64] or "tool"
-        self._names[name] = server_name
+        names[name] = server_name
         schema = entry.get("inputSchema")
         if not isinstance(schema, dict) or schema.get("type") != "object":
             schema = {"type": "object", "properties": {}}
         description = entry.get("description") or entry.get("title") or ""
-        self._schemas[name] = schema
+        schemas[name] = schema
         return ToolSpec(name, str(description), schema)
 
 
-def _result_value(result: Any) -> Any:
-    """A ``tools/call`` result as a tool's return value (or an ``MCPToolError``)."""
-    if not isinstance(result, dict):
-        return MCPError("the MCP server sent a result that is not an object")
-    items = [
-        _content_item(c) for c in result.get("content") or () if isinstance(c, dict)
-    ]
-    if not items and result.get("structuredContent") is not None:
-        items = [result["structuredContent"]]
-    if result.get("isError"):
-        text = " ".join(i for i in items if isinstance(i, str)) or "the tool failed"
-        return MCPToolError(text)
-    if not items:
-        return None
-    return items[0] if len(items) == 1 else items
-
-
-def _content_item(item: Mapping[str, Any]) -> Any:
-    """One content block: text, image (as ``Media``), audio, resource or link."""
-    kind = item.get("type")
-    if kind == "text":
-        return str(item.get("text", ""))
-    if kind == "image":
-        try:
-            data = base64.b64decode(str(item.get("data", "")), validate=True)
-        except (binascii.Error, ValueError):
-            return "[image dropped: the server sent invalid base64]"
-        return Media(data, item.get("mimeType"))
-    if kind == "audio":
-        return f"[audio result not shown: {item.get('mimeType', 'audio')}]"
-    if kind == "resource":
-        resource = item.get("resource") or {}
-        if "text" in resource:
-            return str(resource["text"])
-        return f"[resource {resource.get('uri', '')} ({resource.get('mimeType', 'binary')})]"
-    if kind == "resource_link":
-        return f"[resource link: {item.get('uri', '')} {item.get('name', '')}]".strip()
-    return f"[unsupported content type {kind!r}]"
+def _falls_back(error: MCPError) -> bool:
+    """Whether a failed ``server/discover`` means "try the initialize handshake":
+    any error but a server naming only revisions newer than the handshake's."""
+    if error.code != _UNSUPPORTED:
+        return True
+    supported = error.data.get("supported") if isinstance(error.data, dict) else None
+    if not isinstance(supported, list):
+        return True
+    return any(v in HANDSHAKE for v in supported)

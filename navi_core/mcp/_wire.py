@@ -1,7 +1,8 @@
 """The JSON-RPC pieces both MCP transports share: ``Call``, ``MCPError``, ``Transport``.
 
-A transport offers ``start(method, params, deadline) -> Call`` (send a request, do not
-wait), ``wait(call, deadline) -> result``, ``notify(method, params)`` and ``close()``:
+A transport offers ``start(method, params, deadline, progress=None) -> Call`` (send a
+request, do not wait), ``wait(call, deadline) -> result``, ``cancel(call, reason)``,
+``notify(method, params)`` and ``close()``:
 ``mcp_stdio.StdioTransport`` (a child process) and ``mcp_http.HTTPTransport``
 (streamable HTTP). A dead or silent server raises ``MCPError`` with a message saying
 what happened (exit status, the last line of its stderr, the time waited): never a hang.
@@ -14,7 +15,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 import orjson
@@ -27,8 +29,12 @@ __all__ = [
     "INHERITED_ENV",
     "MAX_MESSAGE_BYTES",
     "Call",
+    "Progress",
+    "ServerRequests",
     "MCPError",
+    "MCPToolError",
     "Transport",
+    "answer_bytes",
     "notification_bytes",
     "request_bytes",
     "safe_environment",
@@ -72,9 +78,29 @@ MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 
 
 class MCPError(NaviError, RuntimeError):
-    """An MCP server failed a request, died, did not answer in time, or broke protocol."""
+    """An MCP server failed a request, died, did not answer in time, or broke protocol.
+
+    ``code`` is the JSON-RPC error code when the server answered with one, ``data``
+    that error's data (the revisions a server supports, for one).
+    """
 
     __module__ = "navi_core"  # its public path, in reprs, docs and tracebacks
+
+    code: int | None = None
+    data: Any = None
+
+
+class MCPToolError(MCPError):
+    """The server ran the tool and reported a failure (``isError``)."""
+
+    __module__ = "navi_core"  # its public path, in reprs, docs and tracebacks
+
+
+#: ``(progress, total, message)`` of a ``notifications/progress`` for a call
+Progress = Callable[[float, "float | None", "str | None"], None]
+#: Answers a request the server sent (``method``, ``params``) with a result object;
+#: raises ``MCPError`` (its ``code`` is sent) to refuse it.
+ServerRequests = Callable[[str, Mapping[str, Any]], Any]
 
 
 def safe_environment(extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -90,17 +116,51 @@ class Call:
     ``secrets`` (the connection's, in every spelling) are redacted from the answer.
     """
 
-    __slots__ = ("done", "error", "id", "method", "result", "secrets")
+    __slots__ = (
+        "done",
+        "error",
+        "id",
+        "method",
+        "on_progress",
+        "result",
+        "secrets",
+        "stop",
+        "touched",
+    )
 
     def __init__(
-        self, request_id: int, method: str, secrets: Sequence[str] = ()
+        self,
+        request_id: int,
+        method: str,
+        secrets: Sequence[str] = (),
+        progress: Progress | None = None,
     ) -> None:
         self.id = request_id
         self.method = method
         self.secrets = secrets
+        self.on_progress = progress
         self.done = threading.Event()
         self.result: Any = None
         self.error: MCPError | None = None
+        #: ``time.monotonic()`` of the request or of the latest sign of life
+        self.touched = time.monotonic()
+        #: ends the transport's work on the call at once (an HTTP answer still open)
+        self.stop: Callable[[], None] | None = None
+
+    def progress(self, params: Mapping[str, Any]) -> None:
+        """A ``notifications/progress`` for this call: it is alive."""
+        self.touched = time.monotonic()
+        if self.on_progress is None:
+            return
+        try:
+            done = float(params.get("progress", 0))
+            total = params.get("total")
+            total = float(total) if isinstance(total, (int, float)) else None
+        except (TypeError, ValueError):
+            return
+        text = params.get("message")
+        text = redact(str(text), self.secrets) if text is not None else None
+        self.on_progress(done, total, text)
 
     def settle(self, message: Mapping[str, Any]) -> None:
         """Record a JSON-RPC response (a result or an error object)."""
@@ -109,6 +169,9 @@ class Call:
             code = redact(str(err.get("code", "?")), self.secrets)
             text = clip(redact(str(err.get("message", "no message")), self.secrets))
             self.error = MCPError(f"{self.method}: server error {code}: {text}")
+            if isinstance(err.get("code"), int):
+                self.error.code = err["code"]
+            self.error.data = scrubbed(err.get("data"), self.secrets)
         else:
             self.result = scrubbed(message.get("result"), self.secrets)
         self.done.set()
@@ -129,9 +192,21 @@ class Transport(Protocol):
         ...
 
     def start(
-        self, method: str, params: Mapping[str, Any] | None, deadline: float
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        deadline: float,
+        progress: Progress | None = None,
     ) -> Call:
-        """Send a request; its answer (due by ``deadline``) arrives in the ``Call``."""
+        """Send a request; its answer (due by ``deadline``) arrives in the ``Call``.
+
+        With ``progress`` the request carries a progress token, and the server's
+        progress notifications for it are handed to ``progress``.
+        """
+        ...
+
+    def cancel(self, call: Call, reason: str) -> None:
+        """Give up on ``call``: the server is told (``notifications/cancelled``)."""
         ...
 
     def wait(self, call: Call, deadline: float) -> Any:
@@ -172,12 +247,47 @@ def scrubbed(value: Any, secrets: Sequence[str]) -> Any:
 
 
 def request_bytes(
-    request_id: int, method: str, params: Mapping[str, Any] | None
+    request_id: int,
+    method: str,
+    params: Mapping[str, Any] | None,
+    progress: bool = False,
 ) -> bytes:
+    """A request; with ``progress`` its ``_meta.progressToken`` is its id."""
     message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if progress:
+        params = dict(params or {})
+        params["_meta"] = {**params.get("_meta", {}), "progressToken": request_id}
     if params is not None:
         message["params"] = params
     return orjson.dumps(message)
+
+
+def answer_bytes(
+    request_id: Any,
+    handler: ServerRequests | None,
+    message: Any,
+    secrets: Sequence[str] = (),
+) -> bytes:
+    """The answer to a request the server sent: ``handler``'s result or its refusal.
+    ``handler`` sees the request with ``secrets`` redacted (a question shown to the
+    user, messages sent to a model)."""
+    answer: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+    method = message.get("method", "")
+    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    params = scrubbed(params, secrets)
+    try:
+        if method == "ping":
+            answer["result"] = {}
+        elif handler is None:
+            raise MCPError(f"{method} is not supported")
+        else:
+            answer["result"] = handler(method, params)
+    except MCPError as exc:
+        code = exc.code if exc.code is not None else -32601
+        answer["error"] = {"code": code, "message": str(exc)}
+    except Exception as exc:  # a callback's failure is the server's error answer
+        answer["error"] = {"code": -32603, "message": f"{type(exc).__name__}"}
+    return orjson.dumps(answer)
 
 
 def notification_bytes(method: str, params: Mapping[str, Any] | None) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._search import ToolSearch
 from ._todo import TodoList
 from ._tool import (
     ArgumentError,
@@ -22,6 +23,7 @@ __all__ = [
     "ToolCall",
     "ToolContext",
     "ToolRegistry",
+    "ToolSearch",
     "ToolSource",
     "TodoList",
     "ToolSpec",

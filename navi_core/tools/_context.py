@@ -3,6 +3,7 @@ parameters ask for it."""
 
 from __future__ import annotations
 
+import copy
 import threading
 import typing
 from collections.abc import Callable, Mapping
@@ -71,6 +72,25 @@ class ToolContext:
         ``TodoUpdated``); a no-op outside a stream."""
         if self._publish is not None:
             self._publish(event)
+
+    def copy_with(
+        self, cancelled: threading.Event, on_emit: Callable[[], None] | None = None
+    ) -> ToolContext:
+        """A copy (of the same class) with its own ``cancelled``, whose ``emit`` also
+        calls ``on_emit``: for work run on the call's behalf, such as a timed call
+        whose idle clock each report restarts."""
+        report = self._emit
+
+        def emit(text: str) -> None:
+            if on_emit is not None:
+                on_emit()
+            if report is not None:
+                report(text)
+
+        clone = copy.copy(self)  # a subclass (a sub-agent's lineage) keeps its own
+        clone.cancelled = cancelled
+        object.__setattr__(clone, "_emit", emit)
+        return clone
 
     def __repr__(self) -> str:
         return f"ToolContext(call_id={self.call_id!r}, name={self.name!r})"

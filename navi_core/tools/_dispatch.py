@@ -220,7 +220,13 @@ class Dispatch:
             return
         t0 = time.perf_counter()
         try:
-            values = list(source.call_batch([c for _, c in calls]))
+            # a source that takes the calls' contexts hears of progress and cancel
+            with_contexts = getattr(source, "call_batch_with", None)
+            if with_contexts is not None:
+                contexts = [self._context(i) for i, _ in calls]
+                values = list(with_contexts([c for _, c in calls], contexts))
+            else:
+                values = list(source.call_batch([c for _, c in calls]))
             if len(values) > len(calls):
                 raise RuntimeError(
                     f"{type(source).__name__}.call_batch returned {len(values)} "

@@ -77,7 +77,7 @@ def test_stdio_lists_the_servers_tools_with_their_schemas(stdio: MCPTools) -> No
     schema = specs["add"].parameters
     assert schema["type"] == "object" and schema["required"] == ["a", "b"]
     assert schema["properties"]["a"]["type"] == "integer"
-    assert stdio.protocol_version == "2025-11-25"
+    assert stdio.protocol_version == "2026-07-28"  # the SDK server speaks it
     assert stdio.server_info["name"] == "navi-test"
 
 
@@ -287,7 +287,7 @@ def test_http_server_crash_mid_call_is_an_error_result(http_url: str) -> None:
 
 
 def test_http_close_ends_the_session(http_url: str) -> None:
-    tools = MCPTools(url=http_url)
+    tools = MCPTools(url=http_url, protocol="2025-11-25")  # sessions: the handshake
     session = tools.call_batch([ToolCall("p", "pid", {})])
     assert isinstance(session[0], str)
     session_id = _session_id(tools)

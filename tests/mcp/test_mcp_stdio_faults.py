@@ -67,6 +67,8 @@ for line in sys.stdin.buffer:
                 sys.stdout.buffer.write(b"x" * (1 << 20))
             send(b'"}]}}')
 """
+#: the revision the scripted servers here speak (they know no ``server/discover``)
+LEGACY = "2025-11-25"
 #: seconds a batch may overrun its timeout (a loaded 2-core machine)
 SLACK = 3.0
 
@@ -80,7 +82,7 @@ def command(tmp_path: Path) -> list[str]:
 
 @pytest.fixture
 def tools(command: list[str]) -> Iterator[MCPTools]:
-    source = MCPTools(command, timeout=2.0, startup_timeout=20.0)
+    source = MCPTools(command, timeout=2.0, startup_timeout=20.0, protocol=LEGACY)
     try:
         yield source
     finally:
@@ -130,7 +132,7 @@ def test_a_server_that_stops_reading_cannot_hold_a_batch_past_its_timeout(
 def test_close_returns_while_a_batch_is_stuck_on_a_full_pipe(
     command: list[str],
 ) -> None:
-    tools = MCPTools(command, timeout=600.0, startup_timeout=20.0)
+    tools = MCPTools(command, timeout=600.0, startup_timeout=20.0, protocol=LEGACY)
     pid = server_pid(tools)
     calls = [
         ToolCall("1", "deaf", {}),
@@ -207,7 +209,7 @@ def test_a_64_mib_line_fails_the_call_and_the_server_is_restarted(
 
 
 def test_the_line_limit_is_configurable(command: list[str]) -> None:
-    with MCPTools(command, max_message_bytes=1000) as tools:
+    with MCPTools(command, max_message_bytes=1000, protocol=LEGACY) as tools:
         results = tools.call_batch(
             [
                 ToolCall("1", "echo", {"text": "short"}),
@@ -246,7 +248,9 @@ def test_an_http_answer_past_the_limit_fails_its_call(
         Reply.json(200, orjson.loads(_rpc(2, {"tools": [tool]}))),
         reply,
     )
-    with MCPTools(url=loopback.url + "/mcp", max_message_bytes=100_000) as tools:
+    with MCPTools(
+        url=loopback.url + "/mcp", max_message_bytes=100_000, protocol=LEGACY
+    ) as tools:
         (error,) = tools.call_batch([ToolCall("1", "big", {})])
     assert isinstance(error, MCPError)
     assert "sent an answer larger than 100000 bytes" in str(error)
@@ -270,7 +274,9 @@ def test_a_compressed_http_answer_is_measured_as_it_is_decoded(
         Reply(body=(gzip.compress(_rpc(3, small)),), headers=zipped),
         Reply(body=(gzip.compress(_rpc(4, large)),), headers=zipped),
     )
-    with MCPTools(url=loopback.url + "/mcp", max_message_bytes=100_000) as tools:
+    with MCPTools(
+        url=loopback.url + "/mcp", max_message_bytes=100_000, protocol=LEGACY
+    ) as tools:
         assert tools.call_batch([ToolCall("1", "big", {})]) == ["small"]
         (error,) = tools.call_batch([ToolCall("2", "big", {})])
     assert isinstance(error, MCPError)
