@@ -32,6 +32,8 @@ from .events import (
     AnyEvent,
     Compacted,
     CompactionStarted,
+    Cost,
+    Elicitation,
     Event,
     HookFailure,
     Lagged,
@@ -79,16 +81,19 @@ from .conversation import (
 # isort: split
 # configuration
 from .config import (
+    Budget,
     CompactionConfig,
     Config,
     ImageLimits,
     PlanningConfig,
+    Pricing,
     RetryPolicy,
     Timeout,
 )
 
 # isort: split
 # tools
+from .tools._search import ToolSearch
 from .tools._todo import TodoList
 from .tools._tool import (
     ArgumentError,
@@ -203,6 +208,8 @@ __all__ = [
     "AnyEvent",
     "Compacted",
     "CompactionStarted",
+    "Cost",
+    "Elicitation",
     "Event",
     "HookFailure",
     "Lagged",
@@ -243,10 +250,12 @@ __all__ = [
     "UserMessage",
     "WireIdentity",
     # configuration
+    "Budget",
     "CompactionConfig",
     "Config",
     "ImageLimits",
     "PlanningConfig",
+    "Pricing",
     "RetryPolicy",
     "Timeout",
     # tools
@@ -255,6 +264,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolContext",
+    "ToolSearch",
     "ToolSource",
     "ToolSpec",
     "tool",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, overload
 
 from . import approvals
 from ._turn.extras import TurnExtras
@@ -23,7 +23,7 @@ from .compaction._manual import plan_manual, stream_compaction
 from .config import Config
 from .conversation import Conversation, Message, ToolUse, UserMessage
 from .errors import NothingToCompact, SteeringQueueFull
-from .events import Compacted, Event, TodoItem
+from .events import Compacted, Event, TodoItem, TurnComplete
 from .hooks import Hook, check_hooks
 from .output import OutputSpec
 from .providers.base import Provider, ProviderRequest, check_provider
@@ -38,6 +38,9 @@ from .tools._todo import TodoList
 from .tools._tool import Tool, ToolRegistry, ToolSource, ToolSpec
 
 __all__ = ["Agent"]
+
+#: the type of a structured output (``run(..., output=T)``)
+_T = TypeVar("_T")
 
 
 class Agent:
@@ -131,8 +134,8 @@ class Agent:
         return self._steering
 
     def tool_specs(self) -> tuple[ToolSpec, ...]:
-        """The declarations sent to the model."""
-        return self._tools.registry.specs()
+        """The declarations sent to the model (those a ``ToolSearch`` chose, if any)."""
+        return self._tools.registry.visible_specs()
 
     def next_request(self) -> ProviderRequest:
         """The request the next response opens with (``inspect``)."""
@@ -333,9 +336,18 @@ class Agent:
 
     # -- turns -------------------------------------------------------------------------
 
+    @overload
     def run(
-        self, prompt: str | Message | Iterable[Any], *, output: type | None = None
-    ) -> Stream:
+        self, prompt: str | Message | Iterable[Any], *, output: None = None
+    ) -> Stream[Any]: ...
+    @overload
+    def run(
+        self, prompt: str | Message | Iterable[Any], *, output: type[_T]
+    ) -> Stream[_T]: ...
+
+    def run(
+        self, prompt: str | Message | Iterable[Any], *, output: type[Any] | None = None
+    ) -> Stream[Any]:
         """Persist the user message, append it, and return the turn's ``Stream``.
 
         ``prompt`` is text, a user ``Message``, or a list mixing text and images
@@ -369,7 +381,28 @@ class Agent:
             resume=False, steered=steered, prompt=message, output=spec, first=first
         )
 
-    def resume(self) -> Stream:
+    @overload
+    def ask(
+        self, prompt: str | Message | Iterable[Any], *, output: None = None
+    ) -> TurnComplete[Any]: ...
+    @overload
+    def ask(
+        self, prompt: str | Message | Iterable[Any], *, output: type[_T]
+    ) -> TurnComplete[_T]: ...
+
+    def ask(
+        self, prompt: str | Message | Iterable[Any], *, output: type[Any] | None = None
+    ) -> TurnComplete[Any]:
+        """Run a turn to its end and return its ``TurnComplete``: ``run(...)``, then
+        ``Stream.result()``, the stream closed after.
+
+        Raises:
+            Exception: what ``run`` raises, or what the turn raised.
+        """
+        with self.run(prompt, output=output) as stream:
+            return stream.result()
+
+    def resume(self) -> Stream[Any]:
         """Continue a turn that a crash interrupted, without a new user message.
 
         Calls that were in flight get error results saying so (a tool is never silently

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from ._logs import get_logger
+from .conversation import Usage
+from .events import Cost
 
 if TYPE_CHECKING:  # values sit below providers: the type only
     from .providers.base import Provider
 
 __all__ = [
+    "Budget",
     "CompactionConfig",
     "Config",
     "ImageLimits",
     "PlanningConfig",
+    "Pricing",
     "RetryPolicy",
     "Timeout",
 ]
@@ -106,6 +112,95 @@ class PlanningConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class Pricing:
+    """USD per million tokens; the cache buckets cost ``input`` unless priced."""
+
+    input: float
+    output: float
+    cache_read: float | None = None
+    cache_write: float | None = None
+
+    def cost_of(self, usage: Usage) -> Cost:
+        """What ``usage`` costs."""
+        read = self.input if self.cache_read is None else self.cache_read
+        write = self.input if self.cache_write is None else self.cache_write
+        input_usd = usage.input * self.input / 1_000_000
+        output_usd = usage.output * self.output / 1_000_000
+        cache_usd = (usage.cache_read * read + usage.cache_write * write) / 1_000_000
+        return Cost(
+            input_usd + output_usd + cache_usd, input_usd, output_usd, cache_usd
+        )
+
+    @property
+    def prompt_rate(self) -> float:
+        """The highest price of a prompt token, whichever bucket it lands in: what a
+        budget check charges an estimated prompt, to stay on the safe side."""
+        rates = (self.input, self.cache_read or 0.0, self.cache_write or 0.0)
+        return max(rates)
+
+    @classmethod
+    def lookup(cls, model: str, base_url: str) -> Pricing | None:
+        """The price of ``model`` at ``base_url`` in the ``genai-prices`` table, or
+        None (package not installed, endpoint or model unknown). Never a network call.
+
+        A price that depends on the prompt size (tiers) is taken at its base tier.
+        """
+        try:
+            from genai_prices import Usage as PriceUsage, calc_price
+        except ImportError:
+            return None
+        try:
+            found = calc_price(PriceUsage(), model, provider_api_url=base_url)
+        except LookupError:
+            return None
+        except Exception as exc:  # a table that cannot be read: no price, no failure
+            get_logger("navi_core.pricing").debug("price lookup failed: %r", exc)
+            return None
+        price = found.model_price
+        inp = _rate(getattr(price, "input_mtok", None))
+        out = _rate(getattr(price, "output_mtok", None))
+        if inp is None or out is None:
+            return None
+        return cls(
+            inp,
+            out,
+            _rate(getattr(price, "cache_read_mtok", None)),
+            _rate(getattr(price, "cache_write_mtok", None)),
+        )
+
+
+def _rate(value: Any) -> float | None:
+    """A table price (a Decimal, or tiers with a ``base``) as a float."""
+    if value is None:
+        return None
+    base = getattr(value, "base", value)
+    try:
+        return float(base)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What one turn may spend: ``usd`` (needs a known price) and ``tokens`` (prompt
+    and output tokens of every response, cache buckets included); None: no limit.
+
+    Before each request the turn adds the request's estimated prompt to what it spent;
+    when that meets or passes a limit, the turn ends with ``StopReason.BUDGET`` and the
+    request is not sent.
+    """
+
+    usd: float | None = None
+    tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.usd is not None and self.usd < 0:
+            raise ValueError("Budget.usd must not be negative")
+        if self.tokens is not None and self.tokens < 0:
+            raise ValueError("Budget.tokens must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """Loop settings; ``Agent.set_config`` swaps the whole value at a response boundary."""
 
@@ -126,3 +221,5 @@ class Config:
     planning: PlanningConfig | None = None
     #: adjacent deltas of one kind that arrived in one network read become one event
     coalesce_deltas: bool = False
+    #: what one turn may spend (``StopReason.BUDGET``); None: no limit
+    budget: Budget | None = None

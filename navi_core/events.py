@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Literal, TypeAlias, final
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, final
 
 from .conversation import Message, ToolUse, Usage
 
@@ -18,6 +18,8 @@ __all__ = [
     "AnyEvent",
     "Compacted",
     "CompactionStarted",
+    "Cost",
+    "Elicitation",
     "Event",
     "HookFailure",
     "Lagged",
@@ -60,6 +62,8 @@ class StopReason(str, enum.Enum):
     TIMEOUT = "timeout"
     #: a tool call waits for a person's approval (``TurnComplete.pending_approvals``)
     APPROVAL_REQUIRED = "approval_required"
+    #: the next request would pass ``Config.budget``; it was not sent
+    BUDGET = "budget"
 
     def __str__(self) -> str:
         return self.value
@@ -160,6 +164,19 @@ class ToolProgress(Event):
 
     call_id: str
     text: str
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Elicitation(Event):
+    """A running tool call (an MCP server's) asks the user: answer it with
+    ``Stream.answer(request_id, content)``, content matching ``schema`` (a JSON
+    Schema object), or ``None`` to decline. The call waits until then."""
+
+    call_id: str
+    request_id: str
+    message: str
+    schema: dict[str, Any]
 
 
 @final
@@ -291,6 +308,30 @@ class TodoUpdated(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Cost:
+    """USD spent: ``usd`` is the whole, the sum of the three parts.
+
+    ``input_usd`` prices the uncached prompt tokens, ``output_usd`` the output tokens
+    (reasoning included), ``cache_usd`` the cache reads and writes.
+    """
+
+    usd: float
+    input_usd: float
+    output_usd: float
+    cache_usd: float
+
+    def __add__(self, other: Cost) -> Cost:
+        if not isinstance(other, Cost):
+            return NotImplemented
+        return Cost(
+            self.usd + other.usd,
+            self.input_usd + other.input_usd,
+            self.output_usd + other.output_usd,
+            self.cache_usd + other.cache_usd,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class HookFailure:
     """A hook raised: which hook, in which stage, the error text, the call it concerned."""
 
@@ -300,10 +341,20 @@ class HookFailure:
     call_id: str | None = None
 
 
+#: the type of a turn's structured output (``run(..., output=T)``)
+if TYPE_CHECKING:  # bare ``Stream`` / ``TurnComplete`` mean ``[Any]``
+    from typing_extensions import TypeVar as _TypeVar
+
+    T = _TypeVar("T", default=Any)
+else:
+    T = TypeVar("T")
+
+
 @final
 @dataclass(frozen=True, slots=True)
-class TurnComplete(Event):
-    """The turn ended; ``response`` is the final assistant text."""
+class TurnComplete(Event, Generic[T]):
+    """The turn ended; ``response`` is the final assistant text (after a cancel, the
+    text streamed so far)."""
 
     stop_reason: StopReason
     response: str
@@ -313,11 +364,13 @@ class TurnComplete(Event):
     #: the id of this turn (``Stream.turn_id``)
     turn_id: str = ""
     #: the validated structured output when ``run(..., output=T)`` asked for one
-    output: object = None
+    output: T | None = None
     #: every exception a hook raised during the turn
     hook_failures: tuple[HookFailure, ...] = ()
     #: the calls waiting for ``Agent.approve``/``deny`` (``APPROVAL_REQUIRED``)
     pending_approvals: tuple[ToolUse, ...] = ()
+    #: what ``usage`` cost, at the provider's price; None when no price is known
+    cost: Cost | None = None
 
 
 AnyEvent: TypeAlias = (
@@ -338,6 +391,7 @@ AnyEvent: TypeAlias = (
     | Pending
     | ResponseDiscarded
     | ToolProgress
+    | Elicitation
     | Steered
     | SubagentEvent
     | Lagged

@@ -20,10 +20,10 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from threading import get_ident
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._turn.control import NotYet, TurnControl
 from ._turn.extras import TurnExtras
@@ -31,14 +31,23 @@ from ._turn.machine import TRANSITIONS, Phase, Trigger, Turn, TurnHost
 from .conversation import Message, Usage
 from .core import Reader, next_event, next_or_stop
 from .errors import Cancelled, ProviderError
-from .events import PENDING, AnyEvent, ModelInfo, Steered, StopReason
+from .events import PENDING, AnyEvent, ModelInfo, Steered, StopReason, TurnComplete
 from .output import OutputCheck, OutputSpec
+from .tools._answers import deliver
 
 __all__ = ["TRANSITIONS", "Phase", "Stream", "Trigger", "TurnHost"]
 
+#: the type of the turn's structured output (``run(..., output=T)``)
+if TYPE_CHECKING:  # bare ``Stream`` / ``TurnComplete`` mean ``[Any]``
+    from typing_extensions import TypeVar as _TypeVar
 
-class Stream:
-    """One turn, advanced one event per ``next()``.
+    T = _TypeVar("T", default=Any)
+else:
+    T = TypeVar("T")
+
+
+class Stream(Generic[T]):
+    """One turn, advanced one event per ``next()``; ``result()`` runs it to its end.
 
     Obtain it from ``Agent.run`` or ``Agent.resume``. It is an iterator and a context
     manager; ``close()`` releases the open response and persists what was committed.
@@ -108,6 +117,33 @@ class Stream:
         next = next_event
         __next__ = next_or_stop
 
+    def result(self, timeout: float | None = None) -> TurnComplete[T]:
+        """Drive the turn to its end and return its ``TurnComplete`` (also when it
+        was already handed out by ``next()``); the events before it are dropped.
+
+        ``timeout`` bounds the whole wait, in seconds. When it runs out the turn is
+        left as it is, running: call ``result()`` again to go on waiting, or
+        ``cancel()`` it.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed before the turn ended.
+            Exception: what the turn raised (as ``next()`` raises it).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if deadline is None:
+                ev = self.next()
+            else:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"the turn did not end within {timeout} s")
+                ev = self.next(left)
+            if ev is None or type(ev) is TurnComplete:
+                break
+        done = self._turn.complete
+        assert done is not None  # next() returns None only after TurnComplete
+        return done
+
     def _advance(self, timeout: float | None) -> AnyEvent | None:
         """``next()`` past the queue (args, returns and raises: ``core.next_event``):
         run the turn's steps until it has an event."""
@@ -158,6 +194,16 @@ class Stream:
         """The ``Reader``'s ``on_ended``: a read completed or failed the response."""
         self._turn.read_ended(response, exc)  # type: ignore[arg-type]
 
+    def answer(self, request_id: str, content: Mapping[str, Any] | None) -> None:
+        """Answer the ``Elicitation`` with ``request_id`` (any thread): ``content``
+        for the call that asked, or ``None`` to decline.
+
+        Raises:
+            KeyError: no call waits for that request (answered, or its call ended).
+        """
+        if not deliver(request_id, content):
+            raise KeyError(f"no tool call waits for an answer to {request_id!r}")
+
     def cancel(self) -> None:
         """End the turn with ``StopReason.CANCELLED`` as soon as possible (any thread).
 
@@ -206,7 +252,7 @@ class Stream:
     def __iter__(self) -> Iterator[AnyEvent]:
         return self
 
-    def __enter__(self) -> Stream:
+    def __enter__(self) -> Stream[T]:
         return self
 
     def __exit__(

@@ -17,7 +17,7 @@ from functools import partial
 from .. import approvals
 from .._ids import new_id
 from ..approvals import ResumePlan
-from ..config import Config
+from ..config import Config, Pricing
 from ..conversation import Message, ToolResult, ToolUse, Usage
 from ..events import (
     Event,
@@ -199,10 +199,11 @@ class TurnExtras:
         usage: Usage,
         turn_id: str,
         output: object,
+        pricing: Pricing | None = None,
     ) -> TurnComplete:
-        """The final ``TurnComplete``: usage of plan and sub-agents, held calls, the
-        ``on_completion`` hooks run, and every hook failure (a hook call abandoned
-        as the turn ends among them: none starts after)."""
+        """The final ``TurnComplete``: usage of plan and sub-agents, its cost, held
+        calls, the ``on_completion`` hooks run, and every hook failure (a hook call
+        abandoned as the turn ends among them: none starts after)."""
         usage = usage + self.extra_usage
         done = TurnComplete(
             reason,
@@ -213,6 +214,7 @@ class TurnExtras:
             turn_id,
             output,
             pending_approvals=self.pending,
+            cost=pricing.cost_of(usage) if pricing is not None else None,
         )
         if not self.hooks:  # no hook, so no hook failure: built once
             return done

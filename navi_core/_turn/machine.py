@@ -17,11 +17,12 @@ events is here. The rules:
   sub-agent turn the tools run (``Lineage.stop``, also when the turn ends); the
   driving thread then ends the turn in ``stop_turn``: what finished stays committed, a
   running tool batch commits the results it has, a final answer already committed
-  ends as END_TURN.
-* The conversation changes only when a response completes (``MessageComplete``) or a
-  tool batch completes (``ToolDispatchComplete``), through ``Session.commit``, which
-  persists at once. A failure mid-response therefore re-opens from scratch without
-  doubling anything.
+  ends as END_TURN; a response cancelled while it streamed commits the text it
+  streamed as an assistant message (stop reason "cancelled"; no partial tool call).
+* The conversation changes only when a response completes (``MessageComplete``), a
+  tool batch completes (``ToolDispatchComplete``) or a stop ends the turn, through
+  ``Session.commit``, which persists at once. A failure mid-response therefore
+  re-opens from scratch without doubling anything.
 * Any exception in a handler moves the turn to FAILED first (``fail``); only then is
   the open response released (a failure to release cannot hide the error). Events
   queued before it are still handed out; then the error is raised once; afterwards
@@ -55,8 +56,10 @@ the phase or starts an off-thread call ends the step:
 7. apply the queued steering messages (``Steered``);
 8. once per request, the threshold check: announce a compaction (``CompactionStarted``);
 9. hand out the ``Steered`` events before the request opens;
-10. once per turn, the planning request of ``Config.planning`` (its ``MessageComplete``);
-11. open the provider response: opened, or a provider error (retry notice, overflow
+10. ``Config.budget``: what the turn spent plus the request's estimated prompt meets
+    or passes it: finished (``StopReason.BUDGET``), nothing sent;
+11. once per turn, the planning request of ``Config.planning`` (its ``MessageComplete``);
+12. open the provider response: opened, or a provider error (retry notice, overflow
     compaction, or failed).
 
 The moves (``render_transitions()`` prints this from ``TRANSITIONS``)::
@@ -87,8 +90,9 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, ClassVar, Final, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
+from .._deltas import BLOCK_TEXT
 from .._logs import get_logger
 from ..compaction._compaction import (
     PendingCompaction,
@@ -96,8 +100,8 @@ from ..compaction._compaction import (
     plan_compaction,
     summarise_pending,
 )
-from ..config import Config, RetryPolicy
-from ..conversation import Message, ToolUse, Usage
+from ..config import Config, Pricing, RetryPolicy
+from ..conversation import Message, Text, ToolUse, Usage
 from ..errors import (
     ContextOverflow,
     EmptyAssistantResponse,
@@ -113,10 +117,12 @@ from ..events import (
     StopReason,
     ToolDispatchComplete,
     ToolDispatchStart,
+    TurnComplete,
 )
 from ..output import OutputCheck
 from ..providers.base import Provider, ProviderRequest, ProviderStream
 from ..session import Session
+from ..tokens import message_sizes, request_tokens
 from ..tools._dispatch import Dispatch, cancelled_before_start, describe
 from ..tools._tool import ToolSpec
 from .control import NotYet, TurnControl
@@ -174,7 +180,8 @@ class Trigger(enum.Enum):
     TOOLS_DONE = "tools done"
     #: no tool call, but steering arrived meanwhile: answer it in this turn
     STEERED = "steered"
-    #: the turn ended: an answer, the token or iteration limit, an idle resume
+    #: the turn ended: an answer, the token or iteration limit, the budget, an idle
+    #: resume
     FINISHED = "finished"
     #: ``cancel()`` was noticed
     CANCELLED = "cancelled"
@@ -355,6 +362,9 @@ class Turn:
         self.request = RequestState()  # TURN_START
         self.compaction: CompactionJob | None = None  # TURN_START
         self.response: ProviderStream | None = None  # STREAMING
+        self.opened: ProviderStream | None = (
+            None  # the same, unwrapped: its text so far
+        )
         self.last: Message | None = None  # AFTER_RESPONSE, and the answer at the end
         self.dispatch: Dispatch | None = None  # AFTER_RESPONSE
         self.iterations = 0
@@ -364,6 +374,8 @@ class Turn:
         self.error_raised = False
         self.timed = False  # the clock of Config.turn_timeout started
         self.resuming = resume  # until the first step looked at what resume() found
+        self.priced: tuple[Pricing | None] | None = None  # looked up once, when needed
+        self.complete: TurnComplete[Any] | None = None  # queued at the end
 
     # -- what the driver calls ----------------------------------------------------------
 
@@ -417,6 +429,7 @@ class Turn:
         """Abandon a pending off-thread call and close the response (it may be the
         call's to close, when it returns)."""
         response, self.response = self.response, None
+        self.opened = None
         self.ctl.settle(response)
 
     def keep_finished_results(self) -> None:
@@ -433,15 +446,26 @@ class Turn:
         response = self.last.text if self.last is not None else ""
         counts = (self.iterations, self.tool_calls, self.usage)
         done = self.x.complete(
-            reason, response, *counts, self.x.turn_id, self.output.value
+            reason, response, *counts, self.x.turn_id, self.output.value, self.pricing()
         )
+        self.complete = done
         self.queue.append(done)
         normal = reason not in (StopReason.CANCELLED, StopReason.TIMEOUT)
         self._move(Trigger.FINISHED if normal else Trigger.CANCELLED)
 
     def stop_turn(self, reason: StopReason) -> None:
         """End the turn for a cancel or the turn timeout, keeping what finished."""
+        partial = self._streamed_text() if self.phase is Phase.STREAMING else ""
         self.settle()
+        if partial:  # the answer so far stays, so the dialogue alternates
+            message = Message(
+                "assistant",
+                (Text(partial),),
+                stop_reason="cancelled",
+                wire=self.host.provider.wire,
+            )
+            self._commit(message)
+            self.last = message
         dispatch, self.dispatch = self.dispatch, None
         if dispatch is not None:
             self.queue.extend(dispatch.cancel())  # type: ignore[arg-type]
@@ -516,12 +540,34 @@ class Turn:
     def _release_response(self) -> None:
         """Close the open response; a failure to close it is not the turn's failure."""
         response, self.response = self.response, None
+        self.opened = None
         if response is not None:
             with contextlib.suppress(Exception):
                 response.close()
 
     def _commit(self, message: Message) -> None:
         self.host.session.commit(message, self.host.provider.wire)
+
+    def pricing(self) -> Pricing | None:
+        """The provider's price, looked up once: its ``pricing`` attribute when set,
+        else the price table's for its endpoint and model (``Pricing.lookup``)."""
+        if self.priced is None:
+            provider = self.host.provider
+            given = getattr(provider, "pricing", None)  # not in the Provider protocol
+            if not isinstance(given, Pricing):
+                wire = provider.wire
+                given = Pricing.lookup(wire.model, wire.base_url)
+            self.priced = (given,)
+        return self.priced[0]
+
+    def _streamed_text(self) -> str:
+        """The text the open response streamed so far (its tool calls left out)."""
+        core = getattr(self.opened, "core", None)
+        blocks = getattr(core, "blocks", None)
+        if not callable(blocks):
+            return ""
+        text = "".join(t for kind, t, _ in blocks() if kind == BLOCK_TEXT)
+        return text if text.strip() else ""
 
     # -- TURN_START -------------------------------------------------------------------
 
@@ -605,6 +651,36 @@ class Turn:
     def _hand_out_steered(self) -> bool:
         return bool(self.queue)
 
+    def _within_budget(self) -> bool:
+        budget = self.config.budget
+        if budget is None:
+            return False
+        spent = self.usage + self.x.extra_usage
+        session = self.host.session
+        conversation = session.conversation
+        dialogue = conversation.dialogue()
+        sizes = message_sizes(dialogue, session.sizes)
+        prompt = request_tokens(
+            conversation.system_prompt(), dialogue, sizes, self.host.tool_specs()
+        )
+        over = budget.tokens is not None and (
+            spent.total >= budget.tokens or spent.total + prompt > budget.tokens
+        )
+        if budget.usd is not None and not over:
+            pricing = self.pricing()
+            if pricing is None:
+                raise ValueError(
+                    "Config.budget.usd needs the model's price: no price is known "
+                    f"for {self.host.provider.wire.model!r}; pass pricing=Pricing(...) "
+                    "to the provider"
+                )
+            used = pricing.cost_of(spent).usd
+            estimate = prompt * pricing.prompt_rate / 1_000_000
+            over = used >= budget.usd or used + estimate > budget.usd
+        if over:
+            self.finish(StopReason.BUDGET)
+        return over
+
     def _plan(self) -> bool:
         plan = self.x.take_plan()  # Config.planning, once
         if plan is None:
@@ -645,6 +721,7 @@ class Turn:
         hold = getattr(response, "hold_with", None)  # an HTTP response: a stop shuts
         if callable(hold):  # its socket down while the response is open
             hold(self.ctl.interrupter)
+        self.opened = response
         self.response = self.x.watch(response, self.config)
         self._move(Trigger.OPENED)
 
@@ -854,6 +931,7 @@ class Turn:
         _apply_steering,
         _check_threshold,
         _hand_out_steered,
+        _within_budget,
         _plan,
         _open,
     )

@@ -28,6 +28,7 @@ from ..config import Timeout
 from ..conversation import WireIdentity, decode_arguments
 from ..errors import MalformedStream, ProviderError
 from ._body import Parser, Tap, body_batches
+from ._dialogue import well_formed
 from ._http_errors import (
     MAX_RETRY_AFTER_MS,
     map_transport_errors,
@@ -339,6 +340,7 @@ class HTTPProvider:
         Raises:
             ProviderError: the mapped error of a non-2xx status, or ``TransportError``.
         """
+        request = well_formed(request)  # no two user prompts in a row
         if _encodes_bytes(type(self)):
             parts = [self.encode_body(request)]
         else:

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from .. import core
-from ..config import Timeout
+from ..config import Pricing, Timeout
 from ..conversation import (
     Block,
     CompactionSummary,
@@ -86,6 +86,7 @@ class Anthropic(HTTPProvider):
         client: httpx.Client | None = HTTP_DEFAULTS.client,
         anthropic_version: str = "2023-06-01",
         cache: bool = True,
+        pricing: Pricing | None = None,
         **options: Any,
     ) -> None:
         if max_tokens < 1:
@@ -103,6 +104,8 @@ class Anthropic(HTTPProvider):
         self._thinking = dict(thinking) if thinking is not None else None
         self._cache = cache
         self._options = options
+        #: USD per million tokens (``TurnComplete.cost``); None: the price table's
+        self.pricing = pricing
         self._encoder = AnthropicEncoder(self._encode, self.wire, marks=cache)
 
     def _parser(self) -> Parser:

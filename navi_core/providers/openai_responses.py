@@ -18,7 +18,7 @@ import httpx
 import orjson
 
 from .. import core
-from ..config import Timeout
+from ..config import Pricing, Timeout
 from ..conversation import (
     CompactionSummary,
     MediaPart,
@@ -64,12 +64,15 @@ class OpenAIResponses(HTTPProvider):
         http2: bool = HTTP_DEFAULTS.http2,
         headers: Mapping[str, str] | None = HTTP_DEFAULTS.headers,
         client: httpx.Client | None = HTTP_DEFAULTS.client,
+        pricing: Pricing | None = None,
         **options: Any,
     ) -> None:
         base_url, auth = openai_endpoint(base_url, api_key)
         settings = HTTPSettings(timeout, http2, headers, client)
         super().__init__(model, base_url, auth=auth, settings=settings)
         self._options = options
+        #: USD per million tokens (``TurnComplete.cost``); None: the price table's
+        self.pricing = pricing
         self._encoder = FlatEncoder(self.api_style, self._encode, self.wire)
 
     def _parser(self) -> Parser:

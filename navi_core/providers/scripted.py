@@ -18,6 +18,7 @@ from typing import Any, TypeAlias
 
 from .. import _deltas as D
 from .._history import History
+from ..config import Pricing
 from ..conversation import (
     Block,
     Message,
@@ -60,12 +61,15 @@ class Scripted:
         model: str = "scripted",
         chunk_chars: int = 4,
         deltas_per_read: int = 1,
+        pricing: Pricing | None = None,
     ) -> None:
         self._items: deque[Any] = deque(items)
         self._lock = threading.Lock()
         self._wire = WireIdentity("scripted", "scripted://local", model)
         self.chunk_chars = max(1, chunk_chars)
         self.deltas_per_read = max(1, deltas_per_read)
+        #: USD per million tokens (``TurnComplete.cost``)
+        self.pricing = pricing
         self.calls = 0
         self._requests: list[list[Message]] = []
         self._unread: list[Sequence[Message]] = []  # immutable: listed when read

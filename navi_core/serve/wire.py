@@ -9,8 +9,8 @@ data is one line of JSON with a ``type`` tag holding the same name::
 Fields keep their names. A ``Message`` is the stored format of ``navi_core.codec``
 (``{"v":1,"role":...,"content":[{"type":"text",...},...]}``, every block type), a
 ``Usage`` an object of its five counts, a ``StopReason`` its value, a ``ToolUse`` the
-codec's ``tool_use`` block, a ``HookFailure`` or a ``TodoItem`` an object of its
-fields, and the event inside a ``SubagentEvent`` a nested tagged object.
+codec's ``tool_use`` block, a ``HookFailure``, a ``TodoItem`` or a ``Cost`` an object of
+its fields, and the event inside a ``SubagentEvent`` a nested tagged object.
 ``decode_event`` turns the JSON back into an equal event, except
 ``TurnComplete.output``, which stays plain JSON data.
 A failed turn ends with ``event: error`` carrying ``{"type":"error","error":class,
@@ -29,7 +29,15 @@ import orjson
 
 from ..codec import from_obj, to_obj
 from ..conversation import Message, ToolUse, Usage
-from ..events import AnyEvent, Event, HookFailure, StopReason, TextDelta, TodoItem
+from ..events import (
+    AnyEvent,
+    Cost,
+    Event,
+    HookFailure,
+    StopReason,
+    TextDelta,
+    TodoItem,
+)
 from .failures import describe
 
 __all__ = [
@@ -52,14 +60,17 @@ class WireError(ValueError):
     """JSON that is not an encoded event."""
 
 
-def _usage_obj(u: Usage) -> dict[str, int]:
-    return {
+def _usage_obj(u: Usage) -> dict[str, int | bool]:
+    obj: dict[str, int | bool] = {
         "input": u.input,
         "output": u.output,
         "cache_read": u.cache_read,
         "cache_write": u.cache_write,
         "reasoning": u.reasoning,
     }
+    if u.estimated:
+        obj["estimated"] = True
+    return obj
 
 
 def _tool_use_obj(b: ToolUse) -> dict[str, Any]:
@@ -141,6 +152,7 @@ _FIELD_DECODERS: Final[Mapping[object, _Decoder]] = MappingProxyType(
         tuple[ToolUse, ...]: lambda o: tuple(_tool_use(x) for x in o),
         tuple[HookFailure, ...]: lambda o: tuple(_hook_failure(x) for x in o),
         tuple[TodoItem, ...]: lambda o: tuple(TodoItem(**x) for x in o),
+        Cost | None: lambda o: None if o is None else Cost(**o),
     }
 )
 

@@ -26,6 +26,7 @@ from navi_core.events import (
     AnyEvent,
     Compacted,
     CompactionStarted,
+    Elicitation,
     Event,
     HookFailure,
     Lagged,
@@ -108,6 +109,8 @@ SAMPLES: list[Event] = [
     SubagentEvent("call_2", ToolStarted("c", "grep")),
     Lagged(7),
     TodoUpdated((TodoItem("read", "done"), TodoItem("write"))),
+    Elicitation("call_3", "elicit-1", "Which branch?", {"type": "object"}),
+    MessageComplete(ASSISTANT, Usage(7, 8, estimated=True)),
 ]
 
 
