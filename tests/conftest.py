@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -12,6 +14,11 @@ from loopback import LoopbackServer
 from sqlite_watch import SQLiteWatch
 
 from navi_core import SQLiteStore
+
+# The commands keep sessions in the user's data directory by default: the tests, and the
+# commands they start, get a throwaway one instead of the real one.
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="navi-test-data-")
+os.environ.pop("NAVI_DB", None)
 
 
 def _load(name: str) -> ModuleType:

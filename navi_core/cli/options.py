@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from ..errors import NaviError
 from ..providers.base import Provider
 from ..store.base import SessionStore
+from ._data_dir import default_db
 from ._terminal_text import terminal_safe
 
 __all__ = [
@@ -28,9 +29,12 @@ __all__ = [
     "Subcommands",
     "UsageError",
     "add_provider_arguments",
+    "add_request_arguments",
     "add_store_arguments",
+    "check_extra_body",
     "error_line",
     "help_command",
+    "parse_extra_body",
     "provider_choice",
     "store_and_provider",
     "store_from_args",
@@ -90,7 +94,7 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
         "--db",
         metavar="FILE",
         help="SQLite file; with neither --db nor --postgres: $NAVI_POSTGRES_DSN if "
-        "set, else $NAVI_DB, else navi.db",
+        "set, else $NAVI_DB, else navi.db in the user's data directory",
     )
     group.add_argument(
         "--postgres",
@@ -105,7 +109,8 @@ def store_from_args(
     """Open the store that ``add_store_arguments``' flags and the environment name.
 
     Flags win over the environment. In order: ``--postgres DSN``, ``--db FILE``,
-    ``$NAVI_POSTGRES_DSN``, ``$NAVI_DB``, then ``navi.db`` in the working directory.
+    ``$NAVI_POSTGRES_DSN``, ``$NAVI_DB``, then ``navi.db`` in the user's data
+    directory (``_data_dir.default_db``, created on first use).
     ``environ`` defaults to ``os.environ``; an empty variable counts as unset.
 
     Raises:
@@ -116,7 +121,7 @@ def store_from_args(
     db: str | None = getattr(args, "db", None)
     if not dsn and not db:
         dsn = env.get("NAVI_POSTGRES_DSN") or None
-        db = env.get("NAVI_DB") or "navi.db"
+        db = env.get("NAVI_DB") or (None if dsn else str(default_db()))
     if dsn:
         from ..store.postgres import PostgresStore  # psycopg is an optional extra
 
@@ -175,20 +180,28 @@ class ProviderChoice:
     anthropic: bool = False
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
 
     def open(self) -> Provider:
         """The provider; the caller closes it.
 
         Raises:
             ValueError: the provider refuses the base URL.
+            UsageError: ``extra_body`` names a field the provider sets itself.
         """
         if self.anthropic:
             from ..providers.anthropic import Anthropic
 
-            return Anthropic(self.model, base_url=self.base_url, api_key=self.api_key)
+            extra = check_extra_body(Anthropic, self.extra_body)
+            return Anthropic(
+                self.model, base_url=self.base_url, api_key=self.api_key, **extra
+            )
         from ..providers.openai_chat import OpenAIChat
 
-        return OpenAIChat(self.model, base_url=self.base_url, api_key=self.api_key)
+        extra = check_extra_body(OpenAIChat, self.extra_body)
+        return OpenAIChat(
+            self.model, base_url=self.base_url, api_key=self.api_key, **extra
+        )
 
 
 def provider_choice(
@@ -224,6 +237,106 @@ def provider_choice(
         base_url=urls[0] if urls else None,
         api_key=api_key,
     )
+
+
+# -- what every request carries ---------------------------------------------------
+
+#: body fields the provider writes from the conversation and the flags
+_OWN_FIELDS = frozenset({"model", "messages", "input", "stream", "system"})
+#: constructor keywords that are body fields too (Anthropic's ``max_tokens``...)
+_BODY_KEYWORDS = frozenset({"max_tokens", "thinking"})
+
+
+def add_request_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--max-tokens N``, ``--temperature X``, ``--extra-body JSON`` and
+    ``--mcp-config FILE``; each defaults to None (not given)."""
+    group = parser.add_argument_group("request")
+    group.add_argument(
+        "--max-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="cap on each answer's output",
+    )
+    group.add_argument(
+        "--temperature", type=_temperature, metavar="X", help="sampling temperature"
+    )
+    group.add_argument(
+        "--extra-body",
+        type=parse_extra_body,
+        metavar="JSON",
+        help="a JSON object merged into every request body, e.g. '{\"top_p\": 0.9}'",
+    )
+    group.add_argument(
+        "--mcp-config",
+        metavar="FILE",
+        help='MCP servers as in Claude Desktop: {"mcpServers": {"name": {"command": '
+        '..., "args": [...], "env": {...}} or {"url": ..., "headers": {...}}}}',
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _temperature(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 2.0:
+        raise argparse.ArgumentTypeError("must be between 0 and 2")
+    return value
+
+
+def parse_extra_body(text: str) -> dict[str, Any]:
+    """``--extra-body``'s JSON object.
+
+    Raises:
+        argparse.ArgumentTypeError: not JSON, or not an object.
+    """
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            "must be a JSON object, e.g. '{\"top_p\": 0.9}'"
+        )
+    return value
+
+
+def check_extra_body(cls: type, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``extra`` as keyword options of provider ``cls``, which copies them into every
+    request body.
+
+    Raises:
+        UsageError: a field the provider writes itself (``model``, ``messages``...),
+            or a name that is one of ``cls``'s own settings (``timeout``...).
+    """
+    import inspect
+
+    settings = {
+        name
+        for name, param in inspect.signature(cls).parameters.items()
+        if param.kind is not param.VAR_KEYWORD
+    } - _BODY_KEYWORDS
+    for key in extra:
+        if key in _OWN_FIELDS:
+            raise UsageError(f"extra body: {key!r} is written by the chat itself")
+        if key in settings:
+            raise UsageError(
+                f"extra body: {key!r} is a setting of {cls.__name__}, "
+                "not a request field"
+            )
+    return dict(extra)
 
 
 @contextmanager

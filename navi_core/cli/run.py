@@ -3,24 +3,34 @@
 Without a prompt it resumes the session's interrupted turn. ``--workspace DIR`` gives
 the model the file tools of the demo, confined to DIR. The endpoint comes from the
 shared provider flags, the store from the shared store flags (``options``).
+
+The turn runs on a worker thread so that Ctrl-C, which Python delivers to the main
+thread, cancels it (``Stream.cancel``): what was written stays, marked as interrupted,
+and the program exits with 130. A second Ctrl-C leaves at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 from ..agent import Agent
 from ..config import Config
 from ..errors import NaviError
-from ..events import TurnComplete
+from ..events import Event, TurnComplete
+from ..tools._tool import Tool, ToolSource
+from ._mcp_config import open_mcp_servers
 from .console import EventPrinter, turn_summary
 from .options import (
     Subcommands,
     UsageError,
     add_provider_arguments,
+    add_request_arguments,
     add_store_arguments,
     error_line,
     provider_choice,
@@ -49,24 +59,33 @@ def register(subcommands: Subcommands) -> None:
         metavar="DIR",
         help="give the model file tools (list, read, count words) in this folder",
     )
-    p.add_argument(
-        "--max-tokens", type=int, default=None, help="cap on each response's output"
-    )
+    add_request_arguments(p)
     add_store_arguments(p)
     p.set_defaults(func=command)
 
 
 def command(args: argparse.Namespace) -> int:
-    """``navi-core run``: 0 when the turn ended, 1 when it failed, 2 for bad flags."""
+    """``navi-core run``: 0 when the turn ended, 1 when it failed, 2 for bad flags,
+    130 when Ctrl-C cut it short."""
     try:
         choice = provider_choice(args)
+        if args.extra_body is not None:
+            choice = replace(choice, extra_body=args.extra_body)
     except UsageError as exc:
         print(error_line(exc), file=sys.stderr)
         return 2
-    tools = workspace_tools(Path(args.workspace)) if args.workspace else []
+    tools: list[Tool | ToolSource] = []
+    if args.workspace:
+        tools.extend(workspace_tools(Path(args.workspace)))
     printer = EventPrinter(sys.stdout)
+    config = Config(max_output_tokens=args.max_tokens, temperature=args.temperature)
     try:
         with ExitStack() as stack:
+            if args.mcp_config:
+                servers = open_mcp_servers(Path(args.mcp_config).expanduser())
+                for server in servers:
+                    stack.callback(server.close)
+                tools.extend(servers)
             store, provider = stack.enter_context(store_and_provider(args, choice))
             agent = stack.enter_context(
                 Agent(
@@ -74,19 +93,61 @@ def command(args: argparse.Namespace) -> int:
                     tools=tools,
                     store=store,
                     session=args.session,
-                    config=Config(max_output_tokens=args.max_tokens),
+                    config=config,
                     system=args.system,
                 )
             )
             stream = stack.enter_context(
                 agent.run(args.prompt) if args.prompt else agent.resume()
             )
-            while ev := stream.next():
-                printer.handle(ev)
-                if isinstance(ev, TurnComplete):
-                    print(turn_summary(ev, agent.session_id))
+            return _drive(stream, printer, agent.session_id)
+    except UsageError as exc:
+        print(error_line(exc), file=sys.stderr)
+        return 2
     except (NaviError, ValueError) as exc:
         # ValueError: an endpoint the provider refuses, such as a bad base URL
         print(error_line(exc), file=sys.stderr)
         return 1
-    return 0
+
+
+class _Turn(Protocol):
+    """What ``_drive`` uses of a ``Stream``."""
+
+    def next(self) -> Event | None: ...
+
+    def cancel(self) -> None: ...
+
+
+def _drive(stream: _Turn, printer: EventPrinter, session_id: str) -> int:
+    """Print the turn as it runs on a worker thread; Ctrl-C here cancels it.
+
+    Raises what the turn raised; 130 after a Ctrl-C, else 0.
+    """
+    failure: list[BaseException] = []
+    # not Thread.join: a Ctrl-C that interrupts it can leave is_alive() False
+    finished = threading.Event()
+
+    def pump() -> None:
+        try:
+            while ev := stream.next():
+                printer.handle(ev)
+                if isinstance(ev, TurnComplete):
+                    print(turn_summary(ev, session_id), flush=True)
+        except BaseException as exc:  # re-raised on the main thread
+            failure.append(exc)
+        finally:
+            finished.set()
+
+    threading.Thread(target=pump, name="navi-run-turn", daemon=True).start()
+    interrupted = False
+    try:
+        while not finished.wait(0.1):
+            pass
+    except KeyboardInterrupt:
+        interrupted = True
+        stream.cancel()  # the turn ends as CANCELLED within 100 ms
+        while not finished.wait(0.1):  # a second Ctrl-C leaves without waiting
+            pass
+    if failure:
+        raise failure[0]
+    return 130 if interrupted else 0

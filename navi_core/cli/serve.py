@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
 import os
 import shutil
 import sys
@@ -23,12 +24,13 @@ from typing import TYPE_CHECKING
 
 from .._extras import install_command
 from ..config import Config
-from ..conversation import Text, ToolUse
+from ..conversation import Text, ToolResult, ToolUse, WireIdentity
 from ..errors import NaviError
-from ..providers.base import Provider
+from ..providers.base import Provider, ProviderRequest, ProviderStream
 from ..providers.scripted import Scripted
 from ..store.base import SessionStore
 from ..tools._tool import Tool, ToolSource
+from ._data_dir import default_db
 from .chat.command import open_provider
 from .chat.profiles import ChatSettings, default_config_path, load_profile, load_tools
 from .demo import demo_files
@@ -168,18 +170,53 @@ def register(subcommands: Subcommands) -> None:
     p.set_defaults(func=command)
 
 
-def _demo_provider() -> Provider:
-    """One turn of the demo model: it lists the workspace, then answers."""
-    return Scripted(
-        [
-            [
+class _DemoModel:
+    """The demo's scripted model: it lists the workspace, then answers from what the
+    listing returned, so the page shows an answer that quotes its tool's result."""
+
+    def __init__(self) -> None:
+        self._wire = Scripted(model="scripted-demo").wire
+
+    @property
+    def wire(self) -> WireIdentity:
+        return self._wire
+
+    def open(self, request: ProviderRequest) -> ProviderStream:
+        results = request.messages[-1].tool_results if request.messages else ()
+        item: list[Text | ToolUse] | str
+        if results:
+            item = _demo_answer(results[0])
+        else:
+            item = [
                 Text("Let me look at the workspace."),
                 ToolUse("call_1", "list_dir", "{}"),
-            ],
-            "That is what the workspace holds. (This is navi-core serve --demo.)",
-        ],
-        model="scripted-demo",
+            ]
+        return Scripted([item], model="scripted-demo").open(request)
+
+    def close(self) -> None:
+        pass
+
+
+def _demo_answer(result: ToolResult) -> str:
+    """The demo's final answer: what ``list_dir`` returned, in words."""
+    text = result.text
+    if result.is_error:
+        return f"The listing failed: {text[:300]}"
+    try:
+        names = [str(n) for n in json.loads(text)]
+    except (ValueError, TypeError):
+        return f"The listing said: {text[:300]}"
+    shown = ", ".join(f"`{n}`" for n in names) or "nothing"
+    count = f"{len(names)} {'entry' if len(names) == 1 else 'entries'}"
+    return (
+        f"The workspace holds **{count}**: {shown}. "
+        "(This is `navi-core serve --demo`: a scripted model, no endpoint.)"
     )
+
+
+def _demo_provider() -> Provider:
+    """A provider for one turn of the demo model."""
+    return _DemoModel()
 
 
 def profile_settings(args: argparse.Namespace) -> ChatSettings | None:
@@ -272,7 +309,7 @@ def _open_store(
     from ..serve.control import SQLiteControl
     from ..store.sqlite import SQLiteStore
 
-    db = args.db or os.environ.get("NAVI_DB") or "navi.db"
+    db = args.db or os.environ.get("NAVI_DB") or str(default_db())
     return SQLiteStore(db), lambda: SQLiteControl(f"{db}.control")
 
 

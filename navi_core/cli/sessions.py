@@ -1,4 +1,4 @@
-"""``navi-core sessions list`` and ``sessions show``: read stored sessions as text.
+"""``navi-core sessions list``, ``show`` and ``delete``: stored sessions as text.
 
 The store is chosen by the shared ``--db`` / ``--postgres`` flags (``options``); blocks
 read as in the compaction's transcript (``navi_core.compaction._transcript``). What a
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from ..compaction._transcript import heading, render_block
 from ..conversation import Message, Usage
-from ..errors import SessionError
-from ..store.base import SessionInfo
+from ..errors import SessionError, SessionNotFound
+from ..store.base import SessionInfo, SessionStore
 from ._terminal_text import terminal_safe
 from .options import (
     Subcommands,
@@ -32,7 +32,7 @@ _PROMPT_WIDTH = 60
 
 
 def register(subcommands: Subcommands) -> None:
-    """Add ``sessions list`` and ``sessions show ID [--all]``.
+    """Add ``sessions list``, ``sessions show ID [--all]`` and ``sessions delete ID``.
 
     ``sessions`` alone prints its help on stderr and exits with status 2.
     """
@@ -47,6 +47,12 @@ def register(subcommands: Subcommands) -> None:
     )
 
     listing = sub.add_parser("list", help="every session, most recent first")
+    listing.add_argument(
+        "--all",
+        action="store_true",
+        help="also the sessions whose turns never got an answer (a prompt the "
+        "model never answered: its request failed or was cancelled)",
+    )
     add_store_arguments(listing)
     listing.set_defaults(func=_cmd_list)
 
@@ -59,6 +65,16 @@ def register(subcommands: Subcommands) -> None:
     )
     add_store_arguments(show)
     show.set_defaults(func=_cmd_show)
+
+    delete = sub.add_parser(
+        "delete",
+        help="delete one session: its messages, held approvals and lock",
+    )
+    delete.add_argument(
+        "session", metavar="ID_PREFIX", help="a session id or unique id prefix"
+    )
+    add_store_arguments(delete)
+    delete.set_defaults(func=_cmd_delete)
 
 
 def _when(t: float) -> str:
@@ -152,16 +168,39 @@ def _cmd_list(args: argparse.Namespace) -> int:
         store = store_from_args(args)
         try:
             infos = store.list()
+            hidden = [] if args.all else [i for i in infos if _unanswered(store, i)]
         finally:
             store.close()
     except SessionError as exc:
         _print_error(exc)
         return 1
-    if not infos:
+    shown = [i for i in infos if i not in hidden]
+    if shown:
+        sys.stdout.write(render_listing(shown))
+    elif not hidden:
         print("no sessions")
-        return 0
-    sys.stdout.write(render_listing(infos))
+    if hidden:
+        n = len(hidden)
+        print(
+            f"({n} session{'s' if n > 1 else ''} with a prompt the model never "
+            "answered not shown: --all lists them)"
+        )
     return 0
+
+
+#: sessions holding more messages than this are not read to tell (a listing stays
+#: cheap): a failed first turn stores a prompt, perhaps a system prompt, no more
+_UNANSWERED_MAX = 8
+
+
+def _unanswered(store: SessionStore, info: SessionInfo) -> bool:
+    """True for a session that holds prompts but no answer: its first turn failed
+    (or was cancelled) before the model answered. Such a session is kept, its prompt
+    is committed (``run --session latest`` retries it), but not listed by default."""
+    if not 0 < info.message_count <= _UNANSWERED_MAX:
+        return False
+    roles = {m.role for m in store.history_page(info.id, _UNANSWERED_MAX).messages}
+    return "user" in roles and "assistant" not in roles
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -178,4 +217,42 @@ def _cmd_show(args: argparse.Namespace) -> int:
         _print_error(exc)
         return 1
     sys.stdout.write(render_session(info, windows))
+    return 0
+
+
+def _matching(store: SessionStore, prefix: str) -> list[SessionInfo]:
+    return [i for i in store.list() if i.id.startswith(prefix)]
+
+
+def _cmd_delete(args: argparse.Namespace) -> int:
+    prefix: str = args.session
+    try:
+        store = store_from_args(args)
+        try:
+            exact = [i for i in store.list() if i.id == prefix]
+            found = exact or (_matching(store, prefix) if prefix else [])
+            if len(found) != 1:
+                if not found:
+                    raise SessionNotFound(f"no session matches {prefix!r}")
+                print(
+                    f"error: {prefix!r} matches {len(found)} sessions; give more "
+                    "characters of one of them:",
+                    file=sys.stderr,
+                )
+                sys.stderr.write(render_listing(found))
+                return 1
+            info = found[0]
+            # Taken first: a session an agent is driving right now is not pulled
+            # from under it.
+            lock = store.lock(info.id)
+            try:
+                store.delete_session(info.id)
+            finally:
+                lock.release()
+        finally:
+            store.close()
+    except SessionError as exc:
+        _print_error(exc)
+        return 1
+    print(f"deleted session {info.id} ({info.message_count} messages)")
     return 0

@@ -6,7 +6,8 @@
 from a ``ProviderError`` raised inside a stream. Messages name the failure only and
 are clipped (``navi_core._secrets``).
 
-Errors that teach: a failed DNS lookup names the host; ``status_error`` turns an error
+Errors that teach: a refused connection or a timeout names the URL it went to
+(``scheme://host:port/path``); a failed DNS lookup names the host; ``status_error`` turns an error
 response into the mapped error and, where the cause is a common set-up mistake, says
 so: a 404 from a base URL without ``/v1`` (or, for Anthropic, with one) shows the URL
 tried and the base URL to use instead, and a server that does not have the model
@@ -29,9 +30,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from .._secrets import clip, public_url, redact
+from .._secrets import MAX_MESSAGE_CHARS, clip, public_url, redact
 from ..errors import ProviderError, TransportError
-from .errormap import error_for_status, provider_message
+from .errormap import error_for_status, provider_message, shorten
 
 __all__ = [
     "MAX_RETRY_AFTER_MS",
@@ -39,6 +40,7 @@ __all__ = [
     "parse_retry_after",
     "read_capped",
     "scrubbed",
+    "shown_url",
     "status_error",
 ]
 
@@ -72,14 +74,18 @@ def map_transport_errors(
 ) -> Iterator[None]:
     """Re-raise httpx request failures as ``TransportError`` from the original.
 
-    The message names the failure only: no URL query, header or key is copied. With
-    the request ``url``, a failed DNS lookup names the host it could not resolve.
+    The message names the failure and, given the request ``url``, where it went as
+    ``scheme://host:port/path`` (``shown_url``: no credentials, no query), so a
+    refused connection says which server refused it; a failed DNS lookup names the
+    host it could not resolve. No header or key is copied.
     """
+    where = shown_url(url) if url else None
     try:
         yield
     except httpx.TimeoutException as exc:
         _scrub_chain(exc, secrets)
-        raise TransportError(_describe("timed out", exc, secrets)) from exc
+        what = f"timed out talking to {where}" if where else "timed out"
+        raise TransportError(_describe(what, exc, secrets)) from exc
     except httpx.ConnectError as exc:
         host = urlsplit(url).hostname if url else None
         if host and _is_dns_failure(exc):
@@ -87,10 +93,33 @@ def map_transport_errors(
             raise TransportError(
                 clip(f"cannot resolve host {host!r} (DNS lookup failed: {detail})")
             ) from exc
-        raise TransportError(_describe("request failed", exc, secrets)) from exc
+        _scrub_chain(exc, secrets)
+        what = f"cannot connect to {where}" if where else "request failed"
+        raise TransportError(_describe(what, exc, secrets)) from exc
     except httpx.RequestError as exc:
         _scrub_chain(exc, secrets)
-        raise TransportError(_describe("request failed", exc, secrets)) from exc
+        what = f"request to {where} failed" if where else "request failed"
+        raise TransportError(_describe(what, exc, secrets)) from exc
+
+
+def shown_url(url: str) -> str:
+    """``url`` as an error shows it: ``scheme://host:port/path``, the port always
+    (the default one of the scheme when none is written), never user info, query or
+    fragment, whatever they hold."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return public_url(url).partition("?")[0]
+    if not host or "@" in parts.path:  # an "@" past the host: a password with "/"
+        return public_url(url).partition("?")[0]
+    if port is None:
+        port = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if port is None else f"{host}:{port}"
+    path = "/".join(segment.partition(";")[0] for segment in parts.path.split("/"))
+    return f"{parts.scheme}://{netloc}{path}"
 
 
 def _scrub_chain(exc: BaseException, secrets: Sequence[str]) -> None:
@@ -142,9 +171,10 @@ def status_error(
     if status in (400, 404) and missing:
         message = _model_missing(message, base_url)
     elif status == 404:
-        message = f"{message} (POST {shown}){_url_hint(base_url, api_style)}"
+        suffix = f" (POST {shown}){_url_hint(base_url, api_style)}"
+        message = shorten(message, max(MAX_MESSAGE_CHARS - len(suffix), 80)) + suffix
     return error_for_status(
-        status, clip(message), retry_after_ms=retry_after_ms, kind=kind
+        status, shorten(message), retry_after_ms=retry_after_ms, kind=kind
     )
 
 

@@ -2,7 +2,9 @@
 
 An HTTP status, the error body's own message and type, or an error object sent inside
 a stream become one ``ProviderError`` subclass. Messages are the provider's words,
-with secrets redacted and cut to size (``_secrets.redact``, ``_secrets.clip``).
+with secrets redacted and cut to size (``_secrets.redact``); a long one keeps its
+head and its end (``shorten``), and a JSON body is read for the fields that name the
+problem (``error_fields``).
 
 Statuses: 429 ``RateLimited``; 529 (or an ``overloaded_error``) ``Overloaded``; a
 context-length message on 400/413/422/500 ``ContextOverflow``; 408 Request Timeout
@@ -21,7 +23,7 @@ from typing import Any, Final
 
 import orjson
 
-from .._secrets import clip, redact
+from .._secrets import MAX_MESSAGE_CHARS, clip, redact
 from ..errors import (
     AuthFailed,
     BadRequest,
@@ -42,6 +44,7 @@ __all__ = [
     "error_from_body",
     "is_context_overflow",
     "provider_message",
+    "shorten",
 ]
 
 _OVERFLOW = re.compile(
@@ -220,14 +223,19 @@ def provider_message(
     """
     message, kind = error_fields(body)
     if message is None:
-        message = body.decode("utf-8", "replace").strip()
+        message = _summary(body)
     if kind is not None:
         kind = redact(kind, secrets)
-    return clip(redact(message, secrets)), kind
+    return shorten(redact(message, secrets)), kind
 
 
 def error_fields(body: bytes) -> tuple[str | None, str | None]:
-    """The message and kind of a JSON error object; (None, None) when there is none."""
+    """The message and kind of a JSON error object; (None, None) when there is none.
+
+    The message is what names the problem: ``error.message`` (or a flat
+    ``message``, an ``error`` string, FastAPI's ``detail``, each validation item as
+    ``loc: msg``), with the ``param`` it names.
+    """
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -236,18 +244,73 @@ def error_fields(body: bytes) -> tuple[str | None, str | None]:
         return None, None
     message: Any = None
     kind: str | None = None
+    holder: Mapping[str, Any] = data
     err = data.get("error")
     if isinstance(err, dict):
-        message, kind = err.get("message"), _kind(err)
+        message, kind, holder = err.get("message"), _kind(err), err
+        if message is None and "detail" in err:
+            message = _detail(err["detail"])
     elif isinstance(err, str):
         message = err
     elif "message" in data:
         message, kind = data["message"], _kind(data)
     elif "detail" in data:
-        message = data["detail"]
-    if message is None or isinstance(message, str):
-        return message, kind
-    return orjson.dumps(message).decode(), kind
+        message = _detail(data["detail"])
+    if message is None:
+        return None, kind
+    if not isinstance(message, str):
+        message = orjson.dumps(message).decode()
+    param = holder.get("param")
+    if isinstance(param, str) and param and param not in message:
+        message = f"{message} (param: {param})"
+    return message, kind
+
+
+def _detail(detail: Any) -> Any:
+    """FastAPI's ``detail``: a text, or validation items read as ``loc: msg``."""
+    if not isinstance(detail, list) or not all(isinstance(d, dict) for d in detail):
+        return detail
+    items = []
+    for d in detail:
+        loc = d.get("loc")
+        where = ".".join(str(x) for x in loc) if isinstance(loc, list) else ""
+        msg = d.get("msg") or d.get("message") or orjson.dumps(d).decode()
+        items.append(f"{where}: {msg}" if where else str(msg))
+    return "; ".join(items)
+
+
+def _summary(body: bytes) -> str:
+    """A body without a message field as one line: a JSON object as every field name
+    with the start of its value (a long object still shows what it is about), any
+    other body as its text."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict) or not data:
+        return " ".join(body.decode("utf-8", "replace").split())
+    share = max(24, 400 // max(len(data), 1))
+    parts = []
+    for key, value in data.items():
+        text = value if isinstance(value, str) else orjson.dumps(value).decode()
+        if len(text) > share:
+            text = text[: share - 1] + "…"
+        parts.append(f"{key}: {text}")
+    return "; ".join(parts)
+
+
+def shorten(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` in at most ``limit`` characters: its head and its end, with how much
+    was left out between them (an error names its problem at the start or at the
+    end: both stay)."""
+    if len(text) <= limit:
+        return text
+    if limit < 80:
+        return text[:limit]
+    tail = limit // 4
+    head = limit - tail - len(f" …[{len(text)} characters cut]… ")
+    cut = len(text) - head - tail
+    return f"{text[:head]} …[{cut} characters cut]… {text[-tail:]}"
 
 
 def _kind(err: Mapping[str, Any]) -> str | None:

@@ -231,6 +231,18 @@ class SessionStore(Protocol):
         """
         ...
 
+    def delete_session(self, session_id: str) -> None:
+        """Remove the session with exactly this id: its messages of every window,
+        its held approvals and the session itself, atomically.
+
+        It does not wait for, or check, the session's driver: take ``lock`` first
+        to refuse a session another agent drives.
+
+        Raises:
+            SessionNotFound: no session has this id (a prefix is not enough).
+        """
+        ...
+
     def lock(self, session_id: str) -> SessionLock:
         """Become the session's only driver.
 

@@ -225,6 +225,12 @@ class MemoryStore:
             s.windows.append(list(messages))
             s.modified_at = max(time.time(), s.modified_at)
 
+    def delete_session(self, session_id: str) -> None:
+        with self._mutex:
+            if self._sessions.pop(session_id, None) is None:
+                raise SessionNotFound(f"no session {session_id!r}")
+        self._approvals.save(session_id, ())
+
     def lock(self, session_id: str) -> _MemoryLock:
         with self._mutex:
             s = self._find(session_id)

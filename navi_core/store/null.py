@@ -81,6 +81,9 @@ class NullStore:
     def new_window(self, session_id: str, messages: Sequence[Message]) -> None:
         pass
 
+    def delete_session(self, session_id: str) -> None:
+        raise SessionNotFound(f"NullStore keeps no sessions ({session_id!r})")
+
     def lock(self, session_id: str) -> _NoLock:
         return _NoLock()
 

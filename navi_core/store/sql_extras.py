@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import codec
 from ..conversation import Message, ToolResult
+from ..errors import SessionNotFound
 from .base import (
     Approval,
     ApprovalState,
@@ -89,6 +90,9 @@ class ExtraStatements:
     insert: str
     select: str
     move: str
+    #: ``delete_session``: the children first, then the session row (its count
+    #: tells whether the id named a session)
+    forget: tuple[str, ...]
 
     @classmethod
     def build(cls, param: str, body_columns: Sequence[str]) -> ExtraStatements:
@@ -108,7 +112,15 @@ class ExtraStatements:
             "WHERE session_id = ? AND ord = ? AND call_id = ? AND turn_id = ? "
             "AND digest = ? AND state = ? RETURNING ord",
         }
-        return cls(**{k: v.replace("?", param) for k, v in sql.items()})
+        forget = (
+            "DELETE FROM navi_approvals WHERE session_id = ?",
+            "DELETE FROM navi_messages WHERE session_id = ?",
+            "DELETE FROM navi_sessions WHERE id = ? RETURNING id",
+        )
+        return cls(
+            **{k: v.replace("?", param) for k, v in sql.items()},
+            forget=tuple(q.replace("?", param) for q in forget),
+        )
 
 
 def _encode_result(result: ToolResult | None) -> str | None:
@@ -191,6 +203,14 @@ class SQLExtras:
                 )
                 for r in rows
             ]
+
+    def delete_session(self, session_id: str) -> None:
+        *children, parent = self.EXTRAS.forget
+        with self._tx(write=True) as conn:
+            for sql in children:
+                conn.execute(sql, (session_id,))
+            if conn.execute(parent, (session_id,)).fetchone() is None:
+                raise SessionNotFound(f"no session {session_id!r}")
 
     def move_approval(
         self,

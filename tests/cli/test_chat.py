@@ -245,15 +245,18 @@ def test_ctrl_c_cancels_a_stalled_answer_and_the_session_goes_on(
     time.sleep(0.3)  # the stream is silent now
     t0 = time.monotonic()
     p.child.sendintr()
+    p.wait_for(r"Let me think about that\s+⏹ interrupted", timeout=5)
     p.wait_for(r"\[cancelled\]", timeout=5)
     p.wait_for(r"(?m)^>")
     elapsed = time.monotonic() - t0
-    assert elapsed < 0.5, f"Ctrl-C took {elapsed:.3f} s to return to the prompt"
+    # well inside the 5 s stall: the cancel did not wait for the model
+    assert elapsed < 2.5, f"Ctrl-C took {elapsed:.3f} s to return to the prompt"
     assert p.child.isalive()
 
     mid = stored(db)  # the session is intact while the chat goes on
-    assert [m.role for m in mid] == ["user"]
+    assert [m.role for m in mid] == ["user", "assistant"]
     assert mid[0].text == "Tell me a long story"
+    assert mid[1].text == "Let me think about that"  # the partial answer stays
     p.type("Are you there?")
     p.wait_for(r"Still here\.")
     p.wait_for(r"\[end_turn\]")
@@ -261,7 +264,7 @@ def test_ctrl_c_cancels_a_stalled_answer_and_the_session_goes_on(
     messages = stored(db)
     assert [m.text for m in messages if m.role == "user"][-1] == "Are you there?"
     assert messages[-1].role == "assistant" and messages[-1].text == "Still here."
-    assert all("Let me think" not in m.text for m in messages)
+    assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
 
 
 def test_ctrl_c_twice_at_an_empty_prompt_exits(

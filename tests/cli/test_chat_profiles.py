@@ -451,3 +451,19 @@ def test_piped_chat_prints_what_others_wrote_inert(
     assert "error: BadRequest: A␛]52;c;SGVsbG8=␇B" in out
     assert "Shout it.␛]0;pwned␇␛[2J" in out
     assert "system: A␛]52;c;SGVsbG8=␇B" in out
+
+
+def test_piped_chat_exits_1_when_a_turn_failed(tmp_path: Path) -> None:
+    result = piped(
+        "hi\n",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--db",
+        str(tmp_path / "d.db"),
+        cwd=tmp_path,
+        OPENAI_API_KEY="sk-test",
+    )
+    assert result.returncode == 1
+    assert "http://127.0.0.1:9/v1" in result.stdout + result.stderr

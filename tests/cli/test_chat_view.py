@@ -3,6 +3,10 @@ committed to the scrollback, and the rule that a retried answer is not shown twi
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from navi_core.cli.chat.profiles import Price
 from navi_core.cli.chat.render import Painter, TurnView
 from navi_core.conversation import Message, Text, Usage
@@ -135,3 +139,62 @@ def test_a_todo_update_commits_the_list_with_a_mark_per_status() -> None:
         "    ▸ fix ␛]52;c;x␇ the sensor",
         "    ☐ write the report",
     ]
+
+
+def test_live_text_wraps_at_word_boundaries_and_its_window_starts_a_row() -> None:
+    for color in (False, True):
+        committed: list[str] = []
+        view = TurnView(
+            Painter(color=color, width=lambda: 24),
+            committed.append,
+            live_rows=lambda: 3,
+        )
+        view.begin()
+        words = [f"word{i:02d}" for i in range(40)]
+        view.handle(TextDelta(" ".join(words)))
+        # three words to a row: the tail is the last three rows, each whole
+        assert view.live().splitlines() == [
+            "word33 word34 word35",
+            "word36 word37 word38",
+            "word39",
+        ]
+        # wide characters take two cells each: 8 of them fill 16 of the 24 cells
+        view.handle(TextDelta("\n" + " ".join(["日本語の"] * 6)))
+        rows = view.live().splitlines()
+        assert rows[-3:] == [
+            "日本語の 日本語の",
+            "日本語の 日本語の",
+            "日本語の 日本語の",
+        ]
+
+
+def test_a_cancelled_turn_keeps_its_partial_answer_with_a_marker() -> None:
+    view, committed = make_view()
+    view.handle(ThinkingDelta("looking"))
+    view.handle(TextDelta("1. Wheels\n4. **Sensor"))
+    view.handle(TurnComplete(StopReason.CANCELLED, "", 0, 0, Usage()))
+    lines = "".join(committed).splitlines()
+    assert lines[:4] == ["  looking", "1. Wheels", "4. **Sensor", "  ⏹ interrupted"]
+    assert lines[4].startswith("[cancelled]")
+
+
+def test_a_cancel_with_nothing_shown_still_says_so() -> None:
+    view, committed = make_view()
+    view.handle(TurnComplete(StopReason.CANCELLED, "", 0, 0, Usage()))
+    assert "".join(committed).startswith("  ⏹ interrupted\n[cancelled]")
+    view, committed = make_view()
+    view.handle(TurnComplete(StopReason.END_TURN, "", 1, 0, Usage()))
+    assert "interrupted" not in "".join(committed)
+
+
+def test_markdown_shows_html_in_an_answer_as_the_text_it_is() -> None:
+    pytest.importorskip("rich")
+    painter = Painter(color=True, width=lambda: 80)
+    answer = (
+        "Return a List<String> or Vec<T>; include <stdio.h> first.\n\n"
+        "<div>\nblock <b>x</b>\n</div>\n\nand **bold**"
+    )
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", painter.markdown(answer))
+    for kept in ("List<String>", "Vec<T>", "<stdio.h>", "<div>", "<b>x</b>", "</div>"):
+        assert kept in shown
+    assert "**" not in shown  # the markdown around it is still rendered

@@ -123,8 +123,9 @@ class TestProviderMessage:
         )
 
     def test_cut_to_size(self) -> None:
-        message, _ = provider_message(b"<html>" + b"x" * 10_000)
-        assert len(message) == MAX_MESSAGE_CHARS and message.endswith("...")
+        message, _ = provider_message(b"<html>" + b"x" * 10_000 + b"</html>")
+        assert len(message) <= MAX_MESSAGE_CHARS and "characters cut]" in message
+        assert message.startswith("<html>x") and message.endswith("x</html>")
 
     def test_secret_redacted_before_cutting(self) -> None:
         key = "sk-live-0123456789abcdef"
@@ -268,7 +269,7 @@ def test_timeout_conversion() -> None:
 
 def test_http2_without_h2_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "h2", None)
-    with pytest.raises(ImportError, match=r"navi-core\[http2\]"):
+    with pytest.raises(ImportError, match=r"\[http2\]"):
         make_client(Timeout(), http2=True)
 
 

@@ -6,6 +6,9 @@ workers can share it:
 - the last message is a tool result: ``tool said: <its first 40 characters>``;
 - the prompt is ``slow`` or ``slow N``: 100 (N) chunks of ``tick `` 50 ms apart;
 - the prompt is ``silent N``: nothing for N seconds after the headers, then a word;
+- the prompt is ``lines N``: N lines (``line 0`` ...), a chunk each, 20 ms apart;
+- the prompt holds ``narrate tool``: the text ``Looking first.``, then a ``list_dir``
+  call on ``.`` in the same response;
 - the prompt holds ``use tool``: a ``list_dir`` call on ``.``;
 - anything else: ``echo: <prompt>`` in pieces of a few characters.
 
@@ -98,7 +101,13 @@ class _Handler(BaseHTTPRequestHandler):
             ticks = int(prompt.split()[1]) if " " in prompt else 100
             out += [(_chunk({"content": "tick "}), 0.05) for _ in range(ticks)]
             finish = "stop"
-        elif "use tool" in prompt:
+        elif prompt.startswith("lines"):
+            count = int(prompt.split()[1])
+            out += [(_chunk({"content": f"line {n}\n\n"}), 0.02) for n in range(count)]
+            finish = "stop"
+        elif "use tool" in prompt or "narrate tool" in prompt:
+            if "narrate tool" in prompt:
+                out += [(_chunk({"content": "Looking first."}), 0.0)]
             call = {
                 "index": 0,
                 "id": f"call_{len(messages)}",

@@ -19,7 +19,7 @@ import orjson
 import pytest
 from servekit import Client, Served, child_env
 
-from navi_core import MemoryStore, Scripted, Text, ToolUse
+from navi_core import MemoryStore, Scripted, SQLiteStore, Text, ToolUse
 from navi_core.events import StopReason, ToolFinished, TurnComplete
 from navi_core.serve import BearerAuth, ServeApp, make_app
 
@@ -112,6 +112,13 @@ def test_demo_serves_without_a_model_endpoint(tmp_path: Path) -> None:
         assert "ToolFinished" in result.names()
         assert isinstance(result.last, TurnComplete)
         assert "navi-core serve --demo" in result.last.response
+        # the answer says what the listing returned
+        listed = _listed(c, sid)
+        assert "a.txt" in listed
+        assert result.last.response.startswith(
+            f"The workspace holds **{len(listed)} entries**: "
+            + ", ".join(f"`{name}`" for name in listed)
+        )
 
 
 def _listed(c: Client, sid: str) -> list[str]:
@@ -278,3 +285,16 @@ def test_an_http_decision_names_the_held_call_by_its_content() -> None:
         resumed = c.turn(sid)
         assert ran == ["a.txt"]
         assert isinstance(resumed.last, TurnComplete)
+
+
+def test_without_a_db_flag_sessions_live_in_the_user_data_directory(
+    tmp_path: Path,
+) -> None:
+    env = child_env(XDG_DATA_HOME=str(tmp_path / "data"), HOME=str(tmp_path))
+    with (
+        Served.start(tmp_path, ["--demo", "--no-auth"], env) as served,
+        served.client(token=None) as c,
+    ):
+        sid = _turned(c)
+    with SQLiteStore(tmp_path / "data" / "navi-core" / "navi.db") as store:
+        assert store.get(sid).message_count == 4

@@ -136,3 +136,155 @@ def test_without_tokens_the_page_works_and_another_page_cannot_post_to_it(
     )
     assert sent == ["fulfilled", "fulfilled"]  # the requests went out
     assert _sessions(open_served) == before  # and made nothing
+
+
+# -- what the log shows: following, one block per response, markdown, no markup ----
+
+_GAP = (
+    "const l = document.getElementById('log');"
+    " return l.scrollHeight - l.scrollTop - l.clientHeight;"
+)
+
+
+def _gap(browser: Any) -> float:
+    """Pixels between the bottom of the log's view and the end of its content."""
+    return float(browser.execute_script(_GAP))
+
+
+def _log_entries(browser: Any) -> list[list[str]]:
+    return list(
+        browser.execute_script(
+            "return Array.from(document.getElementById('log').children)"
+            ".map((c) => [c.className, c.textContent]);"
+        )
+    )
+
+
+def test_the_log_follows_a_long_stream_until_the_reader_scrolls_up(
+    browser: Any, served: Served
+) -> None:
+    browser.set_window_size(900, 500)
+    wait = _open(browser, served)
+    _send(browser, "lines 200")  # 200 lines, 20 ms apart: about 4 s
+    wait.until(
+        lambda b: b.execute_script(
+            "const l = document.getElementById('log');"
+            " return l.scrollHeight > 2 * l.clientHeight;"
+        )
+    )
+    for _ in range(5):  # while it streams, the end stays in view
+        assert _gap(browser) < 30
+        time.sleep(0.1)
+    browser.execute_script("document.getElementById('log').scrollTop = 40;")
+    time.sleep(0.6)  # more lines arrive; the reader's place does not move
+    assert (
+        browser.execute_script("return document.getElementById('log').scrollTop;") == 40
+    )
+    assert _gap(browser) > 100
+    assert browser.find_element(By.ID, "status").text == "running"
+    browser.execute_script(
+        "const l = document.getElementById('log'); l.scrollTop = l.scrollHeight;"
+    )
+    wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "stopped: end_turn"))
+    assert "line 199" in browser.find_element(By.ID, "log").text
+    assert _gap(browser) < 30  # back at the bottom, it followed again to the end
+
+
+def test_each_response_has_its_block_and_tool_lines_stay_in_order(
+    browser: Any, served: Served
+) -> None:
+    wait = _open(browser, served)
+    _send(browser, "please narrate tool")
+    wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "stopped: end_turn"))
+    entries = _log_entries(browser)
+    assert [cls for cls, _ in entries] == ["user", "assistant", "tool", "assistant"]
+    assert entries[1][1] == "Looking first."
+    assert entries[2][1].startswith("→ list_dir done")
+    assert entries[3][1] == 'tool said: ["notes.txt"]'
+    # read back from the store, the session shows in the same order
+    browser.find_element(By.CSS_SELECTOR, "#sessions li.current").click()
+    wait.until(lambda b: len(_log_entries(b)) == 4)
+    assert [cls for cls, _ in _log_entries(browser)] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+
+
+def test_markdown_from_the_model_is_rendered_as_elements(
+    browser: Any, served: Served
+) -> None:
+    wait = _open(browser, served)
+    _send(
+        browser,
+        "**bold** *soft* `x < y` [site](https://example.com/a) "
+        "[trap](javascript:alert(1))",
+    )
+    wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "stopped: end_turn"))
+    answer = browser.find_element(By.CSS_SELECTOR, "#log .assistant:last-child")
+    assert answer.find_element(By.TAG_NAME, "strong").text == "bold"
+    assert answer.find_element(By.TAG_NAME, "em").text == "soft"
+    assert answer.find_element(By.TAG_NAME, "code").text == "x < y"
+    (link,) = answer.find_elements(By.TAG_NAME, "a")
+    assert link.get_attribute("href") == "https://example.com/a"
+    assert link.get_attribute("rel") == "noopener noreferrer"
+    assert "(https://example.com/a)" in answer.text  # the target is shown
+    assert "[trap](javascript:alert(1))" in answer.text  # not a link: plain text
+
+
+def test_the_renderer_builds_blocks_from_markdown(browser: Any, served: Served) -> None:
+    _open(browser, served)
+    source = (
+        "# Title\n\nfirst line\nsecond line\n\n- one\n- **two**\n\n"
+        "3. three\n4. four\n\n```\n<b>not bold</b>\n```\n"
+    )
+    html = browser.execute_script(
+        "const d = document.createElement('div'); markdown(d, arguments[0]);"
+        " return d.innerHTML;",
+        source,
+    )
+    assert html == (
+        "<h1>Title</h1><p>first line\nsecond line</p>"
+        "<ul><li>one</li><li><strong>two</strong></li></ul>"
+        '<ol start="3"><li>three</li><li>four</li></ol>'
+        "<pre><code>&lt;b&gt;not bold&lt;/b&gt;</code></pre>"
+    )
+
+
+def test_markup_and_script_from_the_model_stay_text(
+    browser: Any, served: Served
+) -> None:
+    wait = _open(browser, served)
+    browser.execute_script("delete window.__pwned;")
+    hostile = (
+        "<script>window.__pwned = 1</script>"
+        '<img src="x" onerror="window.__pwned = 2">'
+        '[<img src="y" onerror="window.__pwned = 3">](https://example.com)'
+    )
+    _send(browser, hostile)
+    wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "stopped: end_turn"))
+    time.sleep(0.3)  # an injected image would have failed to load by now
+    log = browser.find_element(By.ID, "log")
+    assert "<script>window.__pwned = 1</script>" in log.text
+    assert log.find_elements(By.TAG_NAME, "script") == []
+    assert log.find_elements(By.TAG_NAME, "img") == []
+    # and read back from the store
+    browser.find_element(By.CSS_SELECTOR, "#sessions li.current").click()
+    wait.until(lambda b: "window.__pwned = 1" in b.find_element(By.ID, "log").text)
+    time.sleep(0.3)
+    assert log.find_elements(By.TAG_NAME, "img") == []
+    assert browser.execute_script("return window.__pwned === undefined;")
+
+
+def test_a_new_session_is_listed_as_soon_as_its_turn_starts(
+    browser: Any, served: Served
+) -> None:
+    wait = _open(browser, served)
+    _send(browser, "slow 60")  # 3 s
+    wait.until(ec.text_to_be_present_in_element((By.ID, "sessions"), "slow 60"))
+    assert browser.find_element(By.ID, "status").text == "running"
+    browser.find_element(By.ID, "cancel").click()
+    wait.until(
+        ec.text_to_be_present_in_element((By.ID, "status"), "stopped: cancelled")
+    )

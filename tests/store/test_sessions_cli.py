@@ -46,7 +46,8 @@ def _cli(
 def _fill(store: SessionStore) -> tuple[str, str]:
     """An old short session and a newer one with a tool turn and a compaction."""
     old = store.create().id
-    store.append(old, [UserMessage(LONG)])
+    answer = Message("assistant", (Text("Done."),), stop_reason="end_turn", wire=WIRE)
+    store.append(old, [UserMessage(LONG), answer])
     sid = store.create().id
     turn = [
         UserMessage("What does a.txt say?"),

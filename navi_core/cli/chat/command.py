@@ -26,11 +26,14 @@ from ...errors import NaviError
 from ...providers.base import Provider
 from ...store.base import SessionStore
 from ...tools._tool import Tool, ToolSource
+from .._mcp_config import open_mcp_servers
 from ..options import (
     ProviderChoice,
     Subcommands,
     UsageError,
+    add_request_arguments,
     add_store_arguments,
+    check_extra_body,
     error_line,
     store_from_args,
 )
@@ -92,6 +95,7 @@ def register(subcommands: Subcommands) -> None:
         metavar="FILE",
         help="the input history file (default: in ~/.local/state/navi-core)",
     )
+    add_request_arguments(p)
     add_store_arguments(p)
     p.set_defaults(func=command)
 
@@ -108,10 +112,16 @@ def settings_from_args(args: argparse.Namespace) -> ChatSettings:
         s = replace(s, provider="anthropic")
     elif args.responses:
         s = replace(s, provider="responses")
-    for flag in ("model", "base_url", "api_key_env", "system"):
+    for flag in ("model", "base_url", "api_key_env", "system", "max_tokens"):
         value = getattr(args, flag)
         if value is not None:
             s = replace(s, **{flag: value})
+    if args.temperature is not None:
+        s = replace(s, temperature=args.temperature)
+    if args.extra_body is not None:  # merged over the profile's, key by key
+        s = replace(s, extra_body={**s.extra_body, **args.extra_body})
+    if args.mcp_config is not None:
+        s = replace(s, mcp_config=Path(args.mcp_config).expanduser())
     if args.workspace:
         s = replace(s, workspace=Path(args.workspace).resolve(), tools=("workspace",))
     if args.demo:
@@ -122,7 +132,17 @@ def settings_from_args(args: argparse.Namespace) -> ChatSettings:
         )
     if s.workspace is not None and not s.workspace.is_dir():
         raise UsageError(f"workspace {s.workspace} is not a folder")
+    if s.extra_body:  # refused now, with the other flags, not at the first turn
+        check_extra_body(_provider_class(s.provider), s.extra_body)
     return s
+
+
+def _provider_class(name: str) -> type:
+    module = importlib.import_module("navi_core")
+    cls: type = {"anthropic": module.Anthropic, "openai": module.OpenAIChat}.get(
+        name, getattr(module, "OpenAIResponses", module.OpenAIChat)
+    )
+    return cls
 
 
 def open_provider(s: ChatSettings, demo: DemoScript | None = None) -> Provider:
@@ -147,13 +167,15 @@ def open_provider(s: ChatSettings, demo: DemoScript | None = None) -> Provider:
                 "--responses needs navi_core.OpenAIResponses, which this version of "
                 "navi_core does not have; use the chat completions API (the default)"
             )
-        provider: Provider = cls(s.model, base_url=s.base_url, api_key=api_key)
+        extra = check_extra_body(cls, s.extra_body)
+        provider: Provider = cls(s.model, base_url=s.base_url, api_key=api_key, **extra)
         return provider
     choice = ProviderChoice(
         s.model,
         anthropic=s.provider == "anthropic",
         base_url=s.base_url,
         api_key=api_key,
+        extra_body=s.extra_body,
     )
     return choice.open()
 
@@ -166,6 +188,9 @@ def _factory(
 ) -> AgentFactory:
     def open_agent(s: ChatSettings, session: str | None) -> Agent:
         provider = open_provider(s, demo)
+        request = replace(
+            config, max_output_tokens=s.max_tokens, temperature=s.temperature
+        )
         try:
             return Agent(
                 provider,
@@ -173,7 +198,7 @@ def _factory(
                 store=store,
                 session=session,
                 system=s.system,
-                config=config,
+                config=request,
             )
         except BaseException:
             provider.close()
@@ -211,22 +236,29 @@ def _chat(
         )
         return 1
     color = tty and not os.environ.get("NO_COLOR")
-    painter = Painter(color=color, width=lambda: shutil.get_terminal_size().columns)
+    painter = Painter(
+        color=color, width=lambda: shutil.get_terminal_size().columns, wrap=tty
+    )
+    painter.preload()
     config = Config(
         compaction=CompactionConfig(
             keep_verbatim=args.keep_verbatim, prompt=DEFAULT_SUMMARY_PROMPT
         )
     )
+    tools: list[Tool | ToolSource] = []
     try:
-        tools = (
+        tools = list(
             demo.tools
             if demo is not None
             else load_tools(settings.tools, settings.workspace)
         )
+        if settings.mcp_config is not None:
+            tools = [*tools, *open_mcp_servers(settings.mcp_config)]
         if settings.db and not args.db and not args.postgres:
             args.db = settings.db
         store = store_from_args(args)
     except (UsageError, NaviError) as exc:
+        _close_sources(list(tools))
         print(error_line(exc), file=sys.stderr)
         return 2 if isinstance(exc, UsageError) else 1
     view = TurnView(painter, stdout_writer, price=settings.price, live_rows=_live_rows)
@@ -242,6 +274,7 @@ def _chat(
         )
     except (UsageError, NaviError, ValueError) as exc:
         store.close()
+        _close_sources(list(tools))
         print(error_line(exc), file=sys.stderr)
         return 1
     if demo is not None:

@@ -62,6 +62,8 @@ class ChatController:
         self.painter = painter
         self.out = out
         self.totals = SessionTotals()
+        #: turns that ended in an error (piped chat exits 1 when any did)
+        self.failed_turns = 0
         #: called on the worker before each turn (the demo scripts its answer here)
         self.before_turn: Callable[[str | None], None] | None = None
         #: called on the worker before ``/compact`` asks for a summary
@@ -158,6 +160,7 @@ class ChatController:
                         self.totals.usage = self.totals.usage + ev.usage
         except (NaviError, ValueError, RuntimeError) as exc:
             self.out(self.painter.style("31", error_line(exc)) + "\n")
+            self.failed_turns += 1
             cancelled = True  # not answered on its own after a failure
         finally:
             with self._lock:

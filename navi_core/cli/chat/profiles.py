@@ -14,6 +14,10 @@ The file is ``$XDG_CONFIG_HOME/navi-core/config.toml`` (``~/.config/...``) or th
     tools = ["workspace"]          # "workspace" or "package.module:attribute"
     workspace = "~/src/project"
     price = { input = 0.15, output = 0.60 }   # USD per million tokens
+    max_tokens = 2048              # cap on each answer's output
+    temperature = 0.2
+    extra_body = { top_p = 0.9 }   # merged into every request body
+    mcp_config = "~/.config/navi-core/mcp.json"   # {"mcpServers": {...}}
 
 A flag given on the command line wins over the profile. A key written into the file
 (``api_key``) is refused: the file is often shared, the environment is not.
@@ -25,10 +29,11 @@ import importlib
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ...config import Pricing
 from ...conversation import Usage
 from ...tools._tool import Tool, ToolSource
 from ..options import UsageError
@@ -59,29 +64,22 @@ _KEYS = {
     "workspace",
     "price",
     "db",
+    "max_tokens",
+    "temperature",
+    "extra_body",
+    "mcp_config",
 }
 _PRICE_KEYS = {"input", "output", "cache_read", "cache_write"}
 
 
 @dataclass(frozen=True, slots=True)
-class Price:
-    """USD per million tokens; the cache buckets cost ``input`` unless priced."""
-
-    input: float
-    output: float
-    cache_read: float | None = None
-    cache_write: float | None = None
+class Price(Pricing):
+    """A profile's ``price``: a ``Pricing`` (USD per million tokens; the cache buckets
+    cost ``input`` unless priced) that also gives its cost as a plain number."""
 
     def cost(self, usage: Usage) -> float:
         """What ``usage`` costs in USD."""
-        read = self.input if self.cache_read is None else self.cache_read
-        write = self.input if self.cache_write is None else self.cache_write
-        return (
-            usage.input * self.input
-            + usage.cache_read * read
-            + usage.cache_write * write
-            + usage.output * self.output
-        ) / 1_000_000
+        return self.cost_of(usage).usd
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +96,10 @@ class ChatSettings:
     price: Price | None = None
     db: str | None = None
     profile: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    mcp_config: Path | None = None
 
     def with_model(self, model: str) -> ChatSettings:
         """The same settings for another model (``/model NAME``)."""
@@ -156,19 +158,45 @@ def _settings(name: str, raw: Mapping[str, Any], base: Path) -> ChatSettings:
     ws = None
     if workspace is not None:
         ws = (base / Path(str(workspace)).expanduser()).resolve()
-    strings = {
+    strings: dict[str, Any] = {
         k: str(raw[k])
         for k in ("model", "base_url", "api_key_env", "system", "db")
         if k in raw
     }
+    mcp = raw.get("mcp_config")
     return ChatSettings(
         provider=provider,
         tools=tuple(tools),
         workspace=ws,
         price=_price(name, raw["price"]) if "price" in raw else None,
         profile=name,
+        mcp_config=(base / Path(str(mcp)).expanduser()) if mcp is not None else None,
+        **_request(name, raw),
         **strings,
     )
+
+
+def _request(name: str, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The profile's ``max_tokens``, ``temperature`` and ``extra_body``, checked."""
+    out: dict[str, Any] = {}
+    tokens = raw.get("max_tokens")
+    if tokens is not None:
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            raise UsageError(f"profile {name!r}: max_tokens must be a whole number ≥ 1")
+        out["max_tokens"] = tokens
+    temperature = raw.get("temperature")
+    if temperature is not None:
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+            raise UsageError(f"profile {name!r}: temperature must be a number")
+        if not 0 <= temperature <= 2:
+            raise UsageError(f"profile {name!r}: temperature must be between 0 and 2")
+        out["temperature"] = float(temperature)
+    extra = raw.get("extra_body")
+    if extra is not None:
+        if not isinstance(extra, dict):
+            raise UsageError(f"profile {name!r}: extra_body must be a table")
+        out["extra_body"] = dict(extra)
+    return out
 
 
 def load_profile(

@@ -21,8 +21,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...conversation import Usage
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
 from ...events import (
     Compacted,
     CompactionStarted,
@@ -32,6 +36,7 @@ from ...events import (
     ProviderRetry,
     ResponseDiscarded,
     Steered,
+    StopReason,
     SubagentEvent,
     TextDelta,
     ThinkingDelta,
@@ -44,7 +49,7 @@ from ...events import (
     ToolStarted,
     TurnComplete,
 )
-from .._terminal_text import terminal_safe
+from .._terminal_text import tail_rows, terminal_safe, wrap
 from .profiles import Price
 
 __all__ = ["Painter", "TurnView", "status_line"]
@@ -54,15 +59,28 @@ _ARGS_WIDTH = 60
 
 
 class Painter:
-    """ANSI styles and markdown, or plain text when colour is off."""
+    """ANSI styles and markdown, or plain text when colour is off.
 
-    def __init__(self, *, color: bool, width: Callable[[], int]) -> None:
+    ``wrap``: plain text is folded at word boundaries to ``width`` (on a terminal
+    with colour off, so it wraps as rich wraps the markdown); piped text is not.
+    """
+
+    def __init__(
+        self, *, color: bool, width: Callable[[], int], wrap: bool = False
+    ) -> None:
         self.color = color
         self.width = width
+        self.wrap = wrap
 
     def style(self, code: str, text: str) -> str:
         """``text`` in SGR ``code`` (2 dim, 1 bold, 31 red...), or as is."""
         return f"\x1b[{code}m{text}\x1b[0m" if self.color and text else text
+
+    def preload(self) -> None:
+        """Import rich's markdown on a background thread when colour is on, so the
+        first answer (or a Ctrl-C's partial one) is committed without that wait."""
+        if self.color:
+            threading.Thread(target=_import_rich, name="navi-rich", daemon=True).start()
 
     def markdown(self, text: str) -> str:
         """``text`` rendered as markdown for the terminal, ending with a newline.
@@ -71,19 +89,60 @@ class Painter:
         """
         text = terminal_safe(text)  # rich passes ESC through
         if not self.color:
-            return text.rstrip("\n") + "\n"
+            return self._plain(text)
         try:
             from rich.console import Console
             from rich.markdown import Markdown
         except ImportError:  # without the chat extra: the text as written
-            return text.rstrip("\n") + "\n"
+            return self._plain(text)
 
         buf = io.StringIO()
         console = Console(
             file=buf, force_terminal=True, width=max(20, self.width()), soft_wrap=False
         )
-        console.print(Markdown(text.strip(), hyperlinks=False))
+        rendered = Markdown(text.strip(), hyperlinks=False)
+        rendered.parsed = _html_as_text(rendered.parsed)
+        console.print(rendered)
         return buf.getvalue()
+
+    def _plain(self, text: str) -> str:
+        lines = text.rstrip("\n").split("\n")
+        if self.wrap:
+            width = max(20, self.width())
+            lines = [row for line in lines for row in wrap(line, width)]
+        return "\n".join(lines) + "\n"
+
+
+def _html_as_text(tokens: list[Token]) -> list[Token]:
+    """Markdown's raw HTML shown as the text it is: rich drops HTML, so an answer's
+    ``List<String>`` or ``<div>`` would vanish from the screen."""
+    from markdown_it.token import Token
+
+    out: list[Token] = []
+    for token in tokens:
+        if token.type == "html_block":
+            text = Token("text", "", 0, content=token.content.rstrip("\n"))
+            out += [
+                Token("paragraph_open", "p", 1, block=True),
+                Token("inline", "", 0, content=text.content, children=[text]),
+                Token("paragraph_close", "p", -1, block=True),
+            ]
+            continue
+        for child in token.children or ():
+            if child.type == "html_inline":
+                child.type = "text"
+        out.append(token)
+    return out
+
+
+def _import_rich() -> None:
+    try:
+        from rich.console import Console
+        from rich.markdown import Markdown
+    except ImportError:  # without the chat extra: plain text
+        return
+    # one small render loads the rest lazily imported (the parser, the styles)
+    Console(file=io.StringIO(), force_terminal=True).print(Markdown("*a* `b`"))
 
 
 def _short(text: str, width: int = _ARGS_WIDTH) -> str:
@@ -117,11 +176,14 @@ def status_line(
         f"[{done.stop_reason}]",
         f"{done.iterations} response{'s' * (done.iterations != 1)}",
         calls,
-        f"{u.prompt_total:,} in / {u.output:,} out tokens",
+        f"{u.prompt_total:,} in / {u.output:,} out tokens"
+        + " (estimated)" * u.estimated,
     ]
     if u.cache_read or u.cache_write:
         parts.append(f"cache {u.cache_read:,} read / {u.cache_write:,} written")
-    if price is not None:
+    if done.cost is not None:  # the provider's price (or the price table's)
+        parts.append(f"${done.cost.usd:.4f}")
+    elif price is not None:
         parts.append(f"${price.cost(u):.4f}")
     parts.append(_seconds(seconds))
     return painter.style("2", " · ".join(parts))
@@ -253,6 +315,8 @@ class TurnView:
                 case TodoUpdated(items=items):
                     self.commit(_todo_lines(items, p))
                 case TurnComplete() as done:
+                    if done.stop_reason is StopReason.CANCELLED:
+                        self._interrupted()
                     seconds = time.monotonic() - self._started
                     self.commit(status_line(done, seconds, self.price, p) + "\n\n")
                 case _:
@@ -271,6 +335,13 @@ class TurnView:
         self._text = self._thinking = ""
         self._writing.clear()
         self._waiting = True
+
+    def _interrupted(self) -> None:
+        """A cancelled turn: what it had shown stays, marked as cut short."""
+        p = self.painter
+        if self._thinking.strip() or self._text.strip() or self._writing:
+            self._complete_response()
+        self.commit(p.style("33", "  ⏹ interrupted") + "\n")
 
     def _tool_finished(self, f: ToolFinished) -> None:
         p = self.painter
@@ -300,14 +371,12 @@ class TurnView:
                 return ""
             now = time.monotonic()
             lines: list[str] = []
+            width = max(20, p.width())
             if self._thinking:
-                tail = self._thinking.splitlines()[-2:]
+                tail = tail_rows(self._thinking, width - 2, 2)
                 lines.extend(p.style("2", f"  {line}") for line in tail)
             if self._text:
-                rows = self.live_rows()
-                # a long line wraps: bound the characters too, not just the lines
-                recent = self._text[-rows * max(20, p.width()) :]
-                lines.extend(recent.splitlines()[-rows:])
+                lines.extend(tail_rows(self._text, width, self.live_rows()))
             for call in self._writing.values():
                 lines.append(p.style("36", f"  ⚙ {call.name} ") + _short(call.args))
             for call in self._running.values():

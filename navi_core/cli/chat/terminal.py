@@ -196,7 +196,8 @@ def _echo(text: str, style: Callable[[str, str], str]) -> str:
 
 
 def run_plain(chat: ChatController, lines: Callable[[], str]) -> int:
-    """The chat over piped input: one message per line, each waited for."""
+    """The chat over piped input: one message per line, each waited for; exit status 1
+    when a turn failed, so a script can tell."""
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
         if not chat.cancel():
@@ -213,4 +214,4 @@ def run_plain(chat: ChatController, lines: Callable[[], str]) -> int:
         return 130
     finally:
         signal.signal(signal.SIGINT, previous)
-    return 0
+    return 1 if chat.failed_turns else 0

@@ -1,0 +1,84 @@
+"""Ctrl-C during ``navi-core run``: a real process in a pseudo-terminal against a real
+OpenAI-compatible server on loopback and a real SQLite file."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import sys
+from pathlib import Path
+
+import pexpect
+from loopback import LoopbackServer
+from terminal_check import OWN_SGR
+from test_chat import chat_env, text_reply
+
+from navi_core.cli.console import EventPrinter
+from navi_core.conversation import Usage
+from navi_core.events import StopReason, TextDelta, TurnComplete
+from navi_core.store.sqlite import SQLiteStore
+
+
+def run(server: LoopbackServer, cwd: Path, *args: str) -> pexpect.spawn[str]:
+    argv = ["-m", "navi_core", "run", *args, "--model", "loop-model"]
+    argv += ["--base-url", f"{server.url}/v1", "--db", str(cwd / "run.db")]
+    return pexpect.spawn(
+        sys.executable,
+        argv,
+        cwd=str(cwd),
+        env=chat_env(cwd),
+        dimensions=(24, 80),
+        encoding="utf-8",
+        codec_errors="replace",
+        timeout=15,
+    )
+
+
+def test_ctrl_c_ends_the_answer_with_a_newline_and_a_marker_and_exits_130(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    loopback.add(
+        text_reply("1. Wheels\n", "2. Brakes\n", "4. **Sensor", stall=10.0, after=3),
+        text_reply("5. Lights"),
+    )
+    child = run(loopback, tmp_path, "List the parts")
+    seen = io.StringIO()
+    child.logfile_read = seen
+    child.expect_exact("4. **Sensor")
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    # as the screen shows it: no styling, and without the ^C the terminal echoes
+    out = OWN_SGR.sub("", seen.getvalue()).replace("\r\n", "\n").replace("^C", "")
+    assert "4. **Sensor\n[interrupted]\n" in out, out
+    assert "[cancelled]" in out
+
+    # the partial answer was kept: the next turn alternates user and assistant
+    child = run(loopback, tmp_path, "Go on", "--session", "latest")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    roles = [m["role"] for m in loopback.requests[1].json["messages"]]
+    assert roles == ["user", "assistant", "user"]
+    assert not any(a == b == "user" for a, b in itertools.pairwise(roles))
+    store = SQLiteStore(tmp_path / "run.db")
+    try:
+        (info,) = store.list()
+        texts = [m.text for m in store.load(info.id).messages]
+    finally:
+        store.close()
+    assert texts[1] == "1. Wheels\n2. Brakes\n4. **Sensor"
+
+
+def test_the_printer_ends_a_cancelled_answer_with_a_newline_and_a_marker() -> None:
+    out = io.StringIO()
+    printer = EventPrinter(out, color=False)
+    printer.handle(TextDelta("4. **Sensor"))
+    printer.handle(TurnComplete(StopReason.CANCELLED, "", 1, 0, Usage()))
+    assert out.getvalue() == "assistant: 4. **Sensor\n[interrupted]\n"
+    out = io.StringIO()
+    printer = EventPrinter(out, color=False)
+    printer.handle(TextDelta("done"))
+    printer.handle(TurnComplete(StopReason.END_TURN, "done", 1, 0, Usage()))
+    assert out.getvalue() == "assistant: done\n"
