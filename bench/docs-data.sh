@@ -4,12 +4,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=(
+  "bench_core.py --quick"
   "bench_providers.py --quick --mb 100"
   "bench_requests.py --quick"
   "bench_control.py"
   "bench_observers.py"
   "bench_text.py"
   "bench_store.py"
+  "bench_syscalls.py"
+  "bench_memory.py"
+  "bench_import.py --rounds 7"
+  "bench_mcp.py --quick"
 )
 for run in "${runs[@]}"; do
   read -r -a argv <<<"$run"

@@ -245,7 +245,7 @@ def check_navi_core(args: list[str]) -> None:
     path = sub
     if sub[0] == "sessions":
         nested = [a for a in args[1:] if not a.startswith("-")][:1]
-        assert nested and nested[0] in ("list", "show"), args
+        assert nested and nested[0] in ("list", "show", "delete"), args
         path = [*sub, nested[0]]
     usage = help_text(*path)
     for arg in args:
