@@ -470,7 +470,9 @@ cdef object _tc_NAME_RE = _tc_re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
 cdef object _tc_ARGS_RE = _tc_re.compile(r'"(?:arguments|parameters)"\s*:\s*')
 cdef object _tc_HEAD_NAME = _tc_re.compile(r'\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
 cdef object _tc_LLAMA_HEAD = _tc_re.compile(r'\{\s*"name"\s*:')
-cdef object _tc_PARAM_RE = _tc_re.compile(r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|$)", _tc_re.S)
+cdef object _tc_PARAM_RE = _tc_re.compile(
+    r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|$)", _tc_re.S
+)
 
 # states of the scan
 cdef int _tc_S_TEXT = 0
@@ -580,7 +582,9 @@ cdef class TextCalls:
     cdef bint _ended
     cdef public Py_ssize_t recovered
 
-    def __init__(self, parser, mode = "auto", tools = None, think = None, prompt = 0, ids = ""):
+    def __init__(
+        self, parser, mode = "auto", tools = None, think = None, prompt = 0, ids = ""
+    ):
         if mode not in _tc_MARKERS:
             raise ValueError(f"text_tool_calls must be one of {', '.join(_tc_MODES)}")
         if think is not None and (len(think) != 2 or not think[0] or not think[1]):
@@ -771,7 +775,8 @@ cdef class TextCalls:
         return False
 
     cdef _scan_call(self, out, final):
-        """Read the call that opens the buffer; True when it ended (or was given back)."""
+        """Read the call that opens the buffer; True when it ended (or was given
+        back)."""
         marker = self._marker
         buf = self._buf
         end = -1  # the end of the call's markup in buf
@@ -895,7 +900,9 @@ cdef class TextCalls:
             return self._xml(markup)
         if marker == _tc_PYTHON_TAG or marker == _tc_BRACE:
             start = len(_tc_PYTHON_TAG) if marker == _tc_PYTHON_TAG else 0
-            return self._json_call(markup[start:].strip(_tc_WS), ("parameters", "arguments"))
+            return self._json_call(
+                markup[start:].strip(_tc_WS), ("parameters", "arguments")
+            )
         body = markup[len(_tc_MISTRAL) :].strip(_tc_WS)
         if body.startswith("["):
             items = _loads(body)
@@ -968,7 +975,7 @@ cdef class TextCalls:
         if self._buf:  # a false start at the very end
             self._text(out, self._buf)
             self._buf = ""
-        if self.recovered and (self._finish is None or self._finish == "stop"):
+        if self.recovered and self._finish == "stop":  # no finish: cut off, not done
             out.append((_tc_D_FINISH, "tool_calls"))
         if not self._usage:
             # the output is estimated from the finished message (ResponseAssembler)

@@ -903,7 +903,7 @@ class TextCalls:
         if self._buf:  # a false start at the very end
             self._text(out, self._buf)
             self._buf = ""
-        if self.recovered and (self._finish is None or self._finish == "stop"):
+        if self.recovered and self._finish == "stop":  # no finish: cut off, not done
             out.append((FINISH, "tool_calls"))
         if not self._usage:
             # the output is estimated from the finished message (ResponseAssembler)

@@ -144,7 +144,17 @@ class Pricing:
         None (package not installed, endpoint or model unknown). Never a network call.
 
         A price that depends on the prompt size (tiers) is taken at its base tier.
+        Answers (a missing one too) are kept, so a turn's end looks it up once.
         """
+        key = (cls, model, base_url)
+        if key not in _LOOKUPS:
+            if len(_LOOKUPS) >= 256:
+                _LOOKUPS.clear()
+            _LOOKUPS[key] = cls._lookup(model, base_url)
+        return _LOOKUPS[key]
+
+    @classmethod
+    def _lookup(cls, model: str, base_url: str) -> Pricing | None:
         try:
             from genai_prices import Usage as PriceUsage, calc_price
         except ImportError:
@@ -167,6 +177,9 @@ class Pricing:
             _rate(getattr(price, "cache_read_mtok", None)),
             _rate(getattr(price, "cache_write_mtok", None)),
         )
+
+
+_LOOKUPS: dict[tuple[type[Pricing], str, str], Pricing | None] = {}
 
 
 def _rate(value: Any) -> float | None:

@@ -356,6 +356,13 @@ class TurnComplete(Event, Generic[T]):
     """The turn ended; ``response`` is the final assistant text (after a cancel, the
     text streamed so far)."""
 
+    if not TYPE_CHECKING:
+
+        def __class_getitem__(cls, params: object) -> type:
+            # ``TurnComplete[T]`` is for type checkers; at run time it is the class
+            # itself, so ``TurnComplete[int](...)`` makes a plain slotted instance
+            return cls
+
     stop_reason: StopReason
     response: str
     iterations: int

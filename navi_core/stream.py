@@ -133,11 +133,10 @@ class Stream(Generic[T]):
         while True:
             if deadline is None:
                 ev = self.next()
-            else:
-                left = deadline - time.monotonic()
-                if left <= 0:
+            else:  # polled at least once, so a turn that has ended is returned
+                ev = self.next(max(0.0, deadline - time.monotonic()))
+                if ev is PENDING and time.monotonic() >= deadline:
                     raise TimeoutError(f"the turn did not end within {timeout} s")
-                ev = self.next(left)
             if ev is None or type(ev) is TurnComplete:
                 break
         done = self._turn.complete

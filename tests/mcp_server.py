@@ -160,7 +160,8 @@ async def ask(
 @app.tool()
 async def sample(reply: Annotated[CreateMessageResult, Resolve(_sample)]) -> str:
     """Ask the client's model to name a fruit (sampling)."""
-    return f"the model said: {reply.content.text}"
+    text = getattr(reply.content, "text", "")
+    return f"the model said: {text}"
 
 
 @app.tool()

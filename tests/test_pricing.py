@@ -239,12 +239,12 @@ def done_with(cost: Cost | None) -> TurnComplete:
 PLAIN = Painter(color=False, width=lambda: 80)
 
 
-def test_the_chat_status_line_shows_the_turn_cost_before_the_profile_price() -> None:
+def test_the_chat_status_line_shows_the_profile_price_else_the_turn_cost() -> None:
     price = Price(input=3.0, output=15.0)
-    priced = status_line(done_with(Cost(0.25, 0.25, 0.0, 0.0)), 1.0, price, PLAIN)
-    assert "$0.2500" in priced and "$3.0000" not in priced
-    fallback = status_line(done_with(None), 1.0, price, PLAIN)
-    assert "$3.0000" in fallback
+    profile = status_line(done_with(Cost(0.25, 0.25, 0.0, 0.0)), 1.0, price, PLAIN)
+    assert "$3.0000" in profile and "$0.2500" not in profile  # as /usage counts it
+    table = status_line(done_with(Cost(0.25, 0.25, 0.0, 0.0)), 1.0, None, PLAIN)
+    assert "$0.2500" in table
 
 
 def test_the_serve_wire_carries_the_cost() -> None:

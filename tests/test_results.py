@@ -28,6 +28,7 @@ from navi_core import (
     TextDelta,
     ToolUse,
     TurnComplete,
+    Usage,
 )
 
 NO_RETRY = Config(retry=RetryPolicy(max_attempts=1))
@@ -195,6 +196,7 @@ def test_a_cancel_mid_stream_keeps_the_partial_answer(
             "cancelled",
         )
         sid = agent.conversation.session_id
+    assert sid is not None
     stored = store.load(sid).messages
     assert [m.role for m in stored if m.role != "system"] == ["user", "assistant"]
     assert stored[-1].text == shown
@@ -227,3 +229,17 @@ def test_after_two_cancels_the_next_request_alternates_roles(
     texts = [str(m["content"]) for m in third["messages"]]
     assert "Partial" in texts[1]
     assert "two" in texts[2] and "three" in texts[2]
+
+
+def test_a_subscripted_turn_complete_can_be_made() -> None:
+    done = TurnComplete[int](StopReason.END_TURN, "x", 1, 0, Usage(), output=3)
+    assert done.output == 3 and done == TurnComplete(
+        StopReason.END_TURN, "x", 1, 0, Usage(), output=3
+    )
+
+
+def test_result_with_no_time_left_still_returns_a_turn_that_ended() -> None:
+    stream = Agent(Scripted([[Text("hi")]])).run("go")
+    while stream.next() is not None:  # the turn ends; its summary was handed out
+        pass
+    assert stream.result(timeout=0).response == "hi"

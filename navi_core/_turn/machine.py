@@ -663,9 +663,7 @@ class Turn:
         prompt = request_tokens(
             conversation.system_prompt(), dialogue, sizes, self.host.tool_specs()
         )
-        over = budget.tokens is not None and (
-            spent.total >= budget.tokens or spent.total + prompt > budget.tokens
-        )
+        over = budget.tokens is not None and (spent.total + prompt >= budget.tokens)
         if budget.usd is not None and not over:
             pricing = self.pricing()
             if pricing is None:
@@ -676,7 +674,7 @@ class Turn:
                 )
             used = pricing.cost_of(spent).usd
             estimate = prompt * pricing.prompt_rate / 1_000_000
-            over = used >= budget.usd or used + estimate > budget.usd
+            over = used + estimate >= budget.usd
         if over:
             self.finish(StopReason.BUDGET)
         return over

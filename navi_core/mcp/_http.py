@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import math
 import re
 import socket
 import threading
@@ -192,6 +193,8 @@ class HTTPTransport:
             self._exchange(call, body, headers, idle)
         except MCPError as exc:
             call.fail(exc)
+        except Exception as exc:  # never a silent thread death: the call waits on it
+            call.fail(MCPError(f"{call.method}: {type(exc).__name__} at {self.url}"))
         if not call.done.is_set():
             call.fail(MCPError(f"{call.method}: {self.url} sent no answer"))
 
@@ -200,15 +203,19 @@ class HTTPTransport:
     ) -> None:
         if call.done.is_set():  # cancelled before it was sent
             return
+        supervised = call.method == "tools/call"
         try:
             with self._client.stream(
                 "POST",
                 self._url,
                 content=body,
                 headers=headers,
-                timeout=httpx.Timeout(idle),
+                # a call's reads wait on a person or a model when the server asks
+                # mid-call; MCPTools' own idle watch ends a call that hangs
+                timeout=httpx.Timeout(idle, read=None if supervised else idle),
             ) as response:
                 call.stop = _stopper(response)
+                call.secrets = self.secrets  # with a token the auth just obtained
                 if response.status_code == 404 and self.session_id is not None:
                     self._closed = True  # the server forgot the session: reconnect
                     raise MCPError(
@@ -220,7 +227,7 @@ class HTTPTransport:
                     self.session_id = response.headers.get("mcp-session-id")
                 kind = response.headers.get("content-type", "")
                 if kind.startswith("text/event-stream"):
-                    self._read_events(call, response, idle)
+                    self._read_events(call, response, math.inf if supervised else idle)
                 else:
                     self._settle(call, orjson.loads(self._read(call, response)))
         except httpx.TimeoutException as exc:
@@ -396,10 +403,15 @@ def header_arguments(schema: Any) -> dict[tuple[str, ...], str]:
     return out
 
 
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
 def _mirrored(tokens: Mapping[tuple[str, ...], str], arguments: Any) -> dict[str, str]:
     """The ``Mcp-Param-*`` headers of a call's arguments."""
     headers: dict[str, str] = {}
     for path, token in tokens.items():
+        if not _TOKEN.fullmatch(token):  # a header name of the server's choosing
+            continue
         value = arguments
         for key in path:
             value = value.get(key) if isinstance(value, dict) else None

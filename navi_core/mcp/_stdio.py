@@ -340,7 +340,12 @@ class StdioTransport:
             if fault is not None:
                 return self._broken(fault)
         for item in items:
-            self._route(item)
+            try:
+                self._route(item)
+            except Exception as exc:  # a progress or notice handler failed on it
+                return self._broken(
+                    f"a message its handlers failed on ({type(exc).__name__})"
+                )
         return True
 
     def _broken(self, fault: str) -> bool:
@@ -364,8 +369,11 @@ class StdioTransport:
                         target=self._reply, args=(message,), daemon=True
                     ).start()
             elif message["method"] == "notifications/progress":
+                token = params.get("progressToken")
+                if not isinstance(token, (str, int)):
+                    return
                 with self._lock:
-                    target = self._calls.get(params.get("progressToken"))  # type: ignore[arg-type]
+                    target = self._calls.get(token)  # type: ignore[arg-type]
                 if target is not None:
                     target.progress(params)
             elif self.on_notify is not None:

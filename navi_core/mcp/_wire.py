@@ -163,24 +163,36 @@ class Call:
         self.on_progress(done, total, text)
 
     def settle(self, message: Mapping[str, Any]) -> None:
-        """Record a JSON-RPC response (a result or an error object)."""
+        """Record a JSON-RPC response (a result or an error object), unless the call
+        ended already (cancelled, or failed): the first end is the one that stays."""
+        error: MCPError | None = None
+        result: Any = None
         if "error" in message:
             err = message["error"] if isinstance(message["error"], dict) else {}
             code = redact(str(err.get("code", "?")), self.secrets)
             text = clip(redact(str(err.get("message", "no message")), self.secrets))
-            self.error = MCPError(f"{self.method}: server error {code}: {text}")
+            error = MCPError(f"{self.method}: server error {code}: {text}")
             if isinstance(err.get("code"), int):
-                self.error.code = err["code"]
-            self.error.data = scrubbed(err.get("data"), self.secrets)
+                error.code = err["code"]
+            error.data = scrubbed(err.get("data"), self.secrets)
         else:
-            self.result = scrubbed(message.get("result"), self.secrets)
-        self.done.set()
+            result = scrubbed(message.get("result"), self.secrets)
+        with _ENDING:
+            if self.done.is_set():
+                return
+            self.error, self.result = error, result
+            self.done.set()
 
     def fail(self, error: MCPError) -> None:
-        """End the call with ``error`` unless its answer came already."""
-        if not self.done.is_set():
-            self.error = error
-            self.done.set()
+        """End the call with ``error`` unless it ended already."""
+        with _ENDING:
+            if not self.done.is_set():
+                self.error = error
+                self.done.set()
+
+
+#: makes a call's first end (an answer, a failure, a cancel) the only one
+_ENDING = threading.Lock()
 
 
 class Transport(Protocol):

@@ -426,6 +426,19 @@ class OAuth(httpx.Auth):
 # -- discovery -------------------------------------------------------------------------
 
 
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def _require_https(*urls: str) -> None:
+    """Secrets and codes go only to https endpoints (or to this machine)."""
+    for raw in urls:
+        parsed = httpx.URL(raw)
+        if parsed.scheme != "https" and parsed.host not in _LOOPBACK:
+            raise OAuthError(
+                f"refused to send credentials to {public_url(raw)}: not https"
+            )
+
+
 def _discover(
     http: httpx.Client, url: httpx.URL, challenge: Mapping[str, str]
 ) -> dict[str, Any]:
@@ -447,7 +460,15 @@ def _discover(
             f"{public_url(str(url))} publishes no protected resource metadata naming "
             "an authorization server (RFC 9728)"
         )
+    named = resource.get("resource") if resource else None
+    here = f"{origin}{path}"
+    if isinstance(named, str) and named.rstrip("/") != here:
+        raise OAuthError(
+            f"{public_url(str(url))} publishes metadata for another resource "
+            f"({public_url(named)}); refused (RFC 9728)"
+        )
     issuer = servers[0].rstrip("/")
+    _require_https(issuer)
     parsed = httpx.URL(issuer)
     base = f"{parsed.scheme}://{parsed.netloc.decode('ascii')}"
     tail = parsed.path.rstrip("/")
@@ -471,6 +492,7 @@ def _discover(
         raise OAuthError(
             f"the metadata of {issuer} names another issuer; refused (RFC 8414)"
         )
+    _require_https(found["authorization_endpoint"], found["token_endpoint"])
     assert resource is not None
     return {
         **found,

@@ -206,6 +206,7 @@ def _url_hint(base_url: str, api_style: str) -> str:
 
 
 def _describe(what: str, exc: Exception, secrets: Sequence[str]) -> str:
+    what = redact(what, secrets)  # a gateway may carry the key in its path
     detail = redact(str(exc), secrets)
     name = type(exc).__name__
     return clip(f"{what}: {name}: {detail}" if detail else f"{what}: {name}")

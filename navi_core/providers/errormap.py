@@ -223,7 +223,7 @@ def provider_message(
     """
     message, kind = error_fields(body)
     if message is None:
-        message = _summary(body)
+        message = _summary(body, secrets)
     if kind is not None:
         kind = redact(kind, secrets)
     return shorten(redact(message, secrets)), kind
@@ -279,10 +279,11 @@ def _detail(detail: Any) -> Any:
     return "; ".join(items)
 
 
-def _summary(body: bytes) -> str:
+def _summary(body: bytes, secrets: Sequence[str] = ()) -> str:
     """A body without a message field as one line: a JSON object as every field name
     with the start of its value (a long object still shows what it is about), any
-    other body as its text."""
+    other body as its text. Each value is redacted before it is cut, so a cut never
+    leaves part of a secret behind."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -293,6 +294,7 @@ def _summary(body: bytes) -> str:
     parts = []
     for key, value in data.items():
         text = value if isinstance(value, str) else orjson.dumps(value).decode()
+        text = redact(text, secrets)
         if len(text) > share:
             text = text[: share - 1] + "…"
         parts.append(f"{key}: {text}")

@@ -229,7 +229,7 @@ class MemoryStore:
         with self._mutex:
             if self._sessions.pop(session_id, None) is None:
                 raise SessionNotFound(f"no session {session_id!r}")
-        self._approvals.save(session_id, ())
+            self._approvals.save(session_id, ())
 
     def lock(self, session_id: str) -> _MemoryLock:
         with self._mutex:

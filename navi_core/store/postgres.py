@@ -47,8 +47,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     from .._extras import install_command
 
     raise ImportError(
-        "PostgresStore needs psycopg 3 and psycopg_pool: "
-        + install_command("postgres")
+        "PostgresStore needs psycopg 3 and psycopg_pool: " + install_command("postgres")
     ) from exc
 
 from .. import codec

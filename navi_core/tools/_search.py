@@ -111,7 +111,9 @@ class ToolSearch:
             raise ValueError("ToolSearch needs max_visible >= 1 and max_results >= 1")
         self.max_visible = max_visible
         self.max_results = max_results
-        self.pinned = frozenset(pinned)
+        self.pinned = tuple(
+            dict.fromkeys(pinned)
+        )  # in the order given: stable requests
         self._spec = ToolSpec(
             name,
             "Find tools for a task among the many available that are not declared "

@@ -20,6 +20,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
+from pydantic import AnyHttpUrl
 
 
 def sign(key: str, expiry: int, scope: str) -> str:
@@ -59,8 +60,8 @@ def build(port: int, issuer: str) -> MCPServer:
         log_level="ERROR",
         token_verifier=Verifier(os.environ["NAVI_TEST_TOKEN_KEY"]),
         auth=AuthSettings(
-            issuer_url=issuer,
-            resource_server_url=f"http://127.0.0.1:{port}/mcp",
+            issuer_url=AnyHttpUrl(issuer),
+            resource_server_url=AnyHttpUrl(f"http://127.0.0.1:{port}/mcp"),
             required_scopes=["tools"],
             validate_token_resource=False,  # the test checks the resource asked for
         ),

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -403,3 +403,45 @@ def test_a_store_object_of_the_hosts_keeps_the_tokens(
             assert add(t, 3, 4) == "7"
     assert auth.grants == ["client_credentials"]  # the second one read the vault
     assert list(vault.saved) == [url] and vault.saved[url]["client_id"] == "machine"
+
+
+def _metadata_client(documents: Mapping[str, Mapping[str, object]]) -> httpx.Client:
+    """An httpx client whose server answers the metadata documents named by URL."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        doc = documents.get(str(request.url))
+        return httpx.Response(200, json=doc) if doc else httpx.Response(404)
+
+    return httpx.Client(transport=httpx.MockTransport(handler))
+
+
+def test_metadata_for_another_resource_or_a_plain_http_server_is_refused() -> None:
+    from navi_core.mcp.oauth import _discover
+
+    url = httpx.URL("https://mcp.example.com/mcp")
+    known = "https://mcp.example.com/.well-known/oauth-protected-resource/mcp"
+    issuer = "https://auth.example.com"
+    server = {
+        "issuer": issuer,
+        "authorization_endpoint": f"{issuer}/authorize",
+        "token_endpoint": f"{issuer}/token",
+    }
+    good = {
+        "resource": "https://mcp.example.com/mcp",
+        "authorization_servers": [issuer],
+    }
+    auth_doc = f"{issuer}/.well-known/oauth-authorization-server"
+    with _metadata_client({known: good, auth_doc: server}) as http:
+        assert _discover(http, url, {})["token_endpoint"] == f"{issuer}/token"
+    other = {**good, "resource": "https://evil.example.com/mcp"}
+    with (
+        _metadata_client({known: other, auth_doc: server}) as http,
+        pytest.raises(OAuthError, match="another resource"),
+    ):
+        _discover(http, url, {})
+    plain = {**server, "token_endpoint": "http://auth.example.com/token"}
+    with (
+        _metadata_client({known: good, auth_doc: plain}) as http,
+        pytest.raises(OAuthError, match="not https"),
+    ):
+        _discover(http, url, {})

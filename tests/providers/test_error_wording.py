@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from collections.abc import Iterator
@@ -151,3 +152,12 @@ def test_shorten_marks_what_it_cut() -> None:
     cut = int(short.split("…[")[1].split(" ")[0])
     assert len(short) - len(f" …[{cut} characters cut]… ") + cut == len(text)
     assert shorten("short") == "short"
+
+
+def test_a_long_body_without_a_message_never_shows_part_of_the_key() -> None:
+    key = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    fields = {f"field{n}": "x" * 30 for n in range(20)}
+    body = json.dumps({**fields, "echo": key}).encode()
+    message, _ = provider_message(body, [key])
+    assert "sk-proj" not in message and "ABCDEFGHIJ" not in message
+    assert "echo:" in message

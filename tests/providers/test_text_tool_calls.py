@@ -172,3 +172,28 @@ def test_the_second_request_of_a_tool_loop_is_accepted(refuses_null: str) -> Non
     assert (done.response, done.tool_calls) == ("42.", 1)
     assistant = _RefusesNull.seen[1]["messages"][1]
     assert assistant["content"] == "" and assistant["tool_calls"]
+
+
+def test_a_call_cut_off_before_its_finish_reason_is_retried_not_run(
+    loopback: LoopbackServer,
+) -> None:
+    calls: list[int] = []
+
+    @tool
+    def record(a: int) -> str:
+        """Record a number."""
+        calls.append(a)
+        return "ok"
+
+    cut = [openai_chunk({"role": "assistant", "content": ""}, model="local")]
+    cut += [openai_chunk({"content": '<tool_call>{"name": "record", "arguments": {"a'})]
+    loopback.add(Reply.sse(b"".join(cut) + b"data: [DONE]\n\n"))  # no finish_reason
+    whole = '<tool_call>{"name": "record", "arguments": {"a": 7}}</tool_call>'
+    loopback.add(Reply.sse(local_body(whole)))
+    loopback.add(Reply.sse(local_body("Recorded.")))
+    with OpenAIChat("local", loopback.url + "/v1") as provider:
+        done = Agent(provider, tools=[record], config=FAST).ask("record 7")
+    assert calls == [7] and done.response == "Recorded."
+    # the cut-off response was sent again, not answered with an error result
+    second = loopback.requests[1].json["messages"]
+    assert [m["role"] for m in second] == ["user"]

@@ -51,8 +51,10 @@ def _usage() -> bytes:
 
 def _text(message: dict[str, Any]) -> str:
     content = message.get("content")
-    if isinstance(content, str):
-        return content
+    if isinstance(content, str):  # prompts merged into one message: the newest
+        return (
+            content.rpartition("\n\n")[2] if message.get("role") == "user" else content
+        )
     if isinstance(content, list):
         return "".join(p.get("text", "") for p in content if isinstance(p, dict))
     return ""

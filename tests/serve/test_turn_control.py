@@ -175,14 +175,17 @@ def test_sigterm_cancels_a_long_turn_after_the_grace_period(
     assert 0.4 < elapsed < 3.0  # grace 0.5 s, the whole answer would take 5 s
     with SQLiteStore(tmp_path / "s.db") as store:  # the server is gone: read the file
         stored = store.load(sid).messages
+    # the cancelled turn keeps the text it streamed as its answer
     assert [m.role for m in stored] == [
         "user",
         "assistant",
         "user",
         "assistant",
         "user",
+        "assistant",
     ]
-    assert stored[-1].text == "slow" and stored[3].text.startswith("tool said")
+    assert stored[-1].stop_reason == "cancelled" and stored[-1].text.startswith("tick")
+    assert stored[-2].text == "slow" and stored[3].text.startswith("tool said")
 
 
 def test_sigterm_lets_a_short_turn_finish(

@@ -268,7 +268,9 @@ def test_scrub_text_keeps_valid_messages_and_blocks_as_they_are() -> None:
     assert clean.content[1].parts[1] is image
 
 
-def test_an_estimated_usage_is_stored_as_estimated_and_old_rows_read_as_reported() -> None:
+def test_an_estimated_usage_is_stored_as_estimated_and_old_rows_read_as_reported() -> (
+    None
+):
     message = Message("assistant", (Text("hi"),), Usage(12, 3, estimated=True))
     obj = codec.to_obj(message)
     assert obj["usage"]["estimated"] is True

@@ -10,6 +10,7 @@ turn looks like), ``chat_controller`` (the worker that drives turns), ``chat_com
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -307,7 +308,8 @@ def _close_sources(tools: list[Tool | ToolSource]) -> None:
     for t in tools:
         close = getattr(t, "close", None)
         if not isinstance(t, Tool) and callable(close):
-            close()
+            with contextlib.suppress(Exception):  # one that fails leaves none running
+                close()
 
 
 def _banner(chat: ChatController, s: ChatSettings, *, resumed: bool) -> None:

@@ -181,10 +181,10 @@ def status_line(
     ]
     if u.cache_read or u.cache_write:
         parts.append(f"cache {u.cache_read:,} read / {u.cache_write:,} written")
-    if done.cost is not None:  # the provider's price (or the price table's)
-        parts.append(f"${done.cost.usd:.4f}")
-    elif price is not None:
+    if price is not None:  # the profile's price wins, as it does for /usage
         parts.append(f"${price.cost(u):.4f}")
+    elif done.cost is not None:  # the provider's price (or the price table's)
+        parts.append(f"${done.cost.usd:.4f}")
     parts.append(_seconds(seconds))
     return painter.style("2", " · ".join(parts))
 
