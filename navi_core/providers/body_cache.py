@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from .._history import History
-from ..conversation import MediaPart, Message, ToolResult, ToolUse, WireIdentity
+from ..conversation import MediaPart, Message, Text, ToolResult, ToolUse, WireIdentity
 
 __all__ = [
     "CACHE",
@@ -134,11 +134,23 @@ _ENTRY_BYTES = (
 )
 
 
+def _message_bytes() -> int:
+    """The memory of the smallest message an entry can keep alive: the ``Message``,
+    its content tuple and one block with its (empty) text."""
+    block = Text("")
+    message = Message("user", (block,))
+    return sum(map(sys.getsizeof, (message, message.content, block, block.text)))
+
+
+_MESSAGE_BYTES = _message_bytes()
+
+
 def _held(*kept: bytes) -> int:
     """The memory an entry keeping ``kept`` costs: the bytes objects themselves (their
-    real size, overhead included), the message the entry keeps alive (the last of
-    ``kept``, its whole JSON, stands for it) and the entry's own bookkeeping."""
-    return sum(map(sys.getsizeof, kept)) + len(kept[-1]) + _ENTRY_BYTES
+    real size, overhead included), the message the entry keeps alive (the objects of
+    a smallest one, plus the last of ``kept``, its whole JSON, for what it holds) and
+    the entry's own bookkeeping."""
+    return sum(map(sys.getsizeof, kept)) + len(kept[-1]) + _MESSAGE_BYTES + _ENTRY_BYTES
 
 
 CACHE = MessageCache()
