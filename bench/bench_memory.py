@@ -22,6 +22,7 @@ pydantic-ai's); the cache's RSS growth at most 1.5x its limit.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import socket
@@ -113,8 +114,10 @@ def serve() -> None:
 # -- the measurements (each in its own process) --------------------------------------
 
 
-def kept_navi(url: str, k: int) -> float:
-    from navi_core import Agent, OpenAIChat, tool
+@functools.cache
+def _shared(url: str) -> tuple[Any, Any]:
+    """The provider and the one ``add`` tool every agent of a run shares."""
+    from navi_core import OpenAIChat, tool
 
     @tool
     def add(a: int, b: int) -> str:
@@ -126,13 +129,25 @@ def kept_navi(url: str, k: int) -> float:
         """
         return f"RZQ17 {a + b}"
 
-    provider = OpenAIChat(model="m", base_url=url, api_key="x")
-    for _ in Agent(provider, tools=[add], system=SYSTEM).run(PROMPT):
+    return OpenAIChat(model="m", base_url=url, api_key="x"), add
+
+
+def navi_agent(url: str) -> Any:
+    """An agent for the turn this script keeps and ``bench_syscalls.py`` counts:
+    the ``add`` tool, against ``url``, its provider and tool shared."""
+    from navi_core import Agent
+
+    provider, add = _shared(url)
+    return Agent(provider, tools=[add], system=SYSTEM)
+
+
+def kept_navi(url: str, k: int) -> float:
+    for _ in navi_agent(url).run(PROMPT):
         pass  # warm: every module and lazy table loaded
     agents = []
     start = rss_kb()
     for _ in range(k):
-        agent = Agent(provider, tools=[add], system=SYSTEM)
+        agent = navi_agent(url)
         for _ in agent.run(PROMPT):
             pass
         agents.append(agent)

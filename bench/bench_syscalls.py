@@ -30,25 +30,12 @@ _ROW = re.compile(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$")
 
 
 def _client(url: str, turns: int) -> None:
-    from navi_core import Agent, OpenAIChat, tool
+    from bench_memory import PROMPT, navi_agent
 
-    @tool
-    def add(a: int, b: int) -> str:
-        """Add two integers.
-
-        Args:
-            a: first.
-            b: second.
-        """
-        return f"RZQ17 {a + b}"
-
-    provider = OpenAIChat(model="m", base_url=url, api_key="x")
-    agent = Agent(provider, tools=[add], system="You are a helpful assistant.")
-    for _ in agent.run("warm up"):
+    for _ in navi_agent(url).run("warm up"):
         pass
     for _ in range(turns):
-        agent = Agent(provider, tools=[add], system="You are a helpful assistant.")
-        for _ in agent.run("Add 1 and 2 twice, then explain."):
+        for _ in navi_agent(url).run(PROMPT):
             pass
 
 

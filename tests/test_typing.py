@@ -7,34 +7,14 @@ does: through the installed package (an editable install included).
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from typecheck import mypy
 
 ROOT = Path(__file__).resolve().parents[1]
 
 pytest.importorskip("mypy", reason="the typing tests need mypy (the test extra)")
-
-
-def mypy(tmp_path: Path, *files: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--strict",
-            "--no-error-summary",
-            "--cache-dir",
-            str(tmp_path / ".mypy_cache"),
-            *map(str, files),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def quickstart() -> str:
