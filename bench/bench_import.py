@@ -1,6 +1,7 @@
 """What importing navi_core costs a process that embeds it, against importing httpx.
 
-Each sample is a fresh interpreter that times one import statement with
+Each sample is a fresh interpreter (after one uncounted warm-up of each, which writes
+the bytecode caches an installed package has) that times one import statement with
 ``time.perf_counter`` around it (so the interpreter's own start is not counted: this is
 the cost above a bare interpreter) and reports the modules it loaded. The statements
 are interleaved round by round so a slow moment falls on all of them; the medians are
@@ -12,13 +13,24 @@ printed as ratios to ``import httpx`` measured in the same run:
 Also printed: whether ``sqlite3``, ``asyncio`` or httpx were loaded by ``import
 navi_core`` (they should load only when a store, a coroutine tool or a provider needs
 them), and the wall time from starting a process to the first event of a turn against
-a loopback server (``bench_memory.py --serve``): navi_core's ``Agent`` beside the
-``openai`` SDK's streamed ``chat.completions.create`` when it is installed, and a bare
-interpreter that only starts and exits. Goal: ``import navi_core`` at most 0.5x
-``import httpx``.
+a loopback server (``bench_memory.py --serve``): navi_core's ``Agent`` beside, when
+they are installed, the ``openai`` SDK's streamed ``chat.completions.create``,
+openai-agents' ``Runner.run_streamed`` (its first ``raw_response_event``) and
+pydantic-ai's ``Agent.run_stream_events`` (its first event), all against the same
+server, and a bare interpreter that only starts and exits. Goal: ``import navi_core``
+at most 0.5x ``import httpx``.
 
     python bench/bench_import.py              # 15 rounds
     python bench/bench_import.py --rounds 31
+
+The contenders are best installed beside navi_core's own dependencies in a throwaway
+virtual environment of the same Python (the compiled core is built for it), run with
+the checkout on the path::
+
+    python -m venv /tmp/venv-peers
+    /tmp/venv-peers/bin/pip install openai openai-agents 'pydantic-ai-slim[openai]' \
+        httpx orjson pillow google-re2 platformdirs
+    PYTHONPATH=. /tmp/venv-peers/bin/python bench/bench_import.py
 """
 
 from __future__ import annotations
@@ -75,6 +87,36 @@ stream = client.chat.completions.create(model="m", messages=messages, stream=Tru
 next(iter(stream))
 print("first", flush=True)
 """,
+    "openai-agents Runner.run_streamed": """
+import asyncio, os, sys
+from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+from openai import AsyncOpenAI
+set_tracing_disabled(True)
+client = AsyncOpenAI(base_url=sys.argv[1], api_key="x", max_retries=0)
+model = OpenAIChatCompletionsModel(model="m", openai_client=client)
+agent = Agent(name="bench", model=model)
+async def first():
+    result = Runner.run_streamed(agent, "hi")
+    async for event in result.stream_events():
+        if event.type == "raw_response_event":  # the first one the response makes
+            print("first", flush=True)
+            os._exit(0)
+asyncio.run(first())
+""",
+    "pydantic-ai Agent.run_stream_events": """
+import asyncio, os, sys
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+provider = OpenAIProvider(base_url=sys.argv[1], api_key="x")
+agent = Agent(OpenAIChatModel("m", provider=provider))
+async def first():
+    async with agent.run_stream_events("hi") as events:
+        async for event in events:
+            print("first", flush=True)
+            os._exit(0)
+asyncio.run(first())
+""",
 }
 
 
@@ -84,6 +126,8 @@ def _env() -> dict[str, str]:
         p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p
     )
     env.pop("PYTHONPROFILEIMPORTTIME", None)
+    # an installed package has its bytecode compiled: let the warm-up write it
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
@@ -129,6 +173,8 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name in STATEMENTS}
     loaded: dict[str, list[str]] = {}
     names = list(STATEMENTS)
+    for name in names:  # warm-up, not counted: bytecode caches written
+        _sample(STATEMENTS[name])
     for r in range(args.rounds):
         rotated = names[r % len(names) :] + names[: r % len(names)]
         for name in rotated:
@@ -173,6 +219,8 @@ def main() -> None:
         url = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}/v1"
         starts: dict[str, list[float]] = {name: [] for name in FIRST_EVENT}
         kinds = list(FIRST_EVENT)
+        for name in kinds:  # warm-up, not counted
+            _first_event(FIRST_EVENT[name], url)
         for r in range(args.rounds):
             for name in kinds[r % len(kinds) :] + kinds[: r % len(kinds)]:
                 took = _first_event(FIRST_EVENT[name], url)

@@ -8,7 +8,9 @@ with agent.run("What does README.md say?") as stream:
 Every public name is importable from here and reports ``__module__ == "navi_core"``,
 so reprs, docs and tracebacks show the public path. Names only implementers need
 (provider and store authors) are also reachable from their subpackages:
-``navi_core.providers`` and ``navi_core.store``.
+``navi_core.providers`` and ``navi_core.store``. ``import navi_core`` loads none of the
+modules behind the names: each loads when its name is first used, so a program pays
+only for what it uses.
 """
 
 from __future__ import annotations
@@ -17,159 +19,130 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-# isort: split
-# the agent and its turn
-from ._turn.casual import is_casual_message
-from ._turn.steering import SteerDisposition
-from .agent import Agent
-from .session import Session
-from .stream import Phase, Stream
-
-# isort: split
-# events
-from .events import (
-    PENDING,
-    AnyEvent,
-    Compacted,
-    CompactionStarted,
-    Cost,
-    Elicitation,
-    Event,
-    HookFailure,
-    Lagged,
-    MessageComplete,
-    ModelInfo,
-    Pending,
-    ProviderRetry,
-    ResponseDiscarded,
-    Steered,
-    StopReason,
-    SubagentEvent,
-    TextDelta,
-    ThinkingDelta,
-    TodoItem,
-    TodoUpdated,
-    ToolCallDelta,
-    ToolCallStart,
-    ToolDispatchComplete,
-    ToolDispatchStart,
-    ToolFinished,
-    ToolProgress,
-    ToolStarted,
-    TurnComplete,
-)
-
-# isort: split
-# conversation values
-from .conversation import (
-    CompactionSummary,
-    Conversation,
-    MediaPart,
-    Message,
-    RedactedThinking,
-    System,
-    Text,
-    TextPart,
-    Thinking,
-    ToolResult,
-    ToolUse,
-    Usage,
-    UserMessage,
-    WireIdentity,
-)
-
-# isort: split
-# configuration
-from .config import (
-    Budget,
-    CompactionConfig,
-    Config,
-    ImageLimits,
-    PlanningConfig,
-    Pricing,
-    RetryPolicy,
-    Timeout,
-)
-
-# isort: split
-# tools
-from .tools._search import ToolSearch
-from .tools._todo import TodoList
-from .tools._tool import (
-    ArgumentError,
-    Tool,
-    ToolCall,
-    ToolContext,
-    ToolSource,
-    ToolSpec,
-    tool,
-)
-
-# isort: split
-# providers (OpenAIChat, OpenAIResponses and Anthropic: loaded on first use)
-from .providers.base import Provider, ProviderRequest, ProviderStream
-from .providers.scripted import MidStreamFailure, Scripted
-
-# isort: split
-# stores (SQLiteStore and PostgresStore: loaded on first use)
-from .store.base import HistoryPage, SessionInfo, SessionStore
-from .store.memory import MemoryStore
-from .store.null import NullStore
-
-# isort: split
-# errors (MCPError and MCPToolError: with MCP, below)
-from .errors import (
-    AmbiguousSession,
-    ApprovalNotPending,
-    AuthFailed,
-    BadRequest,
-    Cancelled,
-    ContextOverflow,
-    EmptyAssistantResponse,
-    IncompleteResponse,
-    MalformedStream,
-    NaviError,
-    NoCompactionPrompt,
-    NothingToCompact,
-    OutputValidationError,
-    Overloaded,
-    ProviderError,
-    RateLimited,
-    ServerError,
-    SessionBusy,
-    SessionError,
-    SessionLockLost,
-    SessionNotFound,
-    SteeringQueueFull,
-    StreamPoisoned,
-    ThinkingStall,
-    ToolRegistrationError,
-    TransportError,
-)
-
-# isort: split
-# sub-agents, hooks, approvals and observers
-from .hooks import Hook, NeedsApproval, TurnInfo, Veto
-from .store.base import Approval, ApprovalState
-from .subagent import SubAgent
-from .subscribe import Subscription
-
-if TYPE_CHECKING:  # imported on first use at run time (see __getattr__)
-    # the agent and its turn
+if TYPE_CHECKING:  # at run time, each name loads on first use (__getattr__ below)
+    from ._turn.casual import is_casual_message
+    from ._turn.steering import SteerDisposition
+    from .agent import Agent
     from .compaction._compaction import CompactionResult
-
-    # MCP and media
+    from .config import (
+        Budget,
+        CompactionConfig,
+        Config,
+        ImageLimits,
+        PlanningConfig,
+        Pricing,
+        RetryPolicy,
+        Timeout,
+    )
+    from .conversation import (
+        CompactionSummary,
+        Conversation,
+        MediaPart,
+        Message,
+        RedactedThinking,
+        System,
+        Text,
+        TextPart,
+        Thinking,
+        ToolResult,
+        ToolUse,
+        Usage,
+        UserMessage,
+        WireIdentity,
+    )
+    from .errors import (
+        AmbiguousSession,
+        ApprovalNotPending,
+        AuthFailed,
+        BadRequest,
+        Cancelled,
+        ContextOverflow,
+        EmptyAssistantResponse,
+        IncompleteResponse,
+        MalformedStream,
+        NaviError,
+        NoCompactionPrompt,
+        NothingToCompact,
+        OutputValidationError,
+        Overloaded,
+        ProviderError,
+        RateLimited,
+        ServerError,
+        SessionBusy,
+        SessionError,
+        SessionLockLost,
+        SessionNotFound,
+        SteeringQueueFull,
+        StreamPoisoned,
+        ThinkingStall,
+        ToolRegistrationError,
+        TransportError,
+    )
+    from .events import (
+        PENDING,
+        AnyEvent,
+        Compacted,
+        CompactionStarted,
+        Cost,
+        Elicitation,
+        Event,
+        HookFailure,
+        Lagged,
+        MessageComplete,
+        ModelInfo,
+        Pending,
+        ProviderRetry,
+        ResponseDiscarded,
+        Steered,
+        StopReason,
+        SubagentEvent,
+        TextDelta,
+        ThinkingDelta,
+        TodoItem,
+        TodoUpdated,
+        ToolCallDelta,
+        ToolCallStart,
+        ToolDispatchComplete,
+        ToolDispatchStart,
+        ToolFinished,
+        ToolProgress,
+        ToolStarted,
+        TurnComplete,
+    )
+    from .hooks import Hook, NeedsApproval, TurnInfo, Veto
     from .mcp._tools import MCPError, MCPToolError, MCPTools
     from .media._parts import Media
-
-    # providers
     from .providers.anthropic import Anthropic
+    from .providers.base import Provider, ProviderRequest, ProviderStream
     from .providers.openai_chat import OpenAIChat
     from .providers.openai_responses import OpenAIResponses
-
-    # stores
+    from .providers.scripted import MidStreamFailure, Scripted
+    from .session import Session
+    from .store.base import (
+        Approval,
+        ApprovalState,
+        HistoryPage,
+        SessionInfo,
+        SessionStore,
+    )
+    from .store.memory import MemoryStore
+    from .store.null import NullStore
     from .store.postgres import PostgresStore
     from .store.sqlite import SQLiteStore
+    from .stream import Phase, Stream
+    from .subagent import SubAgent
+    from .subscribe import Subscription
+    from .tools._search import ToolSearch
+    from .tools._todo import TodoList
+    from .tools._tool import (
+        ArgumentError,
+        Tool,
+        ToolCall,
+        ToolContext,
+        ToolSource,
+        ToolSpec,
+        tool,
+    )
 
 __version__ = "0.1.0"
 
@@ -178,20 +151,131 @@ __version__ = "0.1.0"
 # resort.
 logging.getLogger("navi_core").addHandler(logging.NullHandler())
 
-#: names whose modules import httpx, sqlite3, psycopg or Pillow (or start processes):
-#: loaded on first use. Each of their classes sets ``__module__ = "navi_core"`` in its
-#: own body, so it reports the public path whichever module is imported first.
-_LAZY = {
+#: where each public name is defined: ``import navi_core`` loads none of these modules,
+#: ``navi_core.X`` (or ``from navi_core import X``) loads the one that defines X. Each
+#: such module gives its public classes the module ``navi_core`` when it is imported
+#: (``_ids.publish``), so they report the public path however they are reached first.
+_WHERE: dict[str, str] = {
+    "Agent": "navi_core.agent",
+    "CompactionResult": "navi_core.compaction._compaction",
+    "Phase": "navi_core._turn.machine",
+    "Session": "navi_core.session",
+    "SteerDisposition": "navi_core._turn.steering",
+    "Stream": "navi_core.stream",
+    "is_casual_message": "navi_core._turn.casual",
+    "AnyEvent": "navi_core.events",
+    "Compacted": "navi_core.events",
+    "CompactionStarted": "navi_core.events",
+    "Cost": "navi_core.events",
+    "Elicitation": "navi_core.events",
+    "Event": "navi_core.events",
+    "HookFailure": "navi_core.events",
+    "Lagged": "navi_core.events",
+    "MessageComplete": "navi_core.events",
+    "ModelInfo": "navi_core.events",
+    "PENDING": "navi_core.events",
+    "Pending": "navi_core.events",
+    "ProviderRetry": "navi_core.events",
+    "ResponseDiscarded": "navi_core.events",
+    "Steered": "navi_core.events",
+    "StopReason": "navi_core.events",
+    "SubagentEvent": "navi_core.events",
+    "TextDelta": "navi_core.events",
+    "ThinkingDelta": "navi_core.events",
+    "TodoItem": "navi_core.events",
+    "TodoUpdated": "navi_core.events",
+    "ToolCallDelta": "navi_core.events",
+    "ToolCallStart": "navi_core.events",
+    "ToolDispatchComplete": "navi_core.events",
+    "ToolDispatchStart": "navi_core.events",
+    "ToolFinished": "navi_core.events",
+    "ToolProgress": "navi_core.events",
+    "ToolStarted": "navi_core.events",
+    "TurnComplete": "navi_core.events",
+    "CompactionSummary": "navi_core.conversation",
+    "Conversation": "navi_core.conversation",
+    "MediaPart": "navi_core.conversation",
+    "Message": "navi_core.conversation",
+    "RedactedThinking": "navi_core.conversation",
+    "System": "navi_core.conversation",
+    "Text": "navi_core.conversation",
+    "TextPart": "navi_core.conversation",
+    "Thinking": "navi_core.conversation",
+    "ToolResult": "navi_core.conversation",
+    "ToolUse": "navi_core.conversation",
+    "Usage": "navi_core.conversation",
+    "UserMessage": "navi_core.conversation",
+    "WireIdentity": "navi_core.conversation",
+    "Budget": "navi_core.config",
+    "CompactionConfig": "navi_core.config",
+    "Config": "navi_core.config",
+    "ImageLimits": "navi_core.config",
+    "PlanningConfig": "navi_core.config",
+    "Pricing": "navi_core.config",
+    "RetryPolicy": "navi_core.config",
+    "Timeout": "navi_core.config",
+    "ArgumentError": "navi_core.tools._validation",
+    "TodoList": "navi_core.tools._todo",
+    "Tool": "navi_core.tools._tool",
+    "ToolCall": "navi_core.tools._tool",
+    "ToolContext": "navi_core.tools._context",
+    "ToolSearch": "navi_core.tools._search",
+    "ToolSource": "navi_core.tools._tool",
+    "ToolSpec": "navi_core.tools._tool",
+    "tool": "navi_core.tools._tool",
+    "Anthropic": "navi_core.providers.anthropic",
+    "MidStreamFailure": "navi_core.providers.scripted",
     "OpenAIChat": "navi_core.providers.openai_chat",
     "OpenAIResponses": "navi_core.providers.openai_responses",
-    "Anthropic": "navi_core.providers.anthropic",
-    "SQLiteStore": "navi_core.store.sqlite",
+    "Provider": "navi_core.providers.base",
+    "ProviderRequest": "navi_core.providers.base",
+    "ProviderStream": "navi_core.providers.base",
+    "Scripted": "navi_core.providers.scripted",
+    "HistoryPage": "navi_core.store.base",
+    "MemoryStore": "navi_core.store.memory",
+    "NullStore": "navi_core.store.null",
     "PostgresStore": "navi_core.store.postgres",
-    "Media": "navi_core.media",
-    "MCPTools": "navi_core.mcp",
-    "MCPError": "navi_core.mcp",
-    "MCPToolError": "navi_core.mcp",
-    "CompactionResult": "navi_core.compaction",
+    "SQLiteStore": "navi_core.store.sqlite",
+    "SessionInfo": "navi_core.store.base",
+    "SessionStore": "navi_core.store.base",
+    "AmbiguousSession": "navi_core.errors",
+    "ApprovalNotPending": "navi_core.errors",
+    "AuthFailed": "navi_core.errors",
+    "BadRequest": "navi_core.errors",
+    "Cancelled": "navi_core.errors",
+    "ContextOverflow": "navi_core.errors",
+    "EmptyAssistantResponse": "navi_core.errors",
+    "IncompleteResponse": "navi_core.errors",
+    "MalformedStream": "navi_core.errors",
+    "NaviError": "navi_core.errors",
+    "NoCompactionPrompt": "navi_core.errors",
+    "NothingToCompact": "navi_core.errors",
+    "OutputValidationError": "navi_core.errors",
+    "Overloaded": "navi_core.errors",
+    "ProviderError": "navi_core.errors",
+    "RateLimited": "navi_core.errors",
+    "ServerError": "navi_core.errors",
+    "SessionBusy": "navi_core.errors",
+    "SessionError": "navi_core.errors",
+    "SessionLockLost": "navi_core.errors",
+    "SessionNotFound": "navi_core.errors",
+    "SteeringQueueFull": "navi_core.errors",
+    "StreamPoisoned": "navi_core.errors",
+    "ThinkingStall": "navi_core.errors",
+    "ToolRegistrationError": "navi_core.errors",
+    "TransportError": "navi_core.errors",
+    "Approval": "navi_core.store.base",
+    "ApprovalState": "navi_core.store.base",
+    "Hook": "navi_core.hooks",
+    "NeedsApproval": "navi_core.hooks",
+    "SubAgent": "navi_core.subagent",
+    "Subscription": "navi_core.subscribe",
+    "TurnInfo": "navi_core.hooks",
+    "Veto": "navi_core.hooks",
+    "MCPError": "navi_core.mcp._wire",
+    "MCPToolError": "navi_core.mcp._wire",
+    "MCPTools": "navi_core.mcp._tools",
+    "Media": "navi_core.media._parts",
 }
 
 __all__ = [
@@ -330,77 +414,18 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The lazy names: their modules are imported on first use."""
-    module = _LAZY.get(name)
-    if module is None:
+    """A public name, its module imported on first use."""
+    where = _WHERE.get(name)
+    if where is None:
         raise AttributeError(f"module 'navi_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    from ._ids import publish
+
+    value = getattr(importlib.import_module(where), name)
+    publish({name: value})  # one whose module does not publish it (navi_core.tools)
     globals()[name] = value  # later lookups skip this function
     return value
 
 
-def _publish(namespace: dict[str, Any]) -> None:
-    """Give each public class and function of ``namespace`` the module ``navi_core``.
-
-    ``typing.get_type_hints`` evaluates a class's string annotations (``from
-    __future__ import annotations``) in the namespace of ``sys.modules[cls.__module__]``
-    (and the class's own), and pydantic evaluates a dataclass's ``Field.type`` there.
-    Once that is navi_core, names a module imports for its annotations only
-    (``Sequence``, ``Any``, private types) would be missing, so each class's own
-    annotations are evaluated first, where the class is defined (the class, its module,
-    the builtins), then among the public names of this module (for those its module
-    imports under ``TYPE_CHECKING`` only). One that does not evaluate stays the string
-    it was. A dataclass's own fields get the same objects as their ``type``. The lazy
-    names are not loaded: their classes set ``__module__`` themselves.
-    """
-    import builtins
-    import sys
-    import types
-    from collections import ChainMap
-    from collections.abc import Mapping
-
-    builtin = vars(builtins)
-    codes: dict[str, types.CodeType] = {}  # the same strings recur: compile each once
-
-    def evaluate(value: str, module: dict[str, Any], here: Mapping[str, Any]) -> Any:
-        """The object ``value`` names (or itself, when it does not evaluate)."""
-        for scope in (here, module, builtin, namespace):  # most are one name: no eval
-            if value in scope:
-                return scope[value]
-        try:
-            code = codes.get(value)
-            if code is None:
-                code = codes[value] = compile(value, "<annotation>", "eval")
-            try:
-                return eval(code, module, here)
-            except NameError:  # a name its module imports under TYPE_CHECKING only
-                scopes = ChainMap(here, module, builtin, namespace)  # type: ignore[arg-type]
-                return eval(code, module, scopes)
-        except Exception:  # NameError, or whatever else the expression raises
-            return value
-
-    def resolve(cls: type, annotations: dict[str, Any]) -> None:
-        module = vars(sys.modules[cls.__module__])
-        here = vars(cls)
-        cls.__annotations__ = resolved = {
-            name: evaluate(value, module, here) if isinstance(value, str) else value
-            for name, value in annotations.items()
-        }
-        fields = here.get("__dataclass_fields__", {})
-        for name, value in resolved.items():
-            if name in fields and not isinstance(value, str):
-                fields[name].type = value  # this class's own field
-
-    for name in __all__:
-        obj = namespace.get(name)
-        if isinstance(obj, type):
-            annotations = vars(obj).get("__annotations__")
-            if annotations and any(isinstance(v, str) for v in annotations.values()):
-                resolve(obj, annotations)
-            obj.__module__ = "navi_core"
-        elif isinstance(obj, types.FunctionType):
-            obj.__module__ = "navi_core"
-
-
-_publish(globals())
-del _publish
+def __dir__() -> list[str]:
+    """The public names, loaded or not, and the module's own."""
+    return sorted({*globals(), *__all__})

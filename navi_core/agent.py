@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
 from . import approvals
+from ._ids import publish
 from ._turn.extras import TurnExtras
 from ._turn.planning import plan_step
 from ._turn.steering import SteerDisposition, SteeringQueue
@@ -509,3 +510,6 @@ class Agent:
             raise RuntimeError(
                 "a turn is still running; finish or close its stream first"
             )
+
+
+publish(globals())

@@ -6,6 +6,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._ids import publish
 from ._logs import get_logger
 from .conversation import Usage
 from .events import Cost
@@ -236,3 +237,6 @@ class Config:
     coalesce_deltas: bool = False
     #: what one turn may spend (``StopReason.BUDGET``); None: no limit
     budget: Budget | None = None
+
+
+publish(globals())

@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeAlias
 import orjson
 
 from ._history import History, MessageList
+from ._ids import publish
 
 __all__ = [
     "Block",
@@ -390,3 +391,6 @@ class _Index:
                         self.system = []
                     self.system.append(b.text)
         self.seen = len(messages)
+
+
+publish(globals())

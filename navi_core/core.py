@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import os
-import platform
+import sys
 import warnings
 from types import ModuleType
 from typing import TYPE_CHECKING, Final
@@ -34,7 +34,7 @@ __all__ += _core_py.__all__
 _TRUTHY: Final = frozenset({"1", "true", "yes", "on"})
 FORCE_PURE: Final[bool] = (
     os.environ.get("NAVI_CORE_PURE", "").strip().lower() in _TRUTHY
-    or platform.python_implementation() != "CPython"
+    or sys.implementation.name != "cpython"  # as platform says, without importing it
 )
 REQUIRE_EXTENSION: Final[bool] = (
     os.environ.get("NAVI_CORE_REQUIRE_EXTENSION", "").strip().lower() in _TRUTHY

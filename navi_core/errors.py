@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ._ids import publish
+
 __all__ = [
     "AmbiguousSession",
     "ApprovalNotPending",
@@ -227,3 +229,6 @@ class ToolRegistrationError(NaviError, ValueError):
 
 class ApprovalNotPending(NaviError, LookupError):
     """``approve``/``deny`` named a call that is not waiting for a decision."""
+
+
+publish(globals())

@@ -11,6 +11,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, final
 
+from ._ids import publish
 from .conversation import Message, ToolUse, Usage
 
 __all__ = [
@@ -404,3 +405,6 @@ AnyEvent: TypeAlias = (
     | Lagged
     | TodoUpdated
 )
+
+
+publish(globals())

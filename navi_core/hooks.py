@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from ._ids import publish
 from ._logs import get_logger
 from .conversation import Message, ToolResult
 from .events import HookFailure, TurnComplete
@@ -285,3 +286,6 @@ class HookRunner:
 def veto_result(call_id: str, name: str, veto: Veto) -> ToolResult:
     """The error result of a vetoed call."""
     return error_result(call_id, ResultText.vetoed(name, veto.reason))
+
+
+publish(globals())

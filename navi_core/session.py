@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Literal
 
+from ._ids import publish
 from .conversation import (
     Conversation,
     Message,
@@ -228,3 +229,6 @@ class Session:
             f"<Session {self.conversation.session_id} messages={len(self.conversation)}"
             f" unsaved={len(self._unsaved)}>"
         )
+
+
+publish(globals())

@@ -25,6 +25,7 @@ from threading import get_ident
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ._ids import publish
 from ._turn.control import NotYet, TurnControl
 from ._turn.extras import TurnExtras
 from ._turn.machine import TRANSITIONS, Phase, Trigger, Turn, TurnHost
@@ -274,3 +275,6 @@ class Stream(Generic[T]):
             f"<Stream phase={turn.phase.name} iterations={turn.iterations} "
             f"tool_calls={turn.tool_calls} queued={len(self._queue)}>"
         )
+
+
+publish(globals())

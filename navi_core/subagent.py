@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
+from ._ids import publish
 from ._turn.lineage import Lineage, LineageContext, adopting
 from .errors import ThinkingStall
 from .events import StopReason, TextDelta, TurnComplete
@@ -212,3 +213,6 @@ class SubAgent(Tool[[str, ToolContext], str]):
 
     def __repr__(self) -> str:
         return f"SubAgent(name={self.name!r})"
+
+
+publish(globals())

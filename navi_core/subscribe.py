@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Iterator
 from types import TracebackType
 
+from ._ids import publish
 from .events import Event, Lagged
 
 __all__ = ["Observers", "Subscription"]
@@ -159,3 +160,6 @@ class Observers:
         """Close every subscription (their readers see the end)."""
         for sub in self.subscriptions:
             sub.close()
+
+
+publish(globals())

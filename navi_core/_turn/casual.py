@@ -14,6 +14,8 @@ import re
 import unicodedata
 from typing import Final
 
+from .._ids import publish
+
 __all__ = ["CASUAL_PHRASES", "MAX_CASUAL_CHARS", "is_casual_message"]
 
 #: longer messages are never casual
@@ -103,3 +105,6 @@ def _covered(tokens: list[str]) -> bool:
                 ok[end] = True
                 break
     return ok[n]
+
+
+publish(globals())

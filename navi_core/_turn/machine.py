@@ -93,6 +93,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
 from .._deltas import BLOCK_TEXT
+from .._ids import publish
 from .._logs import get_logger
 from ..compaction._compaction import (
     PendingCompaction,
@@ -968,3 +969,6 @@ def _close(response: ProviderStream) -> None:
     """Close a response nobody will read (opened as the turn was cancelled)."""
     with contextlib.suppress(Exception):
         response.close()
+
+
+publish(globals())

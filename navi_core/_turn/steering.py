@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import threading
 
+from .._ids import publish
 from ..conversation import Message
 
 __all__ = ["SteerDisposition", "SteeringQueue"]
@@ -85,3 +86,6 @@ class SteeringQueue:
 
     def __repr__(self) -> str:
         return f"<SteeringQueue waiting={len(self)}>"
+
+
+publish(globals())

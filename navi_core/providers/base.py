@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from .._ids import publish
 from ..conversation import Message, WireIdentity
 from ..events import Event
 from ..output import OutputSpec
@@ -132,3 +133,6 @@ def check_provider(value: object) -> Provider:
     else:
         got = f"{type(value).__module__}.{type(value).__qualname__}"
     raise TypeError(f"provider must be {_EXPECTED}, not {got}")
+
+
+publish(globals())

@@ -18,6 +18,7 @@ from typing import Any, TypeAlias
 
 from .. import _deltas as D
 from .._history import History
+from .._ids import publish
 from ..config import Pricing
 from ..conversation import (
     Block,
@@ -198,3 +199,6 @@ def _as_message(item: Any) -> Message:
     if isinstance(item, str):
         return Message("assistant", (Text(item),))
     return Message("assistant", tuple(item))
+
+
+publish(globals())

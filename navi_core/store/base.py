@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
+from .._ids import publish
 from ..conversation import Conversation, Message, ToolResult
 
 __all__ = [
@@ -254,3 +255,6 @@ class SessionStore(Protocol):
     def close(self) -> None:
         """Release connections and files (idempotent)."""
         ...
+
+
+publish(globals())

@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from .._ids import new_id
+from .._ids import new_id, publish
 from ..conversation import Conversation, Message, ToolResult
 from ..errors import AmbiguousSession, SessionBusy, SessionNotFound
 from .base import (
@@ -241,3 +241,6 @@ class MemoryStore:
 
     def close(self) -> None:
         pass
+
+
+publish(globals())

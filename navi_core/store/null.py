@@ -6,7 +6,7 @@ import builtins
 import time
 from collections.abc import Sequence
 
-from .._ids import new_id
+from .._ids import new_id, publish
 from ..conversation import Conversation, Message, ToolResult
 from ..errors import SessionNotFound
 from .base import Approval, ApprovalState, HistoryPage, SessionInfo, check_page_limit
@@ -89,3 +89,6 @@ class NullStore:
 
     def close(self) -> None:
         pass
+
+
+publish(globals())

@@ -9,6 +9,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._ids import publish
 from ..events import Event
 
 __all__ = ["ToolContext", "context_parameters"]
@@ -111,3 +112,6 @@ def _is_context(hint: Any) -> bool:
         and ToolContext in args
         and all(a is ToolContext or a is type(None) for a in args)
     )
+
+
+publish(globals())

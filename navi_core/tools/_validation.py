@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import orjson
 
+from .._ids import publish
 from ..errors import NaviError
 from ._patterns import matcher
 
@@ -319,3 +320,6 @@ def _describe_value(value: Any) -> str:
     return (
         f"{kind} {_short(value)}" if kind in ("string", "integer", "number") else kind
     )
+
+
+publish(globals())
