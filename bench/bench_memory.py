@@ -115,11 +115,12 @@ def serve() -> None:
 
 
 @functools.cache
-def _shared(url: str) -> tuple[Any, Any]:
-    """The provider and the one ``add`` tool every agent of a run shares."""
+def _shared(url: str, inline: bool = False) -> tuple[Any, Any]:
+    """The provider and the one ``add`` tool every agent of a run shares
+    (``inline``: ``@tool(inline=True)``)."""
     from navi_core import OpenAIChat, tool
 
-    @tool
+    @tool(inline=inline)
     def add(a: int, b: int) -> str:
         """Add two integers.
 
@@ -132,12 +133,12 @@ def _shared(url: str) -> tuple[Any, Any]:
     return OpenAIChat(model="m", base_url=url, api_key="x"), add
 
 
-def navi_agent(url: str) -> Any:
+def navi_agent(url: str, inline: bool = False) -> Any:
     """An agent for the turn this script keeps and ``bench_syscalls.py`` counts:
     the ``add`` tool, against ``url``, its provider and tool shared."""
     from navi_core import Agent
 
-    provider, add = _shared(url)
+    provider, add = _shared(url, inline)
     return Agent(provider, tools=[add], system=SYSTEM)
 
 

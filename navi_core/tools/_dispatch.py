@@ -4,6 +4,12 @@ Each call to a plain ``Tool`` is its own group; every call to one ``ToolSource``
 one batch run on one thread. Groups run concurrently on the agent's thread pool and
 report back through a queue, so the Stream can return ``ToolStarted``/``ToolFinished``
 as calls start and finish while the result message keeps the model's order.
+
+Groups marked inline (``Tool.inline``, a source's ``inline = True``) run instead on
+the thread that polls, at its first poll, after the pool groups were posted: no
+thread hand-off and no wake-up, through the same code and the same queue (read by
+the thread that wrote it, the queue never waits). Calls that a subclass screens or
+that need approval always go to the pool.
 """
 
 from __future__ import annotations
@@ -80,6 +86,7 @@ class Dispatch:
         "_batch_context",
         "_cancel",
         "_inbox",
+        "_inline",
         "_limits",
         "_outcomes",
         "_pending",
@@ -90,6 +97,7 @@ class Dispatch:
         "_turn_id",
         "_uses",
         "_wire",
+        "_woken",
     )
 
     def __init__(
@@ -119,7 +127,10 @@ class Dispatch:
         self._started = [False] * len(self._uses)
         self._inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._pending = len(self._uses)
+        self._woken = False
         self._screens = getattr(self, "_screens", False)  # a subclass may set it first
+        #: groups run by the polling thread: (function, its arguments), in model order
+        self._inline: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         tool_groups: list[tuple[Tool, int, dict[str, Any]]] = []
         batches: dict[int, tuple[ToolSource, list[tuple[int, ToolCall]]]] = {}
         for i, use in enumerate(self._uses):
@@ -144,10 +155,18 @@ class Dispatch:
             else None
         )
         run = getattr(executor, "post", executor.submit)
+        inline = self._inline
+        screens = self._screens
         for t, i, args in tool_groups:
-            run(self._run_tool, t, i, args)
+            if t.inline and not (screens or t.needs_approval):
+                inline.append((self._run_tool, (t, i, args)))
+            else:
+                run(self._run_tool, t, i, args)
         for source, calls in batches.values():
-            run(self._run_source, source, calls)
+            if getattr(source, "inline", False) is True and not screens:
+                inline.append((self._run_source, (source, calls)))
+            else:
+                run(self._run_source, source, calls)
 
     def _reject(self, i: int, text: str) -> None:
         self._inbox.put(("started", i))
@@ -291,6 +310,8 @@ class Dispatch:
         events: list[Event] = []
         block = True
         pool = self._pool
+        if self._inline:
+            self._run_inline()
         while self._pending:
             wait = timeout if block else None
             short = block and pool is not None and pool.stalled
@@ -311,12 +332,22 @@ class Dispatch:
                 continue
             block = False
             if item[0] == "wake":
+                self._woken = False
                 break
             self._take(item, events)
         if pool is not None:
             # calls still queued wait behind ones that block (or run long): start them
             pool.catch_up()
         return events
+
+    def _run_inline(self) -> None:
+        """Run the inline groups here, in the model's order; they report through the
+        inbox as a pool thread would. A ``wake`` (a stop asked for) leaves the rest
+        for a later poll, or unstarted when the batch is cancelled."""
+        inline = self._inline
+        while inline and not self._woken and not self._cancel.is_set():
+            run, args = inline.pop(0)
+            run(*args)
 
     def _take(self, item: tuple[Any, ...], events: list[Event]) -> None:
         """Apply one report from a tool thread, appending the events it makes."""
@@ -348,7 +379,9 @@ class Dispatch:
             )
 
     def wake(self) -> None:
-        """Make a ``poll`` blocked on another thread return (any thread)."""
+        """Make a ``poll`` blocked on another thread return (any thread); one running
+        inline calls returns after the call it is in."""
+        self._woken = True
         self._inbox.put(("wake",))
 
     def cancel(self) -> list[Event]:
@@ -371,9 +404,15 @@ class Dispatch:
         for i, use in enumerate(self._uses):
             if self._outcomes[i] is None and self._started[i]:
                 events.append(ToolFinished(use.id, use.name, True, 0.0, "cancelled"))
-        if self._pending and self._abandon is not None:
-            self._abandon()
+        if self._pending > self._unrun() and self._abandon is not None:
+            self._abandon()  # pool threads are still busy with calls of this batch
         return events
+
+    def _unrun(self) -> int:
+        """How many calls are left in inline groups never run (no thread holds them)."""
+        return sum(
+            1 if run == self._run_tool else len(args[1]) for run, args in self._inline
+        )
 
     def finished_results(self) -> dict[str, ToolResult]:
         """The results of the calls that finished so far, by call id."""

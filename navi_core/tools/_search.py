@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
+from .._ids import publish
 from ._tool import ToolCall, ToolSpec
 
 __all__ = ["ToolSearch"]
@@ -98,6 +99,10 @@ class ToolSearch:
     agent (the oldest go past ``max_visible``); they are not stored with the session,
     so a resumed session searches again. Give each agent its own ``ToolSearch``.
     """
+
+    #: a search ranks in memory and returns at once: it runs on the thread that
+    #: drives the turn, with no thread hand-off (see ``Tool.inline``)
+    inline = True
 
     def __init__(
         self,
@@ -202,3 +207,6 @@ class ToolSearch:
             f"ToolSearch(max_visible={self.max_visible}, "
             f"max_results={self.max_results}, loaded={len(self._loaded)})"
         )
+
+
+publish(globals())

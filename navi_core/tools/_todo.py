@@ -8,8 +8,9 @@ before it runs; the stream returns ``TodoUpdated(items)`` between the call's
 
 The list lives in the session's history, nowhere else: the newest successful call is
 the list (``latest_todos``), so a resumed session, in another process too, shows it
-(``Agent.todos``). Make one call per response: calls of one response run
-concurrently, and the history keeps the last one in the model's order.
+(``Agent.todos``). Make one call per response: of several, the history keeps the
+last one in the model's order. The tool is inline (``Tool.inline``): its calls run
+on the thread that drives the turn, one after the other.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Final
 
 import orjson
 
+from .._ids import publish
 from ..conversation import Message
 from ..events import TodoItem, TodoUpdated
 from ._context import ToolContext
@@ -105,7 +107,10 @@ class TodoList(Tool[[list[dict[str, str]], ToolContext], str]):
         self, name: str = "todo_write", description: str = _DESCRIPTION
     ) -> None:
         hints: dict[str, Any] = {"items": Any, "context": ToolContext}
-        super().__init__(name, description, dict(_PARAMETERS), self.write, hints)
+        # inline: a call checks and renders a list in memory, it returns at once
+        super().__init__(
+            name, description, dict(_PARAMETERS), self.write, hints, inline=True
+        )
 
     def write(self, items: list[dict[str, str]], context: ToolContext) -> str:
         """Replace the list with ``items``; the stream returns ``TodoUpdated``.
@@ -149,3 +154,6 @@ def latest_todos(
             except (orjson.JSONDecodeError, TypeError, KeyError, ArgumentError):
                 continue
     return None
+
+
+publish(globals())

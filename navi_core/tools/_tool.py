@@ -19,6 +19,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Generic, Protocol, overload, runtime_checkable
 
+from .._ids import publish
 from ..errors import ToolRegistrationError
 from . import _pydantic as pydantic_types
 from ._call_plan import CallPlan
@@ -99,6 +100,22 @@ def _may_await(fn: Callable[..., Any]) -> bool:
     return True
 
 
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is an ``async def`` at some layer of wrappers and partials."""
+    seen: set[int] = set()
+    layer: Any = fn
+    while layer is not None and id(layer) not in seen:
+        seen.add(id(layer))
+        if inspect.iscoroutinefunction(layer):
+            return True
+        layer = (
+            layer.func
+            if isinstance(layer, functools.partial)
+            else getattr(layer, "__wrapped__", None)
+        )
+    return False
+
+
 class _FunctionSignature:
     """``inspect.signature(a_tool)`` is the signature of the tool's function."""
 
@@ -128,6 +145,9 @@ class Tool(Generic[P, R]):
     #: seconds a call may go without a result or a ``ToolContext.emit`` before it
     #: becomes an error result (None: no limit): ``@tool(timeout=...)``
     idle_timeout: float | None = field(default=None, compare=False)
+    #: calls run on the thread that calls ``Stream.next()``, with no thread hand-off:
+    #: for work that returns at once (``cancel()`` waits for it): ``@tool(inline=True)``
+    inline: bool = field(default=False, compare=False)
     #: worked out from ``parameters`` and ``hints`` on the first ``invoke`` (a copy
     #: from ``dataclasses.replace`` starts without one)
     _plan: CallPlan | None = field(
@@ -145,6 +165,17 @@ class Tool(Generic[P, R]):
             raise ToolRegistrationError(
                 f"tool {self.name!r}: timeout must be a positive number of seconds"
             )
+        if self.inline:
+            if self.idle_timeout is not None:
+                raise ToolRegistrationError(
+                    f"tool {self.name!r}: an inline tool cannot have a timeout (a call "
+                    "on the thread that drives the turn cannot be cut off)"
+                )
+            if _is_async(self.fn):
+                raise ToolRegistrationError(
+                    f"tool {self.name!r}: an async tool cannot be inline (it needs an "
+                    "event loop of its own and its cancel would wait for it)"
+                )
 
     @property
     def spec(self) -> ToolSpec:
@@ -316,7 +347,9 @@ class ToolSource(Protocol):
     """Several tools served together: all of a response's calls to them come as one batch.
 
     ``call_batch`` runs on one worker thread and returns one item per call, in order:
-    a value (as a tool would return) or an exception instance (an error result).
+    a value (as a tool would return) or an exception instance (an error result). A
+    source whose calls return at once may set an attribute ``inline = True``: its batch
+    then runs on the thread that drives the turn, as an inline ``Tool``'s calls do.
     """
 
     def tools(self) -> Sequence[ToolSpec]:
@@ -337,6 +370,7 @@ def tool(
     description: str | None = None,
     needs_approval: bool = False,
     timeout: float | None = None,
+    inline: bool = False,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -346,6 +380,7 @@ def tool(
     description: str | None = None,
     needs_approval: bool = False,
     timeout: float | None = None,
+    inline: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed, documented function into a ``Tool``.
 
@@ -358,8 +393,15 @@ def tool(
     ``ToolContext.cancelled`` is set, but a thread cannot be stopped: a tool that does
     not check it runs on until it returns, and its late result is dropped.
 
+    With ``inline``, a call runs on the thread that calls ``Stream.next()``, inside
+    the dispatch: no pool thread, no wake-ups. ``cancel()`` and ``next(timeout)`` then
+    wait for the call to return, so use it for in-memory work (arithmetic, lookups),
+    never for I/O. A batch that also calls pool tools starts those first. A tool that
+    needs approval, or a turn with hooks, still runs its calls on the pool.
+
     Raises:
-        ToolRegistrationError: a parameter type cannot be expressed as JSON schema.
+        ToolRegistrationError: a parameter type cannot be expressed as JSON schema,
+            or ``inline`` is given with ``timeout`` or an ``async def`` function.
     """
 
     def build(f: Callable[..., Any]) -> Tool:
@@ -374,6 +416,7 @@ def tool(
             hints,
             needs_approval,
             timeout,
+            inline,
         )
 
     return build(fn) if fn is not None else build
@@ -457,3 +500,6 @@ class ToolRegistry:
 
     def __len__(self) -> int:
         return len(self._specs)
+
+
+publish(globals())
