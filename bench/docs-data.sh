@@ -11,6 +11,7 @@ runs=(
   "bench_observers.py"
   "bench_text.py"
   "bench_store.py"
+  "bench_turn.py"
   "bench_syscalls.py"
   "bench_memory.py"
   "bench_import.py --rounds 7"

@@ -17,11 +17,13 @@ from cpython.bytes cimport (
     PyBytes_GET_SIZE,
 )
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.string cimport memchr, memcmp
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.string cimport memchr, memcmp, memcpy
 
 from navi_core._framing_py import (
     BOM,
     DEFAULT_MAX_EVENT_BYTES,
+    MAX_CHUNK_LINE,
     SSEEvent,
     as_bytes,
     data_error,
@@ -294,3 +296,136 @@ cdef class SSEDecoder(Framer):
         text = PyUnicode_DecodeUTF8(<const char*>p, n, b"replace")
         out.append(SSEEvent(event or "message", text, self._id, self._retry))
         return 0
+
+
+cdef Py_ssize_t _MAX_CHUNK_LINE = MAX_CHUNK_LINE
+
+
+cdef inline int _hex_digit(char c) noexcept:
+    if 48 <= c <= 57:
+        return c - 48
+    if 65 <= c <= 70:
+        return c - 55
+    if 97 <= c <= 102:
+        return c - 87
+    return -1
+
+
+cdef inline Py_ssize_t _crlf(const char *p, Py_ssize_t pos, Py_ssize_t end) noexcept:
+    """The offset of the next CRLF at or after ``pos``, or -1."""
+    cdef const char *q
+    while pos < end - 1:
+        q = <const char *>memchr(p + pos, 13, end - 1 - pos)
+        if q == NULL:
+            return -1
+        pos = q - p
+        if p[pos + 1] == 10:
+            return pos
+        pos += 1
+    return -1
+
+
+cdef class Dechunker:
+    """An HTTP/1.1 body with its chunked transfer coding removed, fed in pieces: the
+    twin's rules and messages, with lines found by memchr and the data copied once."""
+
+    cdef bytes _buf
+    cdef int _state
+    cdef Py_ssize_t _left
+    cdef bint _failed
+    cdef public bint done
+    cdef public bint overrun
+
+    def __init__(self):
+        self._buf = b""
+        self._state = 0
+        self._left = 0
+        self._failed = False
+        self.done = False
+        self.overrun = False
+
+    def feed(self, data):
+        """The body bytes in ``data``."""
+        if self._failed:
+            raise ValueError("the chunked body failed already")
+        cdef bytes chunk = as_bytes(data)
+        if self.done:
+            self.overrun = self.overrun or PyBytes_GET_SIZE(chunk) > 0
+            return b""
+        cdef bytes buf = self._buf + chunk if PyBytes_GET_SIZE(self._buf) else chunk
+        self._buf = b""
+        cdef const char *p = PyBytes_AS_STRING(buf)
+        cdef Py_ssize_t end = PyBytes_GET_SIZE(buf)
+        cdef Py_ssize_t pos = 0, stop, take, a, b, i, n = 0
+        cdef Py_ssize_t left = self._left
+        cdef int state = self._state, digit
+        cdef char *out = <char *>PyMem_Malloc(end if end > 0 else 1)
+        if out == NULL:
+            raise MemoryError()
+        try:
+            while pos < end:
+                if state == 1:
+                    take = end - pos if left > end - pos else left
+                    memcpy(out + n, p + pos, take)
+                    n += take
+                    pos += take
+                    left -= take
+                    if left:
+                        break
+                    state = 2
+                elif state == 2:
+                    if end - pos < 2:
+                        if p[pos] != 13:
+                            raise ValueError("chunk data not followed by CRLF")
+                        break
+                    if p[pos] != 13 or p[pos + 1] != 10:
+                        raise ValueError("chunk data not followed by CRLF")
+                    pos += 2
+                    state = 0
+                else:
+                    stop = _crlf(p, pos, end)
+                    if stop < 0:
+                        if end - pos > _MAX_CHUNK_LINE + 1:
+                            raise ValueError("chunk line too long")
+                        break
+                    if stop - pos > _MAX_CHUNK_LINE:
+                        raise ValueError("chunk line too long")
+                    if state == 3:
+                        a = pos
+                        pos = stop + 2
+                        if stop == a:
+                            self.done = True
+                            self.overrun = pos < end
+                            pos = end
+                            break
+                        continue
+                    a = pos
+                    b = stop
+                    for i in range(pos, stop):
+                        if p[i] == 59:  # ";": the extensions start
+                            b = i
+                            break
+                    while a < b and (p[a] == 32 or p[a] == 9):
+                        a += 1
+                    while b > a and (p[b - 1] == 32 or p[b - 1] == 9):
+                        b -= 1
+                    if b == a or b - a > 15:
+                        raise ValueError(f"bad chunk size line {buf[pos:stop]!r}")
+                    left = 0
+                    for i in range(a, b):
+                        digit = _hex_digit(p[i])
+                        if digit < 0:
+                            raise ValueError(f"bad chunk size line {buf[pos:stop]!r}")
+                        left = left * 16 + digit
+                    pos = stop + 2
+                    state = 1 if left else 3
+            self._state = state
+            self._left = left
+            if pos < end:
+                self._buf = buf[pos:]
+            return PyBytes_FromStringAndSize(out, n)
+        except ValueError:
+            self._failed = True
+            raise
+        finally:
+            PyMem_Free(out)

@@ -33,6 +33,14 @@ class SSEDecoder:
     def feed(self, data: _Buffer) -> list[SSEEvent]: ...
     def close(self) -> list[SSEEvent]: ...
 
+class Dechunker:
+    """An HTTP/1.1 body with its chunked transfer coding removed, fed in pieces."""
+
+    done: bool
+    overrun: bool
+    def __init__(self) -> None: ...
+    def feed(self, data: _Buffer) -> bytes: ...
+
 class OpenAIChatParser:
     """Chat-completions stream (``data: {chunk}`` ... ``data: [DONE]``) to deltas."""
 

@@ -18,7 +18,7 @@ compiled core and its stub ``_core.pyi`` have exactly these.
 from __future__ import annotations
 
 from ._assemble_py import Assembler
-from ._framing_py import SSEDecoder, SSEEvent
+from ._framing_py import Dechunker, SSEDecoder, SSEEvent
 from ._pump_py import Reader, next_event, next_or_stop, produce
 from ._responses_py import OpenAIResponsesParser
 from ._sockio_py import readable, recv_ready, send_ready
@@ -28,6 +28,7 @@ from ._text_py import TextCalls, b64encode, estimate_tokens
 __all__ = [
     "AnthropicParser",
     "Assembler",
+    "Dechunker",
     "OpenAIChatParser",
     "OpenAIResponsesParser",
     "Reader",

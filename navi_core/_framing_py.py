@@ -33,7 +33,9 @@ from .errors import MalformedStream
 __all__ = [
     "BOM",
     "DEFAULT_MAX_EVENT_BYTES",
+    "MAX_CHUNK_LINE",
     "Buffer",
+    "Dechunker",
     "Delta",
     "Framer",
     "SSEDecoder",
@@ -48,6 +50,9 @@ BOM: Final = b"\xef\xbb\xbf"
 DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
 _EOL: Final = re.compile(rb"\r\n|\r|\n")
 _MAX_RETRY_DIGITS: Final = 18
+#: the longest chunk-size line (extensions included) or trailer line, CRLF not counted
+MAX_CHUNK_LINE: Final = 4096
+_CHUNK_SIZE: Final = re.compile(rb"[0-9A-Fa-f]{1,15}")
 
 Buffer = bytes | bytearray | memoryview
 Delta = tuple[Any, ...]
@@ -389,3 +394,92 @@ class SSEDecoder(Framer):
                 self._retry,
             )
         )
+
+
+class Dechunker:
+    """An HTTP/1.1 body with its chunked transfer coding removed, fed in pieces.
+
+    ``feed`` returns the body bytes of what it is given (RFC 9112 section 7.1: a
+    hexadecimal size line, extensions ignored, that many bytes and a CRLF, until a zero
+    size; then trailer lines up to an empty one). ``done`` turns true at that empty
+    line; ``overrun`` when bytes came after it (a connection not fit for reuse). The
+    results do not depend on where the pieces are cut.
+
+    Raises (from ``feed``):
+        ValueError: a size line that is not 1 to 15 hex digits, chunk data not followed
+            by CRLF, or a line longer than ``MAX_CHUNK_LINE``; the object refuses
+            further input.
+    """
+
+    __slots__ = ("_buf", "_failed", "_left", "_state", "done", "overrun")
+
+    def __init__(self) -> None:
+        self._buf = b""  # an unfinished line, or the first byte of a chunk's CRLF
+        self._state = 0  # 0: a size line, 1: chunk data, 2: its CRLF, 3: trailer lines
+        self._left = 0  # bytes of the current chunk still to come
+        self._failed = False
+        self.done = False
+        self.overrun = False
+
+    def feed(self, data: Buffer) -> bytes:
+        """The body bytes in ``data``."""
+        if self._failed:
+            raise ValueError("the chunked body failed already")
+        chunk = as_bytes(data)
+        if self.done:
+            self.overrun = self.overrun or bool(chunk)
+            return b""
+        buf = self._buf + chunk if self._buf else chunk
+        self._buf = b""
+        out: list[bytes] = []
+        pos, end = 0, len(buf)
+        state, left = self._state, self._left
+        try:
+            while pos < end:
+                if state == 1:
+                    stop = pos + left
+                    if stop > end:
+                        out.append(buf[pos:end])
+                        left -= end - pos
+                        pos = end
+                        break
+                    out.append(buf[pos:stop])
+                    pos, left, state = stop, 0, 2
+                elif state == 2:
+                    if end - pos < 2:
+                        if buf[pos] != 13:
+                            raise ValueError("chunk data not followed by CRLF")
+                        break
+                    if buf[pos] != 13 or buf[pos + 1] != 10:
+                        raise ValueError("chunk data not followed by CRLF")
+                    pos += 2
+                    state = 0
+                else:
+                    stop = buf.find(b"\r\n", pos)
+                    if stop < 0:
+                        if end - pos > MAX_CHUNK_LINE + 1:
+                            raise ValueError("chunk line too long")
+                        break
+                    if stop - pos > MAX_CHUNK_LINE:
+                        raise ValueError("chunk line too long")
+                    line = buf[pos:stop]
+                    pos = stop + 2
+                    if state == 3:
+                        if not line:
+                            self.done = True
+                            self.overrun = pos < end
+                            pos = end
+                            break
+                        continue
+                    size = line.partition(b";")[0].strip(b" \t")
+                    if _CHUNK_SIZE.fullmatch(size) is None:
+                        raise ValueError(f"bad chunk size line {line!r}")
+                    left = int(size, 16)
+                    state = 1 if left else 3
+        except ValueError:
+            self._failed = True
+            raise
+        self._state, self._left = state, left
+        if pos < end:
+            self._buf = buf[pos:]
+        return b"".join(out) if len(out) != 1 else out[0]

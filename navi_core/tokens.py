@@ -213,6 +213,23 @@ def estimate_request_tokens(
     return request_tokens(conversation.system_prompt(), dialogue, sizes, tools)
 
 
+#: declarations already estimated: an agent sends the same ones with every request
+_TOOL_TOKENS: dict[ToolSpec, int] = {}
+_TOOL_TOKENS_KEPT: Final = 1024
+
+
+def _tool_tokens(spec: ToolSpec) -> int:
+    """The estimated size of one tool declaration (its name, description, schema)."""
+    size = _TOOL_TOKENS.get(spec)
+    if size is None:
+        schema = json.dumps(spec.parameters, separators=(",", ":"))
+        size = estimate_tokens(f"{spec.name} {spec.description} {schema}")
+        if len(_TOOL_TOKENS) >= _TOOL_TOKENS_KEPT:
+            _TOOL_TOKENS.clear()
+        _TOOL_TOKENS[spec] = size
+    return size
+
+
 def request_tokens(
     system: str | None,
     dialogue: Sequence[Message],
@@ -222,8 +239,7 @@ def request_tokens(
     """``estimate_request_tokens`` for a dialogue already sized by ``message_sizes``."""
     overhead = estimate_tokens(system) if system else 0
     for t in tools:
-        schema = json.dumps(t.parameters, separators=(",", ":"))
-        overhead += estimate_tokens(f"{t.name} {t.description} {schema}")
+        overhead += _tool_tokens(t)
     summed = overhead + sum(sizes)
     for k in range(len(dialogue) - 1, -1, -1):
         u = dialogue[k].usage

@@ -10,12 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-import httpx
-
 from .._logs import get_logger
-from ._http_errors import map_transport_errors
+from ._http_errors import RawBody, map_transport_errors
 
-__all__ = ["PARSE_BYTES", "Parser", "Tap", "body_batches"]
+__all__ = ["PARSE_BYTES", "Parser", "RawBody", "Tap", "body_batches"]
 
 
 class Parser(Protocol):
@@ -44,7 +42,7 @@ PARSE_BYTES = 16 * 1024
 
 
 def body_batches(
-    response: httpx.Response,
+    response: RawBody,
     parser: Parser,
     secrets: Sequence[str],
     tap: Tap | None = None,

@@ -37,6 +37,7 @@ from ._http_errors import (
     scrubbed,
     status_error,
 )
+from ._plain_http import PlainHTTP, PlainResponse
 from ._sockets import make_transport
 from .base import ProviderRequest
 from .delta_stream import DeltaStream
@@ -184,6 +185,13 @@ class ResponseStream(DeltaStream):
 _DRAIN_BATCHES = 16
 
 
+def _target(url: str) -> str:
+    """The request target of ``url``: its path and query (``/`` when it has none)."""
+    parts = urlsplit(url)
+    path = parts.path or "/"
+    return f"{path}?{parts.query}" if parts.query else path
+
+
 def _encodes_bytes(cls: type, _known: dict[type, bool] = {}) -> bool:  # noqa: B006
     """Whether ``cls`` overrides ``encode_body`` below its ``encode_parts`` (a subclass
     written when ``open`` sent ``encode_body``): then ``open`` sends those bytes."""
@@ -288,6 +296,13 @@ class HTTPProvider:
         self._client = (
             make_client(timeout, http2=http2, url=root) if client is None else client
         )
+        # the provider's own requests to a plain-http server skip httpx (_plain_http)
+        self._plain = (
+            PlainHTTP(root)
+            if client is None and PlainHTTP.serves(self._url, http2=http2)
+            else None
+        )
+        self._target = _target(self._url)
 
     @property
     def wire(self) -> WireIdentity:
@@ -347,7 +362,8 @@ class HTTPProvider:
             parts = self.encode_parts(request)
         size = sum(map(len, parts))
         client = self._client
-        if len(parts) > 1 and client.event_hooks["request"]:
+        plain = self._plain
+        if plain is None and len(parts) > 1 and client.event_hooks["request"]:
             # a request hook may read ``request.content``, which httpx only has for
             # a body given as bytes
             parts = [b"".join(parts)]
@@ -357,15 +373,19 @@ class HTTPProvider:
             "POST %s: %d messages, %d tools, %d bytes of JSON",
             shown, len(request.messages), len(request.tools), size,
         )  # fmt: skip
+        response: httpx.Response | PlainResponse
         with map_transport_errors(self._secrets, self._url):
-            req = client.build_request(
-                "POST",
-                self._url,
-                content=content,
-                headers=self._headers if len(parts) == 1 else self._sized(size),
-                timeout=self._timeout,
-            )
-            response = client.send(req, stream=True)
+            if plain is not None:
+                response = plain.post(self._target, self._headers, parts, self._timeout)
+            else:
+                req = client.build_request(
+                    "POST",
+                    self._url,
+                    content=content,
+                    headers=self._headers if len(parts) == 1 else self._sized(size),
+                    timeout=self._timeout,
+                )
+                response = client.send(req, stream=True)
         _log.info("POST %s (%s): HTTP %d", shown, self.model, response.status_code)
         if tap is not None:
             headers = response.headers
@@ -394,7 +414,9 @@ class HTTPProvider:
         chunked (httpx then leaves out Transfer-Encoding)."""
         return {**self._headers, "content-length": str(size)}
 
-    def _check(self, response: httpx.Response, tap: Tap | None = None) -> None:
+    def _check(
+        self, response: httpx.Response | PlainResponse, tap: Tap | None = None
+    ) -> None:
         status = response.status_code
         if not 200 <= status < 300:
             body = read_capped(response)
@@ -428,6 +450,8 @@ class HTTPProvider:
         """Close the client if this provider created it (idempotent)."""
         if self._owns_client:
             self._client.close()
+        if self._plain is not None:
+            self._plain.close()
 
     def __enter__(self: _P) -> _P:
         return self

@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timezone
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -36,6 +37,7 @@ from .errormap import error_for_status, provider_message, shorten
 
 __all__ = [
     "MAX_RETRY_AFTER_MS",
+    "RawBody",
     "map_transport_errors",
     "parse_retry_after",
     "read_capped",
@@ -79,14 +81,15 @@ def map_transport_errors(
     refused connection says which server refused it; a failed DNS lookup names the
     host it could not resolve. No header or key is copied.
     """
-    where = shown_url(url) if url else None
     try:
         yield
     except httpx.TimeoutException as exc:
+        where = shown_url(url) if url else None
         _scrub_chain(exc, secrets)
         what = f"timed out talking to {where}" if where else "timed out"
         raise TransportError(_describe(what, exc, secrets)) from exc
     except httpx.ConnectError as exc:
+        where = shown_url(url) if url else None
         host = urlsplit(url).hostname if url else None
         if host and _is_dns_failure(exc):
             detail = redact(str(exc), secrets)
@@ -97,6 +100,7 @@ def map_transport_errors(
         what = f"cannot connect to {where}" if where else "request failed"
         raise TransportError(_describe(what, exc, secrets)) from exc
     except httpx.RequestError as exc:
+        where = shown_url(url) if url else None
         _scrub_chain(exc, secrets)
         what = f"request to {where} failed" if where else "request failed"
         raise TransportError(_describe(what, exc, secrets)) from exc
@@ -257,7 +261,14 @@ def _non_negative(raw: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def read_capped(response: httpx.Response) -> bytes:
+class RawBody(Protocol):
+    """A response whose body is read as raw bytes (``httpx.Response`` or
+    ``_plain_http.PlainResponse``)."""
+
+    def iter_raw(self) -> Iterator[bytes]: ...
+
+
+def read_capped(response: RawBody) -> bytes:
     """Up to ``_MAX_ERROR_BODY`` bytes of the body; a broken read keeps what came."""
     parts: list[bytes] = []
     size = 0

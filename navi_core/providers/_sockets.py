@@ -31,7 +31,13 @@ import httpx
 from .._interrupt import current
 from ..core import readable, recv_ready, send_ready
 
-__all__ = ["InterruptibleBackend", "make_transport", "shared_ssl_context"]
+__all__ = [
+    "READ_BYTES",
+    "InterruptibleBackend",
+    "env_proxies",
+    "make_transport",
+    "shared_ssl_context",
+]
 
 _SLICE = 0.05  # seconds a connect waits before it looks at the interrupter again
 #: seconds after a read during which an idle connection is taken as open, unpolled
@@ -333,14 +339,15 @@ class _Transport(httpx.HTTPTransport):
         self._pool = pool
 
 
-def _env_proxies() -> bool:
+def env_proxies() -> bool:
+    """True when the environment configures a proxy (which httpx then honours)."""
     return any(k in ("http", "https", "all") for k in urllib.request.getproxies())
 
 
 def make_transport(url: str, *, http2: bool) -> httpx.BaseTransport | None:
     """An interruptible transport for ``url``, or None where httpx's own must serve
     (a proxy configured in the environment, which httpx then honours)."""
-    if _env_proxies():
+    if env_proxies():
         return None
     https = url.startswith("https://")
     pool = httpcore.ConnectionPool(

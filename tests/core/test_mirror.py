@@ -51,6 +51,8 @@ PY_ONLY = {
 C_ONLY = {
     "_framing.pxi": {
         "Framer._past_eol",  # a CR at the end of a chunk, on pointers
+        "_crlf",  # Dechunker's line search and hex digits on char pointers; the
+        "_hex_digit",  # twin's are bytes.find and a regular expression
     },
     "_sse.pxi": {
         "Parser._fast",  # the byte scanner; the twin's template check is inline

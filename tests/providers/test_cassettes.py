@@ -88,7 +88,9 @@ def test_a_recorded_turn_replays_offline_event_for_event(
     assert (
         head["api_style"] == "openai-responses" and head["model"] == "gpt-5.1-codex-max"
     )
-    assert orjson.loads(lines[1])["chunk_sizes"][0] == 1000
+    # every byte of the first response, in the pieces its reads returned
+    first = (DATA / "sse" / "openai-responses" / "reasoning_tool_call.sse").read_bytes()
+    assert sum(orjson.loads(lines[1])["chunk_sizes"]) == len(first)
     served = len(loopback.requests)
 
     with Replay(path) as replay:

@@ -434,20 +434,28 @@ class TestErrors:
             == f"OpenAIChat(model='gpt-test', base_url='{loopback.url}/v1')"
         )
 
+    @pytest.mark.parametrize("through", ["own connections", "an httpx.Client"])
     def test_debug_logs_never_show_the_key(
         self,
         loopback: LoopbackServer,
-        provider: OpenAIChat,
         caplog: pytest.LogCaptureFixture,
+        through: str,
     ) -> None:
         caplog.set_level(logging.DEBUG)
         echoed = {"error": {"message": f"bad key {KEY}"}}
         loopback.add(Reply.json(401, echoed), Reply.sse(openai_body(["ok"])))
-        with pytest.raises(AuthFailed):
-            provider.open(request("hi"))
-        drain(provider, request("hi"))
-        assert any(r.name.startswith(("httpx", "httpcore")) for r in caplog.records)
+        client = httpx.Client() if through == "an httpx.Client" else None
+        with OpenAIChat("gpt-test", loopback.url + "/v1", KEY, client=client) as p:
+            with pytest.raises(AuthFailed):
+                p.open(request("hi"))
+            drain(p, request("hi"))
+        # the records exist (httpx logs its own requests), and none shows the key
+        names = {r.name.split(".")[0] for r in caplog.records}
+        assert ("httpx" in names or "httpcore" in names) == (client is not None)
+        assert any(r.name == "navi_core.http" for r in caplog.records)
         assert KEY not in caplog.text
+        if client is not None:
+            client.close()
 
     @pytest.mark.parametrize(
         ("status", "body", "words"),

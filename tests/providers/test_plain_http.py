@@ -1,0 +1,323 @@
+"""The plain-HTTP/1.1 client a provider uses for its own ``http://`` requests.
+
+Framing is checked on random bodies cut at random read boundaries (hypothesis, through
+a stream that returns the pieces it is given); the client itself over real loopback
+sockets: keep-alive, a connection the server closed, interim responses, malformed
+responses, and where httpx serves instead (HTTP/2, a proxy, a caller's own client).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given, settings, strategies as st
+from loopback import LoopbackServer, Reply
+from wire_streams import drain, openai_body, request
+
+from navi_core.errors import TransportError
+from navi_core.providers._plain_http import PlainHTTP, PlainResponse
+from navi_core.providers.openai_chat import OpenAIChat
+
+TIMEOUT = httpx.Timeout(5.0)
+
+
+class _Pieces:
+    """A connection's stream that returns the given pieces, then end of stream."""
+
+    def __init__(self, pieces: Sequence[bytes]) -> None:
+        self._pieces = list(pieces)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._pieces.pop(0) if self._pieces else b""
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _Keeper:
+    """Stands in for the client: records the connections given back."""
+
+    def __init__(self) -> None:
+        self.kept: list[Any] = []
+
+    def give_back(self, connection: Any) -> None:
+        self.kept.append(connection)
+
+
+def _response(raw: bytes, cuts: Sequence[int]) -> tuple[PlainResponse, _Keeper]:
+    points = sorted({c for c in cuts if 0 < c < len(raw)})
+    pieces = [raw[a:b] for a, b in zip([0, *points], [*points, len(raw)], strict=True)]
+    keeper = _Keeper()
+    connection = SimpleNamespace(stream=_Pieces(pieces))
+    response = PlainResponse(keeper, connection, 1.0)  # type: ignore[arg-type]
+    response.read_head()
+    return response, keeper
+
+
+def _chunked(
+    body: bytes, sizes: Sequence[int], extension: bool, trailer: bool
+) -> bytes:
+    out, i = [], 0
+    for size in [*sizes, len(body)]:
+        piece = body[i : i + max(1, size)]
+        if not piece:
+            break
+        ext = b";name=value" if extension else b""
+        out.append(b"%x%s\r\n%s\r\n" % (len(piece), ext, piece))
+        i += len(piece)
+    out.append(b"0\r\nx-trailer: yes\r\n\r\n" if trailer else b"0\r\n\r\n")
+    return b"".join(out)
+
+
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.binary(max_size=600),
+    sizes=st.lists(st.integers(1, 80), max_size=20),
+    cuts=st.lists(st.integers(0, 2000), max_size=30),
+    extension=st.booleans(),
+    trailer=st.booleans(),
+    interim=st.booleans(),
+)
+def test_a_chunked_body_reads_whole_at_any_read_boundaries(
+    body: bytes,
+    sizes: list[int],
+    cuts: list[int],
+    extension: bool,
+    trailer: bool,
+    interim: bool,
+) -> None:
+    raw = (b"HTTP/1.1 100 Continue\r\n\r\n" if interim else b"") + HEAD
+    raw += b"transfer-encoding: chunked\r\n\r\n" + _chunked(
+        body, sizes, extension, trailer
+    )
+    response, keeper = _response(raw, cuts)
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/event-stream"
+    assert b"".join(response.iter_raw()) == body
+    assert len(keeper.kept) == 1  # read to its end: the connection is kept
+
+
+@settings(max_examples=150, deadline=None)
+@given(body=st.binary(max_size=400), cuts=st.lists(st.integers(0, 800), max_size=20))
+def test_a_sized_body_and_a_body_read_to_the_close_read_whole(
+    body: bytes, cuts: list[int]
+) -> None:
+    sized = HEAD + b"content-length: %d\r\n\r\n" % len(body) + body
+    response, keeper = _response(sized, cuts)
+    assert b"".join(response.iter_raw()) == body and len(keeper.kept) == 1
+
+    unframed = HEAD + b"connection: close\r\n\r\n" + body
+    response, keeper = _response(unframed, cuts)
+    assert b"".join(response.iter_raw()) == body and keeper.kept == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        (
+            HEAD + b"transfer-encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n",
+            "chunk size",
+        ),
+        (HEAD + b"transfer-encoding: chunked\r\n\r\n2\r\nabXX0\r\n\r\n", "CRLF"),
+        (
+            HEAD + b"transfer-encoding: chunked\r\n\r\n5\r\nab",
+            "without sending complete",
+        ),
+        (HEAD + b"transfer-encoding: chunked\r\n\r\n" + b"1" * 5000, "too long"),
+        (HEAD + b"content-length: 10\r\n\r\nabc", "without sending complete"),
+    ],
+)
+def test_a_body_that_breaks_its_framing_is_a_protocol_error(
+    raw: bytes, words: str
+) -> None:
+    response, keeper = _response(raw, [])
+    with pytest.raises(httpx.RemoteProtocolError, match=words):
+        b"".join(response.iter_raw())
+    assert keeper.kept == []
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+        b"HTTP/1.1 2OO OK\r\n\r\n",
+        HEAD + b"bad line\r\n\r\n",
+    ],
+)
+def test_a_head_that_is_not_http_is_a_protocol_error(raw: bytes) -> None:
+    with pytest.raises(Exception, match=r"HTTP/1\.x|malformed header"):
+        _response(raw, [])
+
+
+class _RawServer:
+    """A loopback TCP server that answers each request with the next scripted bytes
+    (a callable gets the connection and does what it likes)."""
+
+    def __init__(
+        self, answers: Sequence[bytes | Callable[[socket.socket], None]]
+    ) -> None:
+        self._answers = list(answers)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self.connections = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _run(self) -> None:
+        while self._answers:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                while self._answers and self._read_request(conn):
+                    answer = self._answers.pop(0)
+                    if callable(answer):
+                        answer(conn)
+                        break
+                    conn.sendall(answer)
+
+    @staticmethod
+    def _read_request(conn: socket.socket) -> bool:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            more = conn.recv(65536)
+            if not more:
+                return False
+            data += more
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        while len(body) < length:
+            body += conn.recv(65536)
+        return True
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+@pytest.fixture
+def raw_server() -> Iterator[Callable[..., _RawServer]]:
+    made: list[_RawServer] = []
+
+    def make(*answers: bytes | Callable[[socket.socket], None]) -> _RawServer:
+        made.append(_RawServer(answers))
+        return made[-1]
+
+    yield make
+    for server in made:
+        server.close()
+
+
+def _sse(text: str) -> bytes:
+    body = openai_body([text])
+    return (
+        HEAD
+        + b"transfer-encoding: chunked\r\n\r\n"
+        + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    )
+
+
+def _text(provider: OpenAIChat) -> str:
+    return "".join(getattr(e, "text", "") for e in drain(provider, request("hi")))
+
+
+def test_requests_share_one_kept_alive_connection(loopback: LoopbackServer) -> None:
+    loopback.add(*(Reply.sse(openai_body([f"answer {i}"])) for i in range(3)))
+    with OpenAIChat("m", loopback.url + "/v1", "sk-test") as provider:
+        assert [_text(provider) for _ in range(3)] == [f"answer {i}" for i in range(3)]
+    assert {r.connection for r in loopback.requests} == {
+        loopback.requests[0].connection
+    }
+    sent = loopback.requests[0]
+    assert sent.headers["content-length"] == str(len(sent.body))
+    assert sent.headers["authorization"] == "Bearer sk-test"
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced(
+    raw_server: Callable[..., _RawServer],
+) -> None:
+    def answer_then_close(conn: socket.socket) -> None:
+        conn.sendall(_sse("first"))  # keep-alive promised, then closed at once
+
+    server = raw_server(answer_then_close, _sse("second"))
+    with OpenAIChat("m", server.url, "sk-test") as provider:
+        assert _text(provider) == "first"
+        assert _text(provider) == "second"
+    assert server.connections == 2
+
+
+def test_an_interim_response_is_skipped(raw_server: Callable[..., _RawServer]) -> None:
+    server = raw_server(
+        b"HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\n" + _sse("after")
+    )
+    with OpenAIChat("m", server.url, "sk-test") as provider:
+        assert _text(provider) == "after"
+
+
+def test_a_server_that_answers_garbage_is_a_transport_error_naming_it(
+    raw_server: Callable[..., _RawServer],
+) -> None:
+    server = raw_server(b"SSH-2.0-OpenSSH_9.6\r\n\r\n", b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
+    provider = OpenAIChat("m", server.url, "sk-secret-key")
+    with provider, pytest.raises(TransportError) as caught:
+        provider.open(request("hi"))
+    assert "not an HTTP/1.x response" in str(caught.value)
+    assert "sk-secret-key" not in str(caught.value)
+
+
+def test_a_refused_connection_names_the_server(
+    raw_server: Callable[..., _RawServer],
+) -> None:
+    server = raw_server()
+    server.close()
+    provider = OpenAIChat("m", server.url, "sk-test")
+    with provider, pytest.raises(TransportError, match=f"127.0.0.1:{server.port}"):
+        provider.open(request("hi"))
+
+
+@pytest.mark.parametrize(
+    ("url", "http2", "served"),
+    [
+        ("http://127.0.0.1:8080/v1/chat/completions", False, True),
+        ("http://localhost/v1/chat/completions?api-version=1", False, True),
+        ("http://127.0.0.1:8080/v1/chat/completions", True, False),
+        ("https://api.openai.com/v1/chat/completions", False, False),
+        ("http://user:pw@127.0.0.1:8080/v1/chat/completions", False, False),
+        ("http://127.0.0.1:8080/v1/ch at", False, False),
+    ],
+)
+def test_httpx_serves_what_the_plain_client_does_not(
+    url: str, http2: bool, served: bool
+) -> None:
+    assert PlainHTTP.serves(url, http2=http2) is served
+
+
+def test_a_proxy_in_the_environment_leaves_the_request_to_httpx(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
+    assert not PlainHTTP.serves("http://10.0.0.5:8000/v1/chat/completions", http2=False)
+
+
+def test_a_callers_own_client_sends_the_request(loopback: LoopbackServer) -> None:
+    seen: list[str] = []
+    client = httpx.Client(event_hooks={"request": [lambda r: seen.append(str(r.url))]})
+    loopback.add(Reply.sse(openai_body(["via httpx"])))
+    with OpenAIChat("m", loopback.url + "/v1", "sk-test", client=client) as provider:
+        assert _text(provider) == "via httpx"
+    assert seen == [loopback.url + "/v1/chat/completions"]
+    client.close()
