@@ -420,10 +420,32 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'navi_core' has no attribute {name!r}")
     from ._ids import publish
 
-    value = getattr(importlib.import_module(where), name)
+    try:
+        module = importlib.import_module(where)
+    except ImportError as exc:
+        if name not in _NEEDS_EXTRA:
+            raise
+        return _needs_extra(name, exc)  # not kept: a later use tries the import again
+    value = getattr(module, name)
     publish({name: value})  # one whose module does not publish it (navi_core.tools)
     globals()[name] = value  # later lookups skip this function
     return value
+
+
+#: names whose module needs an optional extra: without it they still import (so
+#: ``from navi_core import *`` works) and fail when used, saying what to install
+_NEEDS_EXTRA = frozenset({"PostgresStore"})
+
+
+def _needs_extra(name: str, error: ImportError) -> type:
+    """A stand-in for ``name`` whose construction raises ``error`` again."""
+
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise ImportError(str(error)) from error
+
+    return type(
+        name, (), {"__init__": fail, "__module__": "navi_core", "__doc__": str(error)}
+    )
 
 
 def __dir__() -> list[str]:

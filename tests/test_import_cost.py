@@ -256,6 +256,24 @@ def test_dir_and_star_import_give_every_public_name() -> None:
     assert out.splitlines() == ["[]", "[]", "True"]
 
 
+def test_without_the_postgres_extra_a_star_import_works_and_use_says_what_to_install() -> (
+    None
+):
+    out = python(
+        "import sys\n"
+        "sys.modules['psycopg'] = None  # as if the extra were not installed\n"
+        "space = {}\n"
+        "exec('from navi_core import *', space)\n"
+        "import navi_core\n"
+        "print(sorted(set(navi_core.__all__) - set(space)))\n"
+        "try:\n"
+        "    space['PostgresStore']('postgresql://localhost/x')\n"
+        "except ImportError as exc:\n"
+        "    print(type(exc).__name__, 'postgres' in str(exc))\n"
+    )
+    assert out.splitlines() == ["[]", "ImportError True"]
+
+
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         navi_core.Nope  # noqa: B018

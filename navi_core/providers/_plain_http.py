@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,7 +30,7 @@ import httpcore
 import httpx
 
 from ..core import Dechunker
-from ._sockets import READ_BYTES, InterruptibleBackend, env_proxies
+from ._sockets import READ_BYTES, InterruptibleBackend
 
 __all__ = ["PlainHTTP", "PlainResponse"]
 
@@ -58,6 +59,15 @@ _ERRORS: dict[type[Exception], type[httpx.TransportError]] = {
 
 class _Disconnected(httpcore.RemoteProtocolError):
     """The connection closed before a byte of the response came."""
+
+
+def _proxied(host: str) -> bool:
+    """Whether the environment sends plain-http requests to ``host`` through a proxy
+    (``HTTP_PROXY`` or ``ALL_PROXY``, unless ``NO_PROXY`` names the host)."""
+    proxies = urllib.request.getproxies()
+    if not (proxies.get("http") or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass(host)
 
 
 def _as_httpx(exc: Exception) -> httpx.TransportError:
@@ -119,9 +129,9 @@ class PlainHTTP:
             return False
         if not parts.hostname or "@" in parts.netloc or parts.fragment:
             return False
-        return _URL_SAFE.fullmatch(parts.path + parts.query) is not None and not (
-            env_proxies()
-        )
+        if _URL_SAFE.fullmatch(parts.path + parts.query) is None:
+            return False
+        return not _proxied(parts.hostname)
 
     def post(
         self,
@@ -269,11 +279,18 @@ class PlainResponse:
                 more = self._read()
                 if not more:
                     if data:
-                        raise httpcore.RemoteProtocolError("response head cut off")
+                        raise httpcore.RemoteProtocolError(
+                            f"response head cut off: {data[:80]!r}"
+                        )
                     raise _Disconnected(
                         "Server disconnected without sending a response."
                     )
                 data += more
+                if not data.startswith(b"HTTP/"[: len(data)]):  # another protocol
+                    line = data.partition(b"\r\n")[0][:80]
+                    raise httpcore.RemoteProtocolError(
+                        f"not an HTTP/1.x response: {line.decode('latin-1')!r}"
+                    )
                 end = data.find(b"\r\n\r\n")
             head, data = data[:end], data[end + 4 :]
             self._parse_head(head)

@@ -34,7 +34,6 @@ from ..core import readable, recv_ready, send_ready
 __all__ = [
     "READ_BYTES",
     "InterruptibleBackend",
-    "env_proxies",
     "make_transport",
     "shared_ssl_context",
 ]
@@ -339,15 +338,14 @@ class _Transport(httpx.HTTPTransport):
         self._pool = pool
 
 
-def env_proxies() -> bool:
-    """True when the environment configures a proxy (which httpx then honours)."""
+def _env_proxies() -> bool:
     return any(k in ("http", "https", "all") for k in urllib.request.getproxies())
 
 
 def make_transport(url: str, *, http2: bool) -> httpx.BaseTransport | None:
     """An interruptible transport for ``url``, or None where httpx's own must serve
     (a proxy configured in the environment, which httpx then honours)."""
-    if env_proxies():
+    if _env_proxies():
         return None
     https = url.startswith("https://")
     pool = httpcore.ConnectionPool(

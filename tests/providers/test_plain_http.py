@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -20,6 +21,7 @@ from hypothesis import given, settings, strategies as st
 from loopback import LoopbackServer, Reply
 from wire_streams import drain, openai_body, request
 
+from navi_core.config import Timeout
 from navi_core.errors import TransportError
 from navi_core.providers._plain_http import PlainHTTP, PlainResponse
 from navi_core.providers.openai_chat import OpenAIChat
@@ -306,11 +308,45 @@ def test_httpx_serves_what_the_plain_client_does_not(
     assert PlainHTTP.serves(url, http2=http2) is served
 
 
-def test_a_proxy_in_the_environment_leaves_the_request_to_httpx(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("environment", "served"),
+    [
+        ({"HTTP_PROXY": "http://127.0.0.1:3128"}, False),
+        ({"http_proxy": "http://127.0.0.1:3128"}, False),
+        ({"ALL_PROXY": "http://127.0.0.1:3128"}, False),
+        ({"HTTPS_PROXY": "http://127.0.0.1:3128"}, True),  # not for http:// requests
+        ({"HTTP_PROXY": "http://127.0.0.1:3128", "NO_PROXY": "10.0.0.5"}, True),
+        ({"HTTP_PROXY": "http://127.0.0.1:3128", "NO_PROXY": "*"}, True),
+    ],
+)
+def test_a_proxy_the_environment_applies_leaves_the_request_to_httpx(
+    monkeypatch: pytest.MonkeyPatch, environment: dict[str, str], served: bool
 ) -> None:
-    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
-    assert not PlainHTTP.serves("http://10.0.0.5:8000/v1/chat/completions", http2=False)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    url = "http://10.0.0.5:8000/v1/chat/completions"
+    assert PlainHTTP.serves(url, http2=False) is served
+
+
+def test_a_server_of_another_protocol_fails_at_once_not_at_the_timeout(
+    raw_server: Callable[..., _RawServer],
+) -> None:
+    hold = threading.Event()
+
+    def banner_then_wait(conn: socket.socket) -> None:
+        conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+        hold.wait(10)  # never closes by itself
+
+    server = raw_server(banner_then_wait)
+    provider = OpenAIChat("m", server.url, "sk-test", timeout=Timeout(read=30))
+    started = time.monotonic()
+    with provider, pytest.raises(TransportError, match=r"not an HTTP/1\.x response"):
+        provider.open(request("hi"))
+    hold.set()
+    assert time.monotonic() - started < 5
 
 
 def test_a_callers_own_client_sends_the_request(loopback: LoopbackServer) -> None:
