@@ -18,6 +18,7 @@ from cpython.bytes cimport (
 )
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.string cimport memchr, memcmp, memcpy
 
 from navi_core._framing_py import (
@@ -359,6 +360,7 @@ cdef class Dechunker:
         cdef Py_ssize_t pos = 0, stop, take, a, b, i, n = 0
         cdef Py_ssize_t left = self._left
         cdef int state = self._state, digit
+        cdef unsigned long long size
         cdef char *out = <char *>PyMem_Malloc(end if end > 0 else 1)
         if out == NULL:
             raise MemoryError()
@@ -411,12 +413,15 @@ cdef class Dechunker:
                         b -= 1
                     if b == a or b - a > 15:
                         raise ValueError(f"bad chunk size line {buf[pos:stop]!r}")
-                    left = 0
+                    size = 0  # 15 hex digits at most: fits in 64 bits
                     for i in range(a, b):
                         digit = _hex_digit(p[i])
                         if digit < 0:
                             raise ValueError(f"bad chunk size line {buf[pos:stop]!r}")
-                        left = left * 16 + digit
+                        size = size * 16 + <unsigned long long>digit
+                    if size > <unsigned long long>PY_SSIZE_T_MAX:
+                        raise ValueError("chunk size too large")
+                    left = <Py_ssize_t>size
                     pos = stop + 2
                     state = 1 if left else 3
             self._state = state

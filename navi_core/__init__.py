@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # at run time, each name loads on first use (__getattr__ below)
@@ -413,23 +414,45 @@ __all__ = [
 ]
 
 
+#: one first use at a time: the modules behind the names import each other, and two
+#: threads importing parts of one cycle at once could each see the other's half-made
+#: module (or Python's import locks could refuse one of them)
+_LOADING = threading.RLock()
+
+
 def __getattr__(name: str) -> Any:
-    """A public name, its module imported on first use."""
+    """A public name, its module imported on first use; or a subpackage or module of
+    navi_core (``navi_core.providers``), imported on first use too."""
     where = _WHERE.get(name)
     if where is None:
-        raise AttributeError(f"module 'navi_core' has no attribute {name!r}")
+        if name.startswith("__"):
+            raise AttributeError(f"module 'navi_core' has no attribute {name!r}")
+        return _submodule(name)
     from ._ids import publish
 
-    try:
-        module = importlib.import_module(where)
-    except ImportError as exc:
-        if name not in _NEEDS_EXTRA:
-            raise
-        return _needs_extra(name, exc)  # not kept: a later use tries the import again
-    value = getattr(module, name)
-    publish({name: value})  # one whose module does not publish it (navi_core.tools)
-    globals()[name] = value  # later lookups skip this function
-    return value
+    with _LOADING:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as exc:
+            if name not in _NEEDS_EXTRA:
+                raise
+            return _needs_extra(name, exc)  # not kept: a later use tries again
+        value = getattr(module, name)
+        publish({name: value})  # one whose module does not publish it
+        globals()[name] = value  # later lookups skip this function
+        return value
+
+
+def _submodule(name: str) -> Any:
+    """``navi_core.<name>`` imported, or AttributeError when there is none."""
+    full = f"{__name__}.{name}"
+    with _LOADING:
+        try:
+            return importlib.import_module(full)
+        except ModuleNotFoundError as exc:
+            if exc.name != full:
+                raise
+    raise AttributeError(f"module 'navi_core' has no attribute {name!r}")
 
 
 #: names whose module needs an optional extra: without it they still import (so

@@ -25,6 +25,7 @@ messages.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -475,6 +476,8 @@ class Dechunker:
                     if _CHUNK_SIZE.fullmatch(size) is None:
                         raise ValueError(f"bad chunk size line {line!r}")
                     left = int(size, 16)
+                    if left > sys.maxsize:  # a 32-bit build: beyond any buffer
+                        raise ValueError("chunk size too large")
                     state = 1 if left else 3
         except ValueError:
             self._failed = True

@@ -327,3 +327,52 @@ def test_a_name_whose_module_is_still_loading_is_resolved_when_it_is_done(
     # CycleA's module ends while CycleB's, which imports it, is still running: CycleA's
     # annotation naming CycleB is resolved once CycleB's module publishes
     assert python(CYCLE, str(tmp_path)) == "ok\n"
+
+
+THREADS_FIRST = """
+import sys, threading, random
+import navi_core
+
+names = [n for n in navi_core.__all__ if n not in ("__version__", "PostgresStore")]
+random.Random(int(sys.argv[1])).shuffle(names)
+groups = [names[i::8] for i in range(8)]
+start = threading.Barrier(8)
+errors = []
+
+def use(group):
+    start.wait()
+    for name in group:
+        try:
+            getattr(navi_core, name)
+        except BaseException as exc:
+            errors.append(f"{name}: {exc!r}")
+
+threads = [threading.Thread(target=use, args=(g,)) for g in groups]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+twins = sorted(
+    f"{module_name}.{name}"
+    for module_name, module in list(sys.modules.items())
+    if module_name.startswith("navi_core") and module is not None
+    for name, value in list(vars(module).items())
+    if name in names and isinstance(value, type) and value.__qualname__ == name
+    and value is not getattr(navi_core, name)
+)
+print(errors[:3], twins[:3])
+"""
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_threads_using_names_first_at_once_load_each_module_once(seed: int) -> None:
+    assert python(THREADS_FIRST, str(seed)).strip() == "[] []"
+
+
+def test_subpackages_are_attributes_of_the_package() -> None:
+    out = python(
+        "import navi_core\n"
+        "print(navi_core.providers.__name__, navi_core.store.base.__name__)\n"
+        "print(hasattr(navi_core, 'no_such_module'))\n"
+    )
+    assert out.splitlines() == ["navi_core.providers navi_core.store.base", "False"]

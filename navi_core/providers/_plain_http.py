@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import httpcore
 import httpx
 
-from ..core import Dechunker
+from ..core import Dechunker, readable
 from ._sockets import READ_BYTES, InterruptibleBackend
 
 __all__ = ["PlainHTTP", "PlainResponse"]
@@ -43,6 +43,8 @@ _KEEP = 20
 _KEEP_SECONDS = 5.0
 #: headers this client writes itself from the body it sends
 _FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding"})
+_STATUS = re.compile(r"[1-5][0-9][0-9]")
+_DIGITS = re.compile(r"[0-9]{1,18}")
 _URL_SAFE = re.compile(r"[!-~]*")  # printable ASCII, no space
 
 _ERRORS: dict[type[Exception], type[httpx.TransportError]] = {
@@ -55,10 +57,6 @@ _ERRORS: dict[type[Exception], type[httpx.TransportError]] = {
     httpcore.WriteError: httpx.WriteError,
     httpcore.RemoteProtocolError: httpx.RemoteProtocolError,
 }
-
-
-class _Disconnected(httpcore.RemoteProtocolError):
-    """The connection closed before a byte of the response came."""
 
 
 def _proxied(host: str) -> bool:
@@ -89,10 +87,12 @@ class _Connection:
 
     def reusable(self, now: float) -> bool:
         """True when the connection is young enough and the server has not closed it
-        (or sent anything unasked)."""
+        (or sent anything unasked). Polled every time, however recently it was read
+        from: a request on a connection the server has closed could not be sent again
+        safely once it went out."""
         if now - self.idle_since > _KEEP_SECONDS:
             return False
-        return not self.stream.get_extra_info("is_readable")
+        return not readable(self.stream.get_extra_info("socket"))
 
 
 class PlainHTTP:
@@ -118,7 +118,7 @@ class PlainHTTP:
     @staticmethod
     def serves(url: str, *, http2: bool) -> bool:
         """Whether a provider's own requests to ``url`` may go through this client:
-        plain ``http``, no credentials in the URL, a printable ASCII path, no HTTP/2
+        plain ``http``, an ASCII host, no credentials in the URL, a printable ASCII path, no HTTP/2
         asked for and no proxy configured in the environment (httpx honours those)."""
         if http2 or not url.startswith("http://"):
             return False
@@ -128,6 +128,8 @@ class PlainHTTP:
         except ValueError:
             return False
         if not parts.hostname or "@" in parts.netloc or parts.fragment:
+            return False
+        if not parts.netloc.isascii():  # an IDN host: httpx encodes it
             return False
         if _URL_SAFE.fullmatch(parts.path + parts.query) is None:
             return False
@@ -146,6 +148,8 @@ class PlainHTTP:
         Raises:
             httpx.TransportError: the connect, the write or the head's read failed.
         """
+        if self._closed:
+            raise RuntimeError("Cannot send a request, as the client has been closed.")
         size = sum(map(len, parts))
         lines = [f"POST {target} HTTP/1.1\r\n"]
         if "host" not in headers:
@@ -159,25 +163,33 @@ class PlainHTTP:
         head = "".join(lines).encode("ascii")
         connection = self._take()
         reused = connection is not None
+        sent = False
         try:
             if connection is None:
                 connection = _Connection(
                     self._backend.connect_tcp(self._host, self._port, timeout.connect)
                 )
-            stream = connection.stream
-            if size <= _JOIN_BYTES:
-                stream.write(b"".join((head, *parts)), timeout.write)
-            else:
-                stream.write(head, timeout.write)
-                for part in parts:
-                    stream.write(part, timeout.write)
             response = PlainResponse(self, connection, timeout.read)
+            try:
+                self._send(connection.stream, head, parts, size, timeout.write)
+            except httpcore.WriteError:
+                # A server may answer before it has read the whole body (a 413, a
+                # context-length error) and close: that answer is the response.
+                try:
+                    response.read_head()
+                except (httpcore.NetworkError, httpcore.RemoteProtocolError):
+                    pass
+                else:
+                    return response
+                raise
+            sent = True
             response.read_head()
         except (httpcore.NetworkError, httpcore.RemoteProtocolError) as exc:
             if connection is not None:
                 connection.stream.close()
-            if reused and isinstance(exc, (httpcore.NetworkError, _Disconnected)):
-                # the server closed an idle connection as it was reused: one more try
+            if reused and not sent and isinstance(exc, httpcore.WriteError):
+                # the server closed the kept connection before the request went out
+                # whole, so it cannot have acted on it: send it on a new connection
                 return self.post(target, headers, parts, timeout)
             raise _as_httpx(exc) from exc
         except httpcore.TimeoutException as exc:
@@ -189,6 +201,21 @@ class PlainHTTP:
                 connection.stream.close()
             raise
         return response
+
+    @staticmethod
+    def _send(
+        stream: httpcore.NetworkStream,
+        head: bytes,
+        parts: Sequence[bytes],
+        size: int,
+        timeout: float | None,
+    ) -> None:
+        if size <= _JOIN_BYTES:
+            stream.write(b"".join((head, *parts)), timeout)
+            return
+        stream.write(head, timeout)
+        for part in parts:
+            stream.write(part, timeout)
 
     def _take(self) -> _Connection | None:
         now = time.monotonic()
@@ -282,7 +309,7 @@ class PlainResponse:
                         raise httpcore.RemoteProtocolError(
                             f"response head cut off: {data[:80]!r}"
                         )
-                    raise _Disconnected(
+                    raise httpcore.RemoteProtocolError(
                         "Server disconnected without sending a response."
                     )
                 data += more
@@ -303,7 +330,7 @@ class PlainResponse:
         lines = head.decode("latin-1").split("\r\n")
         version, _, rest = lines[0].partition(" ")
         code, _, reason = rest.partition(" ")
-        if not version.startswith("HTTP/1.") or not (len(code) == 3 and code.isdigit()):
+        if not version.startswith("HTTP/1.") or _STATUS.fullmatch(code) is None:
             raise httpcore.RemoteProtocolError(
                 f"not an HTTP/1.x response: {lines[0]!r}"
             )
@@ -333,9 +360,12 @@ class PlainResponse:
             self._framing = "chunked"
             self._dechunker = Dechunker()
         elif "content-length" in headers:
-            length = headers["content-length"].partition(",")[0].strip()
-            if not length.isdigit():
-                raise httpcore.RemoteProtocolError(f"bad content-length {length!r}")
+            values = {v.strip() for v in headers["content-length"].split(",")}
+            length = values.pop() if len(values) == 1 else ""
+            if _DIGITS.fullmatch(length) is None:
+                raise httpcore.RemoteProtocolError(
+                    f"bad content-length {headers['content-length']!r}"
+                )
             self._framing, self._left = "length", int(length)
             self._done = self._left == 0
         else:

@@ -16,13 +16,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from hypothesis import given, settings, strategies as st
 from loopback import LoopbackServer, Reply
 from wire_streams import drain, openai_body, request
 
 from navi_core.config import Timeout
-from navi_core.errors import TransportError
+from navi_core.errors import ContextOverflow, TransportError
 from navi_core.providers._plain_http import PlainHTTP, PlainResponse
 from navi_core.providers.openai_chat import OpenAIChat
 
@@ -165,9 +166,14 @@ class _RawServer:
     (a callable gets the connection and does what it likes)."""
 
     def __init__(
-        self, answers: Sequence[bytes | Callable[[socket.socket], None]]
+        self,
+        answers: Sequence[bytes | Callable[[socket.socket], None]],
+        *,
+        head_only: bool = False,
     ) -> None:
         self._answers = list(answers)
+        self._head_only = head_only  # answer once a request's head is in
+        self.requests = 0
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self.connections = 0
@@ -193,8 +199,7 @@ class _RawServer:
                         break
                     conn.sendall(answer)
 
-    @staticmethod
-    def _read_request(conn: socket.socket) -> bool:
+    def _read_request(self, conn: socket.socket) -> bool:
         data = b""
         while b"\r\n\r\n" not in data:
             more = conn.recv(65536)
@@ -203,8 +208,9 @@ class _RawServer:
             data += more
         head, _, body = data.partition(b"\r\n\r\n")
         length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-        while len(body) < length:
+        while len(body) < length and not self._head_only:
             body += conn.recv(65536)
+        self.requests += 1
         return True
 
     def close(self) -> None:
@@ -215,8 +221,10 @@ class _RawServer:
 def raw_server() -> Iterator[Callable[..., _RawServer]]:
     made: list[_RawServer] = []
 
-    def make(*answers: bytes | Callable[[socket.socket], None]) -> _RawServer:
-        made.append(_RawServer(answers))
+    def make(
+        *answers: bytes | Callable[[socket.socket], None], head_only: bool = False
+    ) -> _RawServer:
+        made.append(_RawServer(answers, head_only=head_only))
         return made[-1]
 
     yield make
@@ -253,13 +261,66 @@ def test_a_connection_the_server_closed_while_idle_is_replaced(
     raw_server: Callable[..., _RawServer],
 ) -> None:
     def answer_then_close(conn: socket.socket) -> None:
-        conn.sendall(_sse("first"))  # keep-alive promised, then closed at once
+        conn.sendall(_sse("first"))  # keep-alive promised, then closed while idle
+        time.sleep(0.05)
 
     server = raw_server(answer_then_close, _sse("second"))
     with OpenAIChat("m", server.url, "sk-test") as provider:
         assert _text(provider) == "first"
+        time.sleep(0.3)  # the close reaches the client while the connection is idle
         assert _text(provider) == "second"
     assert server.connections == 2
+
+
+def test_a_request_the_server_read_is_never_sent_again(
+    raw_server: Callable[..., _RawServer],
+) -> None:
+    def read_then_hang_up(conn: socket.socket) -> None:
+        time.sleep(0.2)  # it read the request (and may have acted on it), then closes
+
+    server = raw_server(_sse("first"), read_then_hang_up, _sse("never asked"))
+    with OpenAIChat("m", server.url, "sk-test") as provider:
+        assert _text(provider) == "first"
+        with pytest.raises(TransportError):
+            _text(provider)
+    assert server.requests == 2
+
+
+def test_an_answer_sent_before_the_body_was_read_is_the_response(
+    raw_server: Callable[..., _RawServer],
+) -> None:
+    error = orjson.dumps(
+        {
+            "error": {
+                "message": "maximum context length exceeded",
+                "code": "context_length_exceeded",
+            }
+        }
+    )
+
+    def refuse_early(conn: socket.socket) -> None:
+        conn.sendall(
+            b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(error), error)
+        )
+        conn.shutdown(socket.SHUT_WR)
+        time.sleep(0.2)  # then closed with the body unread: a reset
+
+    server = raw_server(refuse_early, head_only=True)
+    huge = request("x" * (8 * 1024 * 1024))
+    with (
+        OpenAIChat("m", server.url, "sk-test") as provider,
+        pytest.raises(ContextOverflow),
+    ):
+        provider.open(huge)
+
+
+def test_a_closed_provider_sends_nothing(loopback: LoopbackServer) -> None:
+    provider = OpenAIChat("m", loopback.url + "/v1", "sk-test")
+    provider.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        provider.open(request("hi"))
+    assert loopback.requests == []
 
 
 def test_an_interim_response_is_skipped(raw_server: Callable[..., _RawServer]) -> None:
@@ -300,6 +361,7 @@ def test_a_refused_connection_names_the_server(
         ("https://api.openai.com/v1/chat/completions", False, False),
         ("http://user:pw@127.0.0.1:8080/v1/chat/completions", False, False),
         ("http://127.0.0.1:8080/v1/ch at", False, False),
+        ("http://bücher.invalid/v1/chat/completions", False, False),
     ],
 )
 def test_httpx_serves_what_the_plain_client_does_not(
