@@ -29,6 +29,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import _record
@@ -78,24 +79,31 @@ def _reply(request: dict[str, Any]) -> bytes:
     return _sse([*deltas, done])
 
 
-def _connection(conn: socket.socket) -> None:
+def requests(conn: socket.socket) -> Iterator[tuple[bytes, bytes]]:
+    """Each request that comes on ``conn``: its request line and its body (keep-alive,
+    bodies sized by content-length), until the client closes."""
     buffer = b""
+    while True:
+        while b"\r\n\r\n" not in buffer:
+            data = conn.recv(65536)
+            if not data:
+                return
+            buffer += data
+        head, _, buffer = buffer.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        while len(buffer) < length:
+            buffer += conn.recv(65536)
+        body, buffer = buffer[:length], buffer[length:]
+        yield head.partition(b"\r\n")[0], body
+
+
+def _connection(conn: socket.socket) -> None:
     with conn:
-        while True:
-            while b"\r\n\r\n" not in buffer:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                buffer += data
-            head, _, buffer = buffer.partition(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n")[1:]:
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            while len(buffer) < length:
-                buffer += conn.recv(65536)
-            body, buffer = buffer[:length], buffer[length:]
+        for _, body in requests(conn):
             payload = _reply(orjson.loads(body))
             conn.sendall(
                 b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"

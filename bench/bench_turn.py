@@ -41,7 +41,7 @@ from typing import Any
 
 import _record
 import orjson
-from bench_memory import PROMPT, SYSTEM, WORDS
+from bench_memory import PROMPT, SYSTEM, WORDS, requests
 
 FLOOR_GOAL = 1.2
 LOOP_GOAL = 3.0
@@ -108,25 +108,10 @@ def _chunked(payload: bytes) -> bytes:
 
 
 def _connection(conn: socket.socket) -> None:
-    buffer = b""
     with conn:
-        while True:
-            while b"\r\n\r\n" not in buffer:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                buffer += data
-            head, _, buffer = buffer.partition(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n")[1:]:
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            while len(buffer) < length:
-                buffer += conn.recv(65536)
-            body, buffer = buffer[:length], buffer[length:]
+        for line, body in requests(conn):
             payload = _reply(orjson.loads(body))
-            if b" /chunked/" in head.partition(b"\r\n")[0]:
+            if b" /chunked/" in line:
                 conn.sendall(
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                     b"transfer-encoding: chunked\r\n\r\n" + _chunked(payload)
