@@ -118,8 +118,9 @@ class PlainHTTP:
     @staticmethod
     def serves(url: str, *, http2: bool) -> bool:
         """Whether a provider's own requests to ``url`` may go through this client:
-        plain ``http``, an ASCII host, no credentials in the URL, a printable ASCII path, no HTTP/2
-        asked for and no proxy configured in the environment (httpx honours those)."""
+        plain ``http``, an ASCII host, no credentials in the URL, a printable ASCII
+        path, no HTTP/2 asked for, and no proxy the environment applies to the host
+        (httpx honours those)."""
         if http2 or not url.startswith("http://"):
             return False
         try:
@@ -180,6 +181,7 @@ class PlainHTTP:
                 except (httpcore.NetworkError, httpcore.RemoteProtocolError):
                     pass
                 else:
+                    response.keep_alive = False  # the write broke the connection
                     return response
                 raise
             sent = True
@@ -250,7 +252,9 @@ class PlainResponse:
 
     ``headers`` maps lowercase names to values (repeated ones joined with ``", "``).
     ``iter_raw`` yields the body as it arrives, chunked encoding removed; a body read
-    to its end gives the connection back for the next request, anything else closes it.
+    to its end gives the connection back for the next request when ``keep_alive``
+    (the server did not ask to close, nothing came past the body), anything else
+    closes it.
     """
 
     __slots__ = (
@@ -260,11 +264,11 @@ class PlainResponse:
         "_dechunker",
         "_done",
         "_framing",
-        "_keep",
         "_left",
         "_timeout",
         "extensions",
         "headers",
+        "keep_alive",
         "reason_phrase",
         "status_code",
     )
@@ -277,7 +281,7 @@ class PlainResponse:
         self._timeout = timeout
         self._buffer = b""
         self._done = False
-        self._keep = False
+        self.keep_alive = False
         self._framing = "close"  # "chunked", "length" or "close" (read to the end)
         self._left = 0  # bytes of a sized body still to come
         self._dechunker: Dechunker | None = None
@@ -350,7 +354,7 @@ class PlainResponse:
             keep = False
         elif "keep-alive" in tokens:
             keep = True
-        self._keep = keep
+        self.keep_alive = keep
 
     def _start_body(self) -> None:
         headers = self.headers
@@ -369,7 +373,7 @@ class PlainResponse:
             self._framing, self._left = "length", int(length)
             self._done = self._left == 0
         else:
-            self._framing, self._keep = "close", False
+            self._framing, self.keep_alive = "close", False
 
     def iter_raw(self) -> Iterator[bytes]:
         """The body's bytes as they arrive (chunked encoding removed).
@@ -412,7 +416,9 @@ class PlainResponse:
             if len(data) >= left:
                 self._done = True
                 if len(data) > left:
-                    self._keep = False  # bytes past the body: not a clean connection
+                    self.keep_alive = (
+                        False  # bytes past the body: not a clean connection
+                    )
                 self._left = 0
                 return data[:left] if len(data) > left else data
             self._left = left - len(data)
@@ -426,14 +432,14 @@ class PlainResponse:
         if dechunker.done:
             self._done = True
             if dechunker.overrun:
-                self._keep = False  # bytes past the body: not a clean connection
+                self.keep_alive = False  # bytes past the body: not a clean connection
         return out
 
     def _finish(self) -> None:
         connection, self._connection = self._connection, None
         if connection is None:
             return
-        if self._keep:
+        if self.keep_alive:
             self._client.give_back(connection)
         else:
             connection.stream.close()
@@ -444,7 +450,7 @@ class PlainResponse:
         connection, self._connection = self._connection, None
         if connection is None:
             return
-        if self._done and self._keep:
+        if self._done and self.keep_alive:
             self._client.give_back(connection)
         else:
             connection.stream.close()
