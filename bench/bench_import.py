@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 import _record
+from bench_memory import serving
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL = 0.5
@@ -209,14 +210,8 @@ def main() -> None:
         f"import navi_core <= {GOAL}x import httpx ({ratio:.2f}x)", ratio <= GOAL
     )
 
-    server = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "bench_memory.py"), "--serve"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        url = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}/v1"
+    with serving() as root:
+        url = root + "/v1"
         starts: dict[str, list[float]] = {name: [] for name in FIRST_EVENT}
         kinds = list(FIRST_EVENT)
         for name in kinds:  # warm-up, not counted
@@ -226,9 +221,6 @@ def main() -> None:
                 took = _first_event(FIRST_EVENT[name], url)
                 if took is not None:
                     starts[name].append(took)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     print("process start to the first event of a turn (median wall time)")
     bare = statistics.median(starts["bare interpreter"])
     first: list[list[object]] = []

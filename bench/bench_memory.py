@@ -22,6 +22,7 @@ pydantic-ai's); the cache's RSS growth at most 1.5x its limit.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import gc
 import json
@@ -109,6 +110,21 @@ def _connection(conn: socket.socket) -> None:
                 b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                 b"content-length: %d\r\n\r\n" % len(payload) + payload
             )
+
+
+@contextlib.contextmanager
+def serving(script: str = __file__) -> Iterator[str]:
+    """Run ``script --serve`` in its own process while the block runs; yields its
+    root URL (``http://127.0.0.1:PORT``)."""
+    server = subprocess.Popen(
+        [sys.executable, script, "--serve"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        yield f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def serve() -> None:
@@ -300,16 +316,8 @@ def main() -> None:
     from navi_core.core import IMPLEMENTATION
 
     print(f"core: {IMPLEMENTATION}")
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert server.stdout is not None
-        url = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}/v1"
-        results = {kind: _run(kind, url, str(args.k)) for kind in CHILDREN}
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    with serving() as root:
+        results = {kind: _run(kind, root + "/v1", str(args.k)) for kind in CHILDREN}
     floor = results["plain dicts"]
     print(f"kept conversation after one tool turn (RSS per conversation, k={args.k})")
     for kind, value in results.items():

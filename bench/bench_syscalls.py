@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import _record
+from bench_memory import serving
 
 GOAL = 15
 HERE = Path(__file__).resolve().parent
@@ -158,23 +159,14 @@ def main() -> None:
     traced = shutil.which("strace") is not None
     if not traced:
         print("strace is not installed: system calls not counted")
-    server = subprocess.Popen(
-        [sys.executable, str(HERE / "bench_memory.py"), "--serve"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        url = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}/v1"
+    with serving() as root:
+        url = root + "/v1"
         counts = (
             {label: _per_turn(url, args.turns, inline) for label, inline in KINDS}
             if traced
             else {}
         )
         cpu = _cpu(url, args.turns, args.rounds)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     if counts:
         _report_counts(counts, args.turns)
     _report_cpu(cpu, args.turns, args.rounds)

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -41,7 +40,7 @@ from typing import Any
 
 import _record
 import orjson
-from bench_memory import PROMPT, SYSTEM, WORDS, requests
+from bench_memory import PROMPT, SYSTEM, WORDS, requests, serving
 
 FLOOR_GOAL = 1.2
 LOOP_GOAL = 3.0
@@ -402,17 +401,9 @@ def main() -> None:
     from navi_core.core import IMPLEMENTATION
 
     print(f"core: {IMPLEMENTATION}")
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert server.stdout is not None
-        root = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
+    with serving(__file__) as root:
         for framing in FRAMINGS:
             _measure(root, framing, args.rounds, args.batch_s)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 if __name__ == "__main__":
