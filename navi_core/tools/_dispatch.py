@@ -35,7 +35,7 @@ from ..conversation import (
 )
 from ..errors import Cancelled
 from ..events import Event, SubagentEvent, ToolFinished, ToolProgress, ToolStarted
-from ._pool import DaemonPool
+from ._pool import DaemonPool, deliver_last
 from ._results import (
     ResultText,
     cancelled_before_start,
@@ -83,6 +83,7 @@ class Dispatch:
 
     __slots__ = (
         "_abandon",
+        "_announce",
         "_batch_context",
         "_cancel",
         "_inbox",
@@ -91,6 +92,7 @@ class Dispatch:
         "_outcomes",
         "_pending",
         "_pool",
+        "_posts",
         "_screens",
         "_session_id",
         "_started",
@@ -154,19 +156,48 @@ class Dispatch:
             if isinstance(executor, DaemonPool) and not executor.chains
             else None
         )
-        run = getattr(executor, "post", executor.submit)
         inline = self._inline
         screens = self._screens
+        posts: list[tuple[Callable[..., None], tuple[Any, ...], list[int]]] = []
         for t, i, args in tool_groups:
             if t.inline and not (screens or t.needs_approval):
                 inline.append((self._run_tool, (t, i, args)))
             else:
-                run(self._run_tool, t, i, args)
+                free = not (screens or t.needs_approval)
+                posts.append((self._run_tool, (t, i, args), [i] if free else []))
         for source, calls in batches.values():
             if getattr(source, "inline", False) is True and not screens:
                 inline.append((self._run_source, (source, calls)))
             else:
-                run(self._run_source, source, calls)
+                free = not screens
+                posts.append(
+                    (
+                        self._run_source,
+                        (source, calls),
+                        [i for i, _ in calls] if free else [],
+                    )
+                )
+        #: pool groups, posted by the first poll (or ``begin``) just before it waits
+        self._posts = (posts, getattr(executor, "post", executor.submit))
+        self._announce = (
+            len(posts) == 1 and bool(posts[0][2]) and isinstance(executor, DaemonPool)
+        )
+
+    def _announced(self) -> list[int]:
+        """The calls whose start the poller reports as it posts them: those of one
+        group that no screen holds back, which starts at once on a ``DaemonPool``
+        thread (so the worker's only report is the result: one wake-up of the poller
+        per call instead of two)."""
+        posts = self._posts[0]
+        return posts[0][2] if self._announce and posts else []
+
+    def _post(self) -> None:
+        """Hand the pool groups to the pool, right before the poller blocks: the
+        worker it wakes finds the GIL free instead of waiting for it."""
+        posts, run = self._posts
+        self._posts = ([], run)
+        for fn, args, _ in posts:
+            run(fn, *args, self._announce, True)
 
     def _reject(self, i: int, text: str) -> None:
         self._inbox.put(("started", i))
@@ -181,11 +212,23 @@ class Dispatch:
         """Call ``i`` has its result (on its tool thread); a subclass that sets
         ``_screens`` watches here."""
 
-    def _finished(self, i: int, parts: tuple[Part, ...], error: bool, t: float) -> None:
-        """Report call ``i`` finished, on its tool thread."""
+    def _finished(
+        self,
+        i: int,
+        parts: tuple[Part, ...],
+        error: bool,
+        t: float,
+        pooled: bool = False,
+    ) -> None:
+        """Report call ``i`` finished, on its tool thread (``pooled``: a pool thread
+        running a posted group, which reports as its last act: ``deliver_last``)."""
         if self._screens:
             self._ended(i, parts, error)
-        self._inbox.put(("finished", i, _Outcome(parts, error, t)))
+        report = ("finished", i, _Outcome(parts, error, t))
+        if pooled:
+            deliver_last(self._inbox.put, report)
+        else:
+            self._inbox.put(report)
 
     def _context(self, i: int) -> ToolContext:
         use = self._uses[i]
@@ -205,13 +248,23 @@ class Dispatch:
         """A call's ``ToolContext`` from its arguments; a subclass may make a richer one."""
         return ToolContext(*args)
 
-    def _run_tool(self, t: Tool, i: int, args: dict[str, Any]) -> None:
+    def _run_tool(
+        self,
+        t: Tool,
+        i: int,
+        args: dict[str, Any],
+        announced: bool = False,
+        pooled: bool = False,
+    ) -> None:
+        """Run call ``i`` (``announced``: its start was reported when it was posted;
+        ``pooled``: on a pool thread, see ``_finished``)."""
         use = self._uses[i]
         if (self._screens or t.needs_approval) and not self._admit(
             i, ToolCall(use.id, use.name, args, self._turn_id), t.needs_approval
         ):
             return
-        self._inbox.put(("started", i))
+        if not announced:
+            self._inbox.put(("started", i))
         if self._cancel.is_set():  # set before cancel() drains: it sees no start
             return
         t0 = time.perf_counter()
@@ -226,15 +279,22 @@ class Dispatch:
             text = failure_text(t.name, exc)
             get_logger("navi_core.tools").warning(text, exc_info=exc)
             parts, error = (TextPart(text),), True
-        self._finished(i, parts, error, time.perf_counter() - t0)
+        self._finished(i, parts, error, time.perf_counter() - t0, pooled)
 
     def _run_source(
-        self, source: ToolSource, calls: list[tuple[int, ToolCall]]
+        self,
+        source: ToolSource,
+        calls: list[tuple[int, ToolCall]],
+        announced: bool = False,
+        pooled: bool = False,
     ) -> None:
+        """Run one source's calls as a batch (``announced``, ``pooled``: as in
+        ``_run_tool``)."""
         if not (calls := [(i, c) for i, c in calls if self._admit(i, c, False)]):
             return
-        for i, _ in calls:
-            self._inbox.put(("started", i))
+        if not announced:
+            for i, _ in calls:
+                self._inbox.put(("started", i))
         if self._cancel.is_set():
             return
         t0 = time.perf_counter()
@@ -261,7 +321,7 @@ class Dispatch:
             )
             for i, call in calls:
                 text = ResultText.failed(call.name, exc)
-                self._finished(i, (TextPart(text),), True, seconds)
+                self._finished(i, (TextPart(text),), True, seconds, pooled)
             return
         seconds = time.perf_counter() - t0
         # Fewer results than calls: the answered ones are kept, the rest marked.
@@ -284,7 +344,7 @@ class Dispatch:
                 except Exception as exc:
                     text = ResultText.unusable(call.name, exc)
                     parts, error = (TextPart(text),), True
-            self._finished(i, parts, error, seconds)
+            self._finished(i, parts, error, seconds, pooled)
 
     @property
     def done(self) -> bool:
@@ -295,8 +355,13 @@ class Dispatch:
         """The events of the batch's first millisecond (at most ``timeout``): calls queued
         behind one that blocks at once get threads now, not at the host's next pull."""
         wait = _GRACE if timeout is None else min(_GRACE, timeout)
+        if wait <= 0:  # timeout=0: the calls start now, their events at the next poll
+            for i in self._announced():
+                self._inbox.put(("started", i))
+            self._post()
+            return []
         try:
-            return self.poll(wait) if wait > 0 else []  # timeout=0: at the next poll
+            return self.poll(wait)
         except TimeoutError:
             return []
 
@@ -310,6 +375,10 @@ class Dispatch:
         events: list[Event] = []
         block = True
         pool = self._pool
+        if self._posts[0]:
+            for i in self._announced():  # reported now, and the poll still waits
+                self._take(("started", i), events)
+            self._post()  # before the inline calls: the pool's run beside them
         if self._inline:
             self._run_inline()
         while self._pending:
@@ -323,11 +392,15 @@ class Dispatch:
                 if not block:
                     break
                 if not short:
+                    if events:  # the starts reported by _post
+                        break
                     raise TimeoutError("no tool progressed in time") from None
                 pool.catch_up()  # type: ignore[union-attr]
                 if timeout is not None:
                     timeout -= wait  # type: ignore[operator]
                     if timeout <= 0:
+                        if events:
+                            break
                         raise TimeoutError("no tool progressed in time") from None
                 continue
             block = False
@@ -409,10 +482,10 @@ class Dispatch:
         return events
 
     def _unrun(self) -> int:
-        """How many calls are left in inline groups never run (no thread holds them)."""
-        return sum(
-            1 if run == self._run_tool else len(args[1]) for run, args in self._inline
-        )
+        """How many calls are left in groups never run or never posted (no thread
+        holds them)."""
+        groups = [*self._inline, *((fn, args) for fn, args, _ in self._posts[0])]
+        return sum(1 if run == self._run_tool else len(args[1]) for run, args in groups)
 
     def finished_results(self) -> dict[str, ToolResult]:
         """The results of the calls that finished so far, by call id."""

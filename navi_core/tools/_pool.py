@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any
 
-__all__ = ["DaemonPool"]
+__all__ = ["DaemonPool", "deliver_last"]
 
 
 class _Workers:
@@ -57,12 +57,39 @@ class _Workers:
         self._lock = threading.Lock()
 
     def _serve(self, inbox: queue.SimpleQueue[DaemonPool]) -> None:
+        later: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        _worker.later = later
         while True:
             inbox.get().drain()
             with self._lock:
-                if len(self._idle) >= self._MAX_IDLE:
-                    return
-                self._idle.append(inbox)
+                idle = len(self._idle) < self._MAX_IDLE
+                if idle:
+                    self._idle.append(inbox)
+            _deliver(later)
+            if not idle:
+                return
+
+
+_worker = threading.local()
+
+
+def deliver_last(fn: Callable[..., None], *args: Any) -> None:
+    """Call ``fn(*args)`` now, or on a pool worker as its last act before it waits for
+    more work (or takes the next call): a report that wakes a waiting thread then
+    reaches it after this one stopped running Python, so the two do not contend for
+    the GIL (a few system calls and a context switch less per tool call)."""
+    later = getattr(_worker, "later", None)
+    if later is None:
+        fn(*args)
+    else:
+        later.append((fn, args))
+
+
+def _deliver(later: list[tuple[Callable[..., None], tuple[Any, ...]]]) -> None:
+    while later:
+        fn, args = later.pop(0)
+        with contextlib.suppress(BaseException):
+            fn(*args)
 
 
 _WORKERS = _Workers()
@@ -198,6 +225,9 @@ class DaemonPool(Executor):
             del future, fn, args, kwargs
             with self._lock:
                 self._free += 1  # looking for more work
+                more = not self._work.empty()
+            if more:  # the reports of this call go out before the next call runs
+                _deliver(_worker.later)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Take no more work; with ``cancel_futures`` drop what has not started."""

@@ -586,3 +586,91 @@ def test_calls_behind_a_blocking_call_start_while_a_slow_host_looks_away() -> No
     assert [(r.text, r.is_error) for r in results] == [
         (str(i), False) for i in range(4)
     ]
+
+
+def test_a_single_call_is_reported_started_while_it_still_runs() -> None:
+    """The start of a lone pool call is reported by the polling thread, not by the
+    worker: it still reaches the host before the call ends."""
+    release = threading.Event()
+    seen_start = []
+
+    @tool
+    def slow() -> str:
+        """Wait to be released."""
+        if not release.wait(5):
+            return "never released"
+        return "ok"
+
+    agent = Agent(
+        Scripted([[ToolUse("c1", "slow", "{}")], [Text("done")]]), tools=[slow]
+    )
+    stream = agent.run("go")
+    kinds = []
+    while (ev := stream.next()) is not None:
+        kinds.append(type(ev))
+        if isinstance(ev, ToolStarted):
+            seen_start.append(release.is_set())
+            release.set()
+    assert seen_start == [False]
+    assert kinds.index(ToolStarted) < kinds.index(ToolFinished)
+    assert agent.conversation.messages[2].tool_results[0].text == "ok"
+
+
+def test_a_zero_timeout_pull_starts_the_calls_before_it_returns() -> None:
+    """A game loop's ``next(timeout=0)`` that returns ``ToolDispatchStart`` has
+    already started the calls: they run while the host does other work."""
+    ran = threading.Event()
+
+    @tool
+    def mark() -> str:
+        """Say it ran."""
+        ran.set()
+        return "ran"
+
+    agent = Agent(
+        Scripted([[ToolUse("c1", "mark", "{}")], [Text("done")]]), tools=[mark]
+    )
+    stream = agent.run("go")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        ev = stream.next(timeout=0)
+        if isinstance(ev, ToolDispatchStart):
+            break
+    else:
+        pytest.fail("no ToolDispatchStart")
+    assert ran.wait(5), "the call waited for the next pull"
+    drain(stream)
+    assert agent.conversation.messages[2].tool_results[0].text == "ran"
+
+
+def test_a_pool_call_that_runs_a_turn_with_an_inline_tool_finishes() -> None:
+    """A tool on a pool thread that runs an agent of its own, whose inline calls run
+    on that same pool thread: their results are reported at once (a pool thread holds
+    back only the result of the call it was given, until that call returns)."""
+
+    @tool(inline=True)
+    def inner() -> str:
+        """The inner agent's tool."""
+        return "inner result"
+
+    @tool
+    def outer() -> str:
+        """Run an inner turn."""
+        script = Scripted([[ToolUse("i1", "inner", "{}")], [Text("inner done")]])
+        child = Agent(script, tools=[inner])
+        events = drain(child.run("go"))
+        assert isinstance(events[-1], TurnComplete)
+        return child.conversation.messages[2].tool_results[0].text
+
+    done = threading.Event()
+    result: list[Any] = []
+
+    def run() -> None:
+        _, events, _ = run_turn([outer], [ToolUse("o1", "outer", "{}")])
+        result.append(events)
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert done.wait(10), "the outer turn hung on the inner turn's inline call"
+    finished = [e for e in result[0] if isinstance(e, ToolFinished)]
+    assert [(e.name, e.is_error) for e in finished] == [("outer", False)]
