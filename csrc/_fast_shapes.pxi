@@ -213,7 +213,8 @@ cdef Py_ssize_t _openai_choice(
 cdef int _openai_chunk(
     const unsigned char* p, Py_ssize_t n, _OpenAIChunk* c
 ) noexcept nogil:
-    cdef _Str key
+    cdef _Str key, kind
+    cdef int st
     cdef bint done = False
     cdef Py_ssize_t i = _ws(p, 0, n)
     if i >= n or p[i] != 123:
@@ -244,6 +245,11 @@ cdef int _openai_chunk(
             i = _null_once(p, i, n, &c.usage_st)
         elif _is(p, &key, b"error", 5):
             i = _null_once(p, i, n, &c.error_st)
+        elif _is(p, &key, b"object", 6):  # "error": vLLM's flat error, for the reader
+            st = 0
+            i = _opt_string(p, i, n, &kind, &st)
+            if st == 2 and (kind.flags & _ESCAPED or _is(p, &kind, b"error", 5)):
+                return -1
         else:
             i = _skip(p, i, n, 1)
         if i < 0:

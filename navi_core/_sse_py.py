@@ -53,15 +53,26 @@ class OpenAIChatReader(Reader):
         self.model = ""
         self.tools: set[int] = set()  # indexes of the tool calls already started
 
+    @staticmethod
+    def _kind(error: dict[str, Any]) -> str:
+        """An error object's kind: its ``code`` when that is an HTTP error status
+        (vLLM and OpenRouter name the status there, beside a class name as
+        ``type``), else its ``type`` or ``code``."""
+        code = error.get("code")
+        if type(code) is int and 400 <= code < 600:
+            return str(code)
+        return str(error.get("type") or code or "error")
+
     def apply(self, obj: dict[str, Any], out: list[Any]) -> Slot | None:
         slot = None
         error = obj.get("error")
+        if error is None and obj.get("object") == "error":
+            error = obj  # vLLM before 0.10: the error's fields at the top
         if error is not None:
             if type(error) is str:
                 out.append((ERROR, "error", error))
                 return None
-            kind = error.get("type") or error.get("code") or "error"
-            out.append((ERROR, str(kind), str(error.get("message") or "")))
+            out.append((ERROR, self._kind(error), str(error.get("message") or "")))
             return None
         model = obj.get("model")
         if model and model != self.model:

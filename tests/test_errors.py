@@ -72,5 +72,20 @@ def test_status_mapping(
 def test_stream_error_mapping() -> None:
     assert type(error_for_stream("overloaded_error", "Overloaded")) is errors.Overloaded
     assert type(error_for_stream("weird", "x")) is errors.ServerError
+    # an HTTP status as the kind maps as that status does, without being one
+    for kind, cls in (
+        ("429", errors.RateLimited),
+        ("400", errors.BadRequest),
+        ("401", errors.AuthFailed),
+        ("503", errors.ServerError),
+        ("529", errors.Overloaded),
+    ):
+        err = error_for_stream(kind, "said so")
+        assert type(err) is cls and err.status_code is None, kind
+        assert err.message == "said so"
+    assert type(error_for_stream("400", "maximum context length")) is (
+        errors.ContextOverflow
+    )
+    assert type(error_for_stream("42", "x")) is errors.ServerError
     assert is_context_overflow("the request exceeds the available context size")
     assert not is_context_overflow("rate limit reached")

@@ -203,10 +203,15 @@ _STREAM_ERRORS: dict[str, type[ProviderError]] = {
 def error_for_stream(kind: str, message: str) -> ProviderError:
     """Map an error object sent inside a stream to an error instance.
 
-    Unknown kinds are treated as server errors (retryable): the response broke off.
+    A kind that is an HTTP status (OpenRouter and vLLM send ``"code": 429``) is
+    mapped as that status would be. Other unknown kinds are treated as server errors
+    (retryable): the response broke off.
     """
     if is_context_overflow(kind) or is_context_overflow(message):
         return ContextOverflow(message or kind)
+    if len(kind) == 3 and kind.isascii() and kind.isdigit() and kind[0] in "45":
+        cls = type(error_for_status(int(kind), message or kind))
+        return cls(message or kind)  # no status_code: the response's own was 200
     cls = _STREAM_ERRORS.get(kind, ServerError)
     return cls(message or kind)
 

@@ -279,6 +279,14 @@ def test_null_usage_is_skipped(core: ModuleType) -> None:
         ({"type": "server_error", "message": "boom"}, (ERROR, "server_error", "boom")),
         ({"code": "rate_limit", "message": "slow"}, (ERROR, "rate_limit", "slow")),
         ({"code": 429, "message": "slow"}, (ERROR, "429", "slow")),
+        (  # a status code is the kind, beside a class name as type (vLLM)
+            {"type": "BadRequestError", "code": 400, "message": "no"},
+            (ERROR, "400", "no"),
+        ),
+        (
+            {"type": "server_error", "code": 7, "message": "x"},
+            (ERROR, "server_error", "x"),
+        ),
         ({"message": "bare"}, (ERROR, "error", "bare")),
         ("plain text", (ERROR, "error", "plain text")),
     ],
@@ -289,6 +297,25 @@ def test_error_object(core: ModuleType, error: Any, expected: tuple[Any, ...]) -
         (TEXT, "hi"),
         expected,
     ]
+
+
+@pytest.mark.parametrize("kind", ['"error"', '"\\u0065rror"'])
+def test_a_flat_error_object_is_an_error(core: ModuleType, kind: str) -> None:
+    """vLLM before 0.10 sends its error's fields at the top of the chunk."""
+    flat = (
+        f'{{"object":{kind},"message":"bad input","type":"BadRequestError",'
+        '"param":null,"code":400}'
+    ).encode()
+    assert parse(core, sse(chunk({"content": "hi"}), flat)) == [
+        (MODEL, "m"),
+        (TEXT, "hi"),
+        (ERROR, "400", "bad input"),
+    ]
+
+
+def test_a_chunk_s_own_object_field_is_not_an_error(core: ModuleType) -> None:
+    raw = sse({"object": "chat.completion.chunk", **chunk({"content": "hi"})})
+    assert parse(core, raw) == [(MODEL, "m"), (TEXT, "hi")]
 
 
 def test_anything_after_done_is_ignored(core: ModuleType) -> None:

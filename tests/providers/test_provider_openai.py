@@ -217,6 +217,29 @@ class TestStreams:
         with pytest.raises(ServerError, match="The server had an error"):
             drain(provider, request("hi"))
 
+    def test_in_stream_status_codes_keep_their_meaning(
+        self, loopback: LoopbackServer, provider: OpenAIChat
+    ) -> None:
+        """OpenRouter's mid-stream ``"code": 429`` is a rate limit, and vLLM's flat
+        error object with ``"code": 400`` a bad request, not a broken response."""
+        limited = {"error": {"code": 429, "message": "Rate limit exceeded"}}
+        flat = {
+            "object": "error",
+            "message": "bad",
+            "type": "BadRequestError",
+            "code": 400,
+        }
+        loopback.add(
+            Reply.sse(openai_chunk({"content": "par"}) + _data(limited)),
+            Reply.sse(openai_chunk({"content": "par"}) + _data(flat)),
+        )
+        with pytest.raises(RateLimited, match="Rate limit exceeded") as info:
+            drain(provider, request("hi"))
+        assert info.value.retryable
+        with pytest.raises(BadRequest, match="bad") as bad:
+            drain(provider, request("hi"))
+        assert not bad.value.retryable
+
     def test_in_stream_error_echoing_the_key_is_redacted_and_cut(
         self, loopback: LoopbackServer, provider: OpenAIChat
     ) -> None:
