@@ -81,7 +81,8 @@ def _event(delta: dict[str, Any], finish: str | None = None) -> bytes:
 
 
 def _reply(request: dict[str, Any]) -> bytes:
-    """``add(a=1, b=2)`` until two results came back, then the 500-word answer."""
+    """``add(a=1, b=2)`` until two results came back, then the 500-word answer;
+    a usage event last when the request asks for one, as OpenAI's API sends it."""
     calls = sum(1 for m in request["messages"] if m["role"] == "tool")
     if calls < 2:
         call = {
@@ -98,6 +99,11 @@ def _reply(request: dict[str, Any]) -> bytes:
         events = [_event({"role": "assistant", "content": ""})]
         events += [_event({"content": w}) for w in WORDS]
         events.append(_event({}, "stop"))
+    if (request.get("stream_options") or {}).get("include_usage"):
+        usage = {"prompt_tokens": 120, "completion_tokens": len(events) - 1}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        usage_event = {**_ENVELOPE, "choices": [], "usage": usage}
+        events.append(b"data: " + orjson.dumps(usage_event) + b"\n\n")
     return b"".join(events) + b"data: [DONE]\n\n"
 
 
@@ -188,8 +194,12 @@ def _dict_turn(
         while True:
             text: list[str] = []
             calls: dict[int, dict[str, Any]] = {}
+            usage: dict[str, int] = {}
             for event in stream_events(messages):
-                delta = event["choices"][0]["delta"]
+                if not (choices := event["choices"]):  # the usage event
+                    usage = event["usage"]
+                    continue
+                delta = choices[0]["delta"]
                 if content := delta.get("content"):
                     text.append(content)
                 for call in delta.get("tool_calls") or ():
@@ -200,6 +210,7 @@ def _dict_turn(
                     if "name" in function:
                         slot["name"] = function["name"]
                     slot["args"].append(function.get("arguments", ""))
+            assert usage["completion_tokens"] > 0
             if not calls:
                 return tools, "".join(text)
             uses = [
@@ -224,7 +235,13 @@ def _dict_turn(
 
 def _body(messages: list[dict[str, Any]]) -> bytes:
     return orjson.dumps(
-        {"model": "m", "stream": True, "messages": messages, "tools": TOOLS}
+        {
+            "model": "m",
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": messages,
+            "tools": TOOLS,
+        }
     )
 
 
