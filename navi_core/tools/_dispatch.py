@@ -83,7 +83,6 @@ class Dispatch:
 
     __slots__ = (
         "_abandon",
-        "_announce",
         "_batch_context",
         "_cancel",
         "_inbox",
@@ -93,9 +92,11 @@ class Dispatch:
         "_pending",
         "_pool",
         "_posts",
+        "_run",
         "_screens",
         "_session_id",
         "_started",
+        "_starts",
         "_turn_id",
         "_uses",
         "_wire",
@@ -158,46 +159,38 @@ class Dispatch:
         )
         inline = self._inline
         screens = self._screens
-        posts: list[tuple[Callable[..., None], tuple[Any, ...], list[int]]] = []
+        #: pool groups, posted by the first poll (or ``begin``) just before it waits
+        self._posts: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        self._run = getattr(executor, "post", executor.submit)
+        free: list[int] = []  # the calls of the last group no screen holds back
         for t, i, args in tool_groups:
-            if t.inline and not (screens or t.needs_approval):
+            held = screens or t.needs_approval
+            if t.inline and not held:
                 inline.append((self._run_tool, (t, i, args)))
             else:
-                free = not (screens or t.needs_approval)
-                posts.append((self._run_tool, (t, i, args), [i] if free else []))
+                self._posts.append((self._run_tool, (t, i, args)))
+                free = [] if held else [i]
         for source, calls in batches.values():
             if getattr(source, "inline", False) is True and not screens:
                 inline.append((self._run_source, (source, calls)))
             else:
-                free = not screens
-                posts.append(
-                    (
-                        self._run_source,
-                        (source, calls),
-                        [i for i, _ in calls] if free else [],
-                    )
-                )
-        #: pool groups, posted by the first poll (or ``begin``) just before it waits
-        self._posts = (posts, getattr(executor, "post", executor.submit))
-        self._announce = (
-            len(posts) == 1 and bool(posts[0][2]) and isinstance(executor, DaemonPool)
+                self._posts.append((self._run_source, (source, calls)))
+                free = [] if screens else [i for i, _ in calls]
+        #: the calls whose start the poller reports as it posts them: those of a lone
+        #: group that no screen holds back, which starts at once on a ``DaemonPool``
+        #: thread (so the worker's only report is the result: one wake-up of the
+        #: poller per call instead of two)
+        self._starts = (
+            free if len(self._posts) == 1 and isinstance(executor, DaemonPool) else []
         )
-
-    def _announced(self) -> list[int]:
-        """The calls whose start the poller reports as it posts them: those of one
-        group that no screen holds back, which starts at once on a ``DaemonPool``
-        thread (so the worker's only report is the result: one wake-up of the poller
-        per call instead of two)."""
-        posts = self._posts[0]
-        return posts[0][2] if self._announce and posts else []
 
     def _post(self) -> None:
         """Hand the pool groups to the pool, right before the poller blocks: the
         worker it wakes finds the GIL free instead of waiting for it."""
-        posts, run = self._posts
-        self._posts = ([], run)
-        for fn, args, _ in posts:
-            run(fn, *args, self._announce, True)
+        posts, self._posts = self._posts, []
+        announced = bool(self._starts)
+        for fn, args in posts:
+            self._run(fn, *args, announced, True)
 
     def _reject(self, i: int, text: str) -> None:
         self._inbox.put(("started", i))
@@ -356,7 +349,7 @@ class Dispatch:
         behind one that blocks at once get threads now, not at the host's next pull."""
         wait = _GRACE if timeout is None else min(_GRACE, timeout)
         if wait <= 0:  # timeout=0: the calls start now, their events at the next poll
-            for i in self._announced():
+            for i in self._starts:
                 self._inbox.put(("started", i))
             self._post()
             return []
@@ -375,8 +368,8 @@ class Dispatch:
         events: list[Event] = []
         block = True
         pool = self._pool
-        if self._posts[0]:
-            for i in self._announced():  # reported now, and the poll still waits
+        if self._posts:
+            for i in self._starts:  # reported now, and the poll still waits
                 self._take(("started", i), events)
             self._post()  # before the inline calls: the pool's run beside them
         if self._inline:
@@ -484,7 +477,7 @@ class Dispatch:
     def _unrun(self) -> int:
         """How many calls are left in groups never run or never posted (no thread
         holds them)."""
-        groups = [*self._inline, *((fn, args) for fn, args, _ in self._posts[0])]
+        groups = [*self._inline, *self._posts]
         return sum(1 if run == self._run_tool else len(args[1]) for run, args in groups)
 
     def finished_results(self) -> dict[str, ToolResult]:
