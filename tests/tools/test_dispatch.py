@@ -524,9 +524,10 @@ def test_a_cancel_cancels_the_coroutine_a_plain_function_returns(kind: str) -> N
     """A dispatcher cannot always tell that a call awaits (a lambda returning a
     coroutine, an ``async def`` wrapper of a sync function): its coroutine is still
     cancelled with the turn."""
-    cancelled = threading.Event()
+    running, cancelled = threading.Event(), threading.Event()
 
     async def nap() -> None:
+        running.set()
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
@@ -557,6 +558,9 @@ def test_a_cancel_cancels_the_coroutine_a_plain_function_returns(kind: str) -> N
     done = None
     for ev in stream:
         if isinstance(ev, ToolStarted):
+            # ToolStarted may come before the pool thread runs the call: a cancel
+            # then would keep the call from running at all
+            assert running.wait(5), "the tool never ran"
             stream.cancel()
         elif isinstance(ev, TurnComplete):
             done = ev
