@@ -367,6 +367,8 @@ class TurnComplete(Event, Generic[T]):
     stop_reason: StopReason
     response: str
     iterations: int
+    #: the tool calls the model made this turn, each answered by a result (calls a
+    #: cancel kept from running too: the model is told they did not run)
     tool_calls: int
     usage: Usage
     #: the id of this turn (``Stream.turn_id``)

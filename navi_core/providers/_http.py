@@ -374,7 +374,9 @@ class HTTPProvider:
             shown, len(request.messages), len(request.tools), size,
         )  # fmt: skip
         response: httpx.Response | PlainResponse
-        with map_transport_errors(self._secrets, self._url):
+        with map_transport_errors(
+            self._secrets, self._url, plain is None and client.trust_env
+        ):
             if plain is not None:
                 response = plain.post(self._target, self._headers, parts, self._timeout)
             else:

@@ -38,6 +38,7 @@ from .errormap import error_for_status, provider_message, shorten
 __all__ = [
     "MAX_RETRY_AFTER_MS",
     "RawBody",
+    "environment_proxy",
     "map_transport_errors",
     "parse_retry_after",
     "read_capped",
@@ -72,38 +73,69 @@ MAX_RETRY_AFTER_MS = 24 * 60 * 60 * 1000
 
 @contextmanager
 def map_transport_errors(
-    secrets: Sequence[str] = (), url: str | None = None
+    secrets: Sequence[str] = (), url: str | None = None, env_proxy: bool = False
 ) -> Iterator[None]:
     """Re-raise httpx request failures as ``TransportError`` from the original.
 
     The message names the failure and, given the request ``url``, where it went as
     ``scheme://host:port/path`` (``shown_url``: no credentials, no query), so a
     refused connection says which server refused it; a failed DNS lookup names the
-    host it could not resolve. No header or key is copied.
+    host it could not resolve. With ``env_proxy`` (the client honours the proxy
+    variables) a request the environment sends through a proxy names the proxy: a
+    refused connection or an unknown host is the proxy's, not the model server's.
+    No header or key is copied.
     """
     try:
         yield
     except httpx.TimeoutException as exc:
-        where = shown_url(url) if url else None
+        where = _where(url, env_proxy)
         _scrub_chain(exc, secrets)
         what = f"timed out talking to {where}" if where else "timed out"
         raise TransportError(_describe(what, exc, secrets)) from exc
     except httpx.ConnectError as exc:
-        where = shown_url(url) if url else None
-        host = urlsplit(url).hostname if url else None
+        proxy = environment_proxy(url) if url and env_proxy else None
+        where = f"the proxy {proxy} (for {shown_url(url)})" if proxy and url else None
+        where = where or (shown_url(url) if url else None)
+        host = urlsplit(proxy or url).hostname if url else None
         if host and _is_dns_failure(exc):
             detail = redact(str(exc), secrets)
+            whose = "the proxy's host" if proxy else "host"
             raise TransportError(
-                clip(f"cannot resolve host {host!r} (DNS lookup failed: {detail})")
+                clip(f"cannot resolve {whose} {host!r} (DNS lookup failed: {detail})")
             ) from exc
         _scrub_chain(exc, secrets)
         what = f"cannot connect to {where}" if where else "request failed"
         raise TransportError(_describe(what, exc, secrets)) from exc
     except httpx.RequestError as exc:
-        where = shown_url(url) if url else None
+        where = _where(url, env_proxy)
         _scrub_chain(exc, secrets)
         what = f"request to {where} failed" if where else "request failed"
         raise TransportError(_describe(what, exc, secrets)) from exc
+
+
+def _where(url: str | None, env_proxy: bool) -> str | None:
+    """``url`` as an error names it, with the proxy the request went through."""
+    if not url:
+        return None
+    proxy = environment_proxy(url) if env_proxy else None
+    return f"{shown_url(url)} through the proxy {proxy}" if proxy else shown_url(url)
+
+
+def environment_proxy(url: str) -> str | None:
+    """The proxy the environment sends ``url`` through (``HTTPS_PROXY``,
+    ``HTTP_PROXY`` or ``ALL_PROXY`` for its scheme, unless ``NO_PROXY`` names its
+    host), as ``shown_url`` shows it; None when the request goes direct."""
+    import urllib.request  # only a failed request pays for it
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme.lower()) or proxies.get("all")
+    if not proxy or not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return shown_url(proxy if "://" in proxy else f"http://{proxy}").rstrip("/")
 
 
 def shown_url(url: str) -> str:

@@ -15,6 +15,7 @@ from wire_streams import drain, request
 from navi_core import OpenAIChat
 from navi_core.config import Timeout
 from navi_core.errors import BadRequest, ServerError, TransportError
+from navi_core.providers._http_errors import environment_proxy
 from navi_core.providers.errormap import error_fields, provider_message, shorten
 
 KEY = "sk-test-secret-key-123456"
@@ -42,6 +43,90 @@ def test_a_refused_connection_names_the_url_without_credentials() -> None:
     assert "refused" in message.lower()
     assert KEY not in message and "hunter2pass" not in message
     assert "?" not in message
+
+
+@pytest.fixture
+def clean_proxy_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    return monkeypatch
+
+
+def test_a_dead_proxy_is_named_as_the_one_that_refused(
+    clean_proxy_env: pytest.MonkeyPatch, loopback: LoopbackServer
+) -> None:
+    """The model server is up; the proxy the environment names is not: the error says
+    the proxy refused, and shows neither the proxy's password nor the key."""
+    proxy_port = _dead_port()
+    clean_proxy_env.setenv(
+        "HTTP_PROXY", f"http://me:proxy-pw-77@127.0.0.1:{proxy_port}"
+    )
+    with (
+        OpenAIChat("m", loopback.url + "/v1", api_key=KEY) as provider,
+        pytest.raises(TransportError) as caught,
+    ):
+        drain(provider, request("hi"))
+    message = str(caught.value)
+    assert message.startswith(
+        f"cannot connect to the proxy http://127.0.0.1:{proxy_port} "
+        f"(for {loopback.url}/v1/chat/completions): ConnectError"
+    )
+    assert "proxy-pw-77" not in message and KEY not in message
+    assert loopback.requests == []  # nothing reached the model server
+
+
+def test_a_host_no_proxy_names_goes_direct_and_names_the_server(
+    clean_proxy_env: pytest.MonkeyPatch,
+) -> None:
+    port = _dead_port()
+    clean_proxy_env.setenv("HTTP_PROXY", f"http://127.0.0.1:{_dead_port()}")
+    clean_proxy_env.setenv("NO_PROXY", "127.0.0.1")
+    with (
+        OpenAIChat("m", f"http://127.0.0.1:{port}/v1", api_key=KEY) as provider,
+        pytest.raises(TransportError) as caught,
+    ):
+        drain(provider, request("hi"))
+    assert str(caught.value).startswith(
+        f"cannot connect to http://127.0.0.1:{port}/v1/chat/completions: ConnectError"
+    )
+
+
+def test_a_proxy_host_that_does_not_resolve_is_named(
+    clean_proxy_env: pytest.MonkeyPatch, loopback: LoopbackServer
+) -> None:
+    clean_proxy_env.setenv("HTTP_PROXY", "http://no-such-proxy.invalid:3128")
+    with (
+        OpenAIChat("m", loopback.url + "/v1", api_key=KEY) as provider,
+        pytest.raises(TransportError) as caught,
+    ):
+        drain(provider, request("hi"))
+    assert str(caught.value).startswith(
+        "cannot resolve the proxy's host 'no-such-proxy.invalid' (DNS lookup failed"
+    )
+
+
+@pytest.mark.parametrize(
+    ("environment", "url", "expected"),
+    [
+        ({"HTTPS_PROXY": "http://p:3128"}, "https://api.x.com/v1", "http://p:3128"),
+        ({"HTTPS_PROXY": "http://p:3128"}, "http://api.x.com/v1", None),
+        ({"ALL_PROXY": "socks5://p:1080"}, "http://api.x.com/v1", "socks5://p:1080"),
+        ({"HTTP_PROXY": "p:3128"}, "http://api.x.com/v1", "http://p:3128"),
+        ({"HTTP_PROXY": "http://u:pw@p:3128/"}, "http://a.com/", "http://p:3128"),
+        ({"HTTP_PROXY": "http://p:3128", "NO_PROXY": "a.com"}, "http://a.com/", None),
+        ({}, "http://a.com/", None),
+    ],
+)
+def test_the_proxy_of_a_url_follows_the_environment(
+    clean_proxy_env: pytest.MonkeyPatch,
+    environment: dict[str, str],
+    url: str,
+    expected: str | None,
+) -> None:
+    for name, value in environment.items():
+        clean_proxy_env.setenv(name, value)
+    assert environment_proxy(url) == expected
 
 
 @pytest.fixture
