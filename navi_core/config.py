@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -148,14 +149,53 @@ class Pricing:
         Answers (a missing one too) are kept, so a turn's end looks it up once.
         """
         key = (cls, model, base_url)
-        if key not in _LOOKUPS:
-            if len(_LOOKUPS) >= 256:
-                _LOOKUPS.clear()
-            _LOOKUPS[key] = cls._lookup(model, base_url)
-        return _LOOKUPS[key]
+        found = cls.known(model, base_url)
+        if found is None:
+            pending = _PENDING.get(key)
+            if pending is not None:  # a prefetch is under way: its answer, not a second
+                pending.wait()
+            found = cls.known(model, base_url) or (
+                _remember(key, cls._lookup(model, base_url)),
+            )
+        return found[0]
+
+    @classmethod
+    def known(cls, model: str, base_url: str) -> tuple[Pricing | None] | None:
+        """The answer ``lookup`` would give, in a tuple, when it is at hand; None while
+        it is not (never looked up, or a prefetch still under way): never waits."""
+        try:
+            return (_LOOKUPS[cls, model, base_url],)
+        except KeyError:
+            return None
+
+    @classmethod
+    def prefetch(cls, model: str, base_url: str) -> None:
+        """Start ``lookup`` on a daemon thread unless its answer is known or on its way.
+
+        The first lookup of a process imports the price table (a few hundred ms); a turn
+        starts it as it sends its first request, so the table loads while the model
+        answers, not after the answer, and a cancel never waits for it.
+        """
+        key = (cls, model, base_url)
+        with _PENDING_LOCK:
+            if key in _LOOKUPS or key in _PENDING:
+                return
+            done = _PENDING[key] = threading.Event()
+
+        def run() -> None:
+            try:
+                _remember(key, cls._lookup(model, base_url))
+            finally:
+                with _PENDING_LOCK:
+                    _PENDING.pop(key, None)
+                done.set()
+
+        threading.Thread(target=run, name="navi-prices", daemon=True).start()
 
     @classmethod
     def _lookup(cls, model: str, base_url: str) -> Pricing | None:
+        if _on_this_machine(base_url):  # the table prices no local server: no import
+            return None
         try:
             from genai_prices import Usage as PriceUsage, calc_price
         except ImportError:
@@ -181,6 +221,30 @@ class Pricing:
 
 
 _LOOKUPS: dict[tuple[type[Pricing], str, str], Pricing | None] = {}
+_PENDING: dict[tuple[type[Pricing], str, str], threading.Event] = {}
+_PENDING_LOCK = threading.Lock()
+
+
+def _remember(
+    key: tuple[type[Pricing], str, str], found: Pricing | None
+) -> Pricing | None:
+    """Keep a lookup's answer (at most 256: the table starts over when full)."""
+    if len(_LOOKUPS) >= 256:
+        _LOOKUPS.clear()
+    _LOOKUPS[key] = found
+    return found
+
+
+def _on_this_machine(url: str) -> bool:
+    """Whether ``url`` names a loopback host (a local model server)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        host = urlsplit(url).hostname or ""
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _rate(value: Any) -> float | None:

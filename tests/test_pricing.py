@@ -5,6 +5,11 @@ and the serve wire."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,10 +29,12 @@ from navi_core import (
     Scripted,
     StopReason,
     Text,
+    ToolStarted,
     ToolUse,
     TurnComplete,
     Usage,
     WireIdentity,
+    tool,
 )
 from navi_core.cli.chat.profiles import Price
 from navi_core.cli.chat.render import Painter, status_line
@@ -220,6 +227,117 @@ def test_without_pricing_the_turn_is_priced_from_the_table(no_network: None) -> 
     done = Agent(TableProvider(script)).ask("go")
     assert done.cost is not None
     assert done.cost.usd == pytest.approx((1000 * 2.5 + 100 * 10.0) / 1e6)
+
+
+def test_a_local_model_server_is_not_looked_up_in_the_table() -> None:
+    """No price table knows a server on this machine (Ollama, vLLM, llama.cpp on
+    loopback): its lookup is None at once, and the table is never imported."""
+    pytest.importorskip("genai_prices")
+    code = (
+        "import sys\n"
+        "from navi_core import Pricing\n"
+        "for url in ('http://127.0.0.1:11434/v1', 'http://localhost:8000/v1',"
+        " 'http://[::1]:8080/v1'):\n"
+        "    assert Pricing.lookup('gpt-4o', url) is None, url\n"
+        "assert 'genai_prices' not in sys.modules\n"
+        "assert Pricing.lookup('gpt-4o', 'https://api.openai.com/v1') is not None\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+class SlowTable:
+    """A price table whose lookup waits for ``release``: what the first lookup of a
+    process is like while ``genai-prices`` imports."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.asked = threading.Event()
+        self.release = threading.Event()
+        self.threads: list[str] = []
+
+        def lookup(cls: type[Pricing], model: str, base_url: str) -> Pricing | None:
+            self.threads.append(threading.current_thread().name)
+            self.asked.set()
+            self.release.wait(10)
+            return cls(3.0, 15.0)
+
+        monkeypatch.setattr(Pricing, "_lookup", classmethod(lookup))
+
+
+class UnpricedProvider:
+    """A scripted provider at an endpoint of its own, so no earlier lookup is kept;
+    ``open`` may wait for ``gate`` first."""
+
+    def __init__(self, script: Scripted, gate: threading.Event | None = None) -> None:
+        self._script = script
+        self._gate = gate
+        self._wire = WireIdentity(
+            "openai_chat", "https://prices.test/v1", f"m-{uuid.uuid4().hex}"
+        )
+
+    @property
+    def wire(self) -> WireIdentity:
+        return self._wire
+
+    def open(self, request: ProviderRequest) -> ProviderStream:
+        if self._gate is not None:
+            assert self._gate.wait(5), "the price lookup had not started"
+        return self._script.open(request)
+
+    def close(self) -> None:
+        self._script.close()
+
+
+def test_the_price_table_is_read_while_the_model_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The lookup starts as the first request goes out, on a thread of its own: the
+    model's answer waits here for the lookup to have begun, and the cost is there."""
+    table = SlowTable(monkeypatch)
+    table.release.set()
+    script = Scripted([answer("hi", Usage(input=1000, output=100))])
+    done = Agent(UnpricedProvider(script, gate=table.asked)).ask("go")
+    assert done.cost is not None
+    assert done.cost.usd == pytest.approx((1000 * 3.0 + 100 * 15.0) / 1e6)
+    assert table.threads == ["navi-prices"]  # looked up once, not on the turn's thread
+
+
+def test_a_cancel_does_not_wait_for_the_price_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cancel ends the turn while the first lookup still runs (its cost unknown:
+    None); the next turn, once the table has answered, is priced."""
+    table = SlowTable(monkeypatch)
+    hold = threading.Event()
+
+    @tool
+    def wait() -> str:
+        """Wait."""
+        hold.wait(10)
+        return "ok"
+
+    script = Scripted(
+        [
+            [ToolUse("w", "wait", "{}")],
+            answer("late", Usage(input=10, output=1)),
+            answer("hi", Usage(input=1000, output=100)),
+        ]
+    )
+    try:
+        agent = Agent(UnpricedProvider(script), tools=[wait])
+        stream = agent.run("go")
+        while not isinstance(stream.next(), ToolStarted):
+            pass
+        assert table.asked.wait(5)
+        started = time.monotonic()
+        stream.cancel()
+        done = [e for e in stream if isinstance(e, TurnComplete)][-1]
+        assert time.monotonic() - started < 2  # the lookup holds on for 10 s
+        assert done.stop_reason is StopReason.CANCELLED and done.cost is None
+    finally:
+        hold.set()
+        table.release.set()
+    assert agent.ask("again").cost is not None
+    agent.close()
 
 
 def answer(text: str, usage: Usage) -> Message:

@@ -446,12 +446,13 @@ class Turn:
         self._release_response()
         response = self.last.text if self.last is not None else ""
         counts = (self.iterations, self.tool_calls, self.usage)
+        normal = reason not in (StopReason.CANCELLED, StopReason.TIMEOUT)
+        pricing = self.pricing(wait=normal)  # a stop never waits for the price table
         done = self.x.complete(
-            reason, response, *counts, self.x.turn_id, self.output.value, self.pricing()
+            reason, response, *counts, self.x.turn_id, self.output.value, pricing
         )
         self.complete = done
         self.queue.append(done)
-        normal = reason not in (StopReason.CANCELLED, StopReason.TIMEOUT)
         self._move(Trigger.FINISHED if normal else Trigger.CANCELLED)
 
     def stop_turn(self, reason: StopReason) -> None:
@@ -549,17 +550,34 @@ class Turn:
     def _commit(self, message: Message) -> None:
         self.host.session.commit(message, self.host.provider.wire)
 
-    def pricing(self) -> Pricing | None:
+    def pricing(self, *, wait: bool = True) -> Pricing | None:
         """The provider's price, looked up once: its ``pricing`` attribute when set,
-        else the price table's for its endpoint and model (``Pricing.lookup``)."""
+        else the price table's for its endpoint and model (``Pricing.lookup``).
+        ``wait=False``: None while the table's answer is still on its way."""
         if self.priced is None:
             provider = self.host.provider
             given = getattr(provider, "pricing", None)  # not in the Provider protocol
             if not isinstance(given, Pricing):
                 wire = provider.wire
+                if not wait and Pricing.known(wire.model, wire.base_url) is None:
+                    return None
                 given = Pricing.lookup(wire.model, wire.base_url)
             self.priced = (given,)
         return self.priced[0]
+
+    def _price_ahead(self) -> None:
+        """Have the price table's answer ready by the turn's end (``Pricing.prefetch``)."""
+        provider = self.host.provider
+        given = getattr(provider, "pricing", None)
+        if isinstance(given, Pricing):
+            self.priced = (given,)
+            return
+        wire = provider.wire
+        known = Pricing.known(wire.model, wire.base_url)
+        if known is None:
+            Pricing.prefetch(wire.model, wire.base_url)
+        else:
+            self.priced = known
 
     def _streamed_text(self) -> str:
         """The text the open response streamed so far (its tool calls left out)."""
@@ -701,6 +719,8 @@ class Turn:
             self.config,
             self.output.spec,
         )
+        if self.priced is None:
+            self._price_ahead()
         provider = host.provider
         opening = self.ctl.guarded(lambda: provider.open(request))
         self.ctl.offload(opening, self._opened, _close)
