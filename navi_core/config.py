@@ -177,6 +177,11 @@ class Pricing:
         answers, not after the answer, and a cancel never waits for it.
         """
         key = (cls, model, base_url)
+        if key in _LOOKUPS:
+            return
+        if _on_this_machine(base_url) or not _table_installed():
+            _remember(key, None)  # no table, or none that prices it: no thread
+            return
         with _PENDING_LOCK:
             if key in _LOOKUPS or key in _PENDING:
                 return
@@ -233,6 +238,12 @@ def _remember(
         _LOOKUPS.clear()
     _LOOKUPS[key] = found
     return found
+
+
+def _table_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("genai_prices") is not None
 
 
 def _on_this_machine(url: str) -> bool:

@@ -17,6 +17,7 @@ import pytest
 from loopback import LoopbackServer, Reply
 from providers.wire_streams import anthropic_body, openai_body
 
+import navi_core.config
 from navi_core import (
     Agent,
     Anthropic,
@@ -261,6 +262,7 @@ class SlowTable:
             return cls(3.0, 15.0)
 
         monkeypatch.setattr(Pricing, "_lookup", classmethod(lookup))
+        monkeypatch.setattr(navi_core.config, "_table_installed", lambda: True)
 
 
 class UnpricedProvider:
