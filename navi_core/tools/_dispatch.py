@@ -85,6 +85,7 @@ class Dispatch:
         "_abandon",
         "_batch_context",
         "_cancel",
+        "_claim",
         "_inbox",
         "_inline",
         "_limits",
@@ -92,6 +93,7 @@ class Dispatch:
         "_pending",
         "_pool",
         "_posts",
+        "_ran",
         "_run",
         "_screens",
         "_session_id",
@@ -122,12 +124,16 @@ class Dispatch:
         self._turn_id = turn_id
         self._abandon = on_abandon
         self._cancel = threading.Event()
+        #: held while a tool thread claims a call to run, and while cancel() is set: a
+        #: call either runs or is known not to (``_ran``), never in between
+        self._claim = threading.Lock()
         # for calls that read no context: a coroutine a lambda returns is cancelled by it
         self._batch_context = ToolContext(
             "", "", session_id, self._cancel, turn_id=turn_id
         )
         self._outcomes: list[_Outcome | None] = [None] * len(self._uses)
         self._started = [False] * len(self._uses)
+        self._ran = [False] * len(self._uses)
         self._inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._pending = len(self._uses)
         self._woken = False
@@ -258,8 +264,10 @@ class Dispatch:
             return
         if not announced:
             self._inbox.put(("started", i))
-        if self._cancel.is_set():  # set before cancel() drains: it sees no start
-            return
+        with self._claim:
+            if self._cancel.is_set():  # cancelled before it ran: it never will
+                return
+            self._ran[i] = True
         t0 = time.perf_counter()
         try:
             context = self._context(i) if t.takes_context else self._batch_context
@@ -288,8 +296,11 @@ class Dispatch:
         if not announced:
             for i, _ in calls:
                 self._inbox.put(("started", i))
-        if self._cancel.is_set():
-            return
+        with self._claim:
+            if self._cancel.is_set():
+                return
+            for i, _ in calls:
+                self._ran[i] = True
         t0 = time.perf_counter()
         try:
             # a source that takes the calls' contexts hears of progress and cancel
@@ -458,7 +469,8 @@ class Dispatch:
         call that started and did not finish. Calls still running are left to their
         threads, and the pool gets new threads for the next batch.
         """
-        self._cancel.set()
+        with self._claim:
+            self._cancel.set()
         events: list[Event] = []
         while True:
             try:
@@ -504,7 +516,7 @@ class Dispatch:
             if outcome is None:
                 text = (
                     ResultText.cancelled_while_running(use.name)
-                    if self._started[i]
+                    if self._ran[i]
                     else ResultText.cancelled_before_start(use.name)
                 )
                 results.append(error_result(use.id, text))

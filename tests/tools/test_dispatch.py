@@ -568,6 +568,42 @@ def test_a_cancel_cancels_the_coroutine_a_plain_function_returns(kind: str) -> N
     assert cancelled.wait(5), "the tool's coroutine ran on after the cancel"
 
 
+def test_a_cancel_tells_the_model_whether_the_call_ran() -> None:
+    """A cancel right after ``ToolStarted`` may come before the pool thread runs the
+    call: the call then never runs, and the model is told it did not; a call that
+    began is told it may have taken effect. Repeated, so both orders happen."""
+    for round_ in range(30):
+        _cancel_at_the_start(settle=0.02 if round_ % 3 else 0.2)
+
+
+def _cancel_at_the_start(settle: float) -> str:
+    ran = threading.Event()
+
+    @tool
+    def act() -> str:
+        """Act."""
+        ran.set()
+        return "done"
+
+    agent = Agent(Scripted([[ToolUse("a", "act", "{}")]]), tools=[act])
+    stream = agent.run("go")
+    while not isinstance(stream.next(), ToolStarted):
+        pass
+    stream.cancel()
+    assert [type(e) for e in list(stream)[:1]] == [ToolFinished]
+    (result,) = agent.conversation.messages[2].tool_results
+    agent.close()
+    if "before it started" in result.text:
+        time.sleep(settle)
+        assert not ran.is_set(), "told the model it did not run, and it ran"
+        return "not run"
+    if "may or may not" in result.text:
+        assert ran.wait(5), "told the model it may have run, and it never did"
+        return "ran"
+    assert result.text == "done"
+    return "finished"
+
+
 def test_calls_behind_a_blocking_call_start_while_a_slow_host_looks_away() -> None:
     """A host that takes its time over ``ToolDispatchStart`` (a GUI drawing, a server
     writing to a slow client) does not hold up the calls queued behind one that
