@@ -62,6 +62,10 @@ if cost is not None:
 assert_type(done.stop_reason is StopReason.BUDGET, bool)
 assert_type(Pricing(3.0, 15.0).cost_of(done.usage), Cost)
 assert_type(Pricing.lookup("gpt-4o", "https://api.openai.com/v1"), Pricing | None)
+assert_type(
+    Pricing.known("gpt-4o", "https://api.openai.com/v1"), tuple[Pricing | None] | None
+)
+assert_type(Pricing.prefetch("gpt-4o", "https://api.openai.com/v1"), None)
 assert_type(Scripted([], pricing=Pricing(1.0, 1.0)), Scripted)
 
 pair = Agent(Scripted([])).ask("two numbers", output=Pair).output
