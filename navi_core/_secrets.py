@@ -5,7 +5,8 @@ One list of secret-looking names (``SECRET_WORDS``) decides which query paramete
 
 - ``public_url`` / ``public_wire``: a base URL safe to show and store (no user info,
   fragment, ``;params`` or secret-looking query parameters; a URL that does not parse
-  cleanly is cut down rather than kept);
+  cleanly is cut down rather than kept); ``environment_proxy``: the proxy a URL goes
+  through, as an error may name it;
 - ``request_secrets``: the values a request carries that must never appear in an
   error message (credential headers, bearer tokens, credentials in the URL);
 - ``secret_forms``: every spelling of a secret that text may carry (stripped,
@@ -43,6 +44,7 @@ __all__ = [
     "SECRET_WORDS",
     "check_headers",
     "clip",
+    "environment_proxy",
     "header_secrets",
     "looks_secret",
     "looks_secret_param",
@@ -206,6 +208,32 @@ def public_url(url: str) -> str:
     if unchanged and "#" not in url:
         return url
     return urlunsplit((parts.scheme, netloc, path, query, ""))
+
+
+def environment_proxy(url: str) -> str | None:
+    """The proxy the environment sends ``url`` through (``HTTPS_PROXY``,
+    ``HTTP_PROXY`` or ``ALL_PROXY`` for its scheme, unless ``NO_PROXY`` names its
+    host) as ``scheme://host:port``, never its user info; None when it goes direct."""
+    import urllib.request  # only a failed request pays for it
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme.lower()) or proxies.get("all")
+    if not proxy or not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    if "://" not in proxy:
+        proxy = f"http://{proxy}"
+    try:
+        shown = urlsplit(proxy)
+        port = f":{shown.port}" if shown.port is not None else ""
+    except ValueError:
+        return _cut_url(proxy).rstrip("/")
+    host = shown.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{shown.scheme}://{host}{port}"
 
 
 def public_wire(wire: WireIdentity) -> WireIdentity:

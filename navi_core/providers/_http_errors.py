@@ -31,14 +31,13 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from .._secrets import MAX_MESSAGE_CHARS, clip, public_url, redact
+from .._secrets import MAX_MESSAGE_CHARS, clip, environment_proxy, public_url, redact
 from ..errors import ProviderError, TransportError
 from .errormap import error_for_status, provider_message, shorten
 
 __all__ = [
     "MAX_RETRY_AFTER_MS",
     "RawBody",
-    "environment_proxy",
     "map_transport_errors",
     "parse_retry_after",
     "read_capped",
@@ -94,7 +93,11 @@ def map_transport_errors(
         raise TransportError(_describe(what, exc, secrets)) from exc
     except httpx.ConnectError as exc:
         proxy = environment_proxy(url) if url and env_proxy else None
-        where = f"the proxy {proxy} (for {shown_url(url)})" if proxy and url else None
+        where = (
+            f"the proxy {proxy} (for {shown_url(url)}; NO_PROXY can exempt its host)"
+            if proxy and url
+            else None
+        )
         where = where or (shown_url(url) if url else None)
         host = urlsplit(proxy or url).hostname if url else None
         if host and _is_dns_failure(exc):
@@ -119,23 +122,6 @@ def _where(url: str | None, env_proxy: bool) -> str | None:
         return None
     proxy = environment_proxy(url) if env_proxy else None
     return f"{shown_url(url)} through the proxy {proxy}" if proxy else shown_url(url)
-
-
-def environment_proxy(url: str) -> str | None:
-    """The proxy the environment sends ``url`` through (``HTTPS_PROXY``,
-    ``HTTP_PROXY`` or ``ALL_PROXY`` for its scheme, unless ``NO_PROXY`` names its
-    host), as ``shown_url`` shows it; None when the request goes direct."""
-    import urllib.request  # only a failed request pays for it
-
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None
-    proxies = urllib.request.getproxies()
-    proxy = proxies.get(parts.scheme.lower()) or proxies.get("all")
-    if not proxy or not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
-        return None
-    return shown_url(proxy if "://" in proxy else f"http://{proxy}").rstrip("/")
 
 
 def shown_url(url: str) -> str:

@@ -5,6 +5,7 @@ results, errors, crashes, hangs, close."""
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import threading
 import time
@@ -284,6 +285,27 @@ def test_http_server_crash_mid_call_is_an_error_result(http_url: str) -> None:
         assert isinstance(after, MCPError) and "is the server running?" in str(after)
     finally:
         tools.close()
+
+
+def test_http_through_a_dead_proxy_names_the_proxy(
+    http_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server runs; the proxy the environment names does not: the error says so
+    (not "is the server running?"), without the proxy's password."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://me:proxy-pw-5@127.0.0.1:{port}")
+    with pytest.raises(MCPError) as caught:
+        MCPTools(url=http_url).close()
+    message = str(caught.value)
+    assert f"cannot connect to the proxy http://127.0.0.1:{port} (for {http_url}" in (
+        message
+    )
+    assert "NO_PROXY" in message and "proxy-pw-5" not in message
 
 
 def test_http_close_ends_the_session(http_url: str) -> None:

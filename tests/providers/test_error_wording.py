@@ -13,9 +13,9 @@ from loopback import LoopbackServer, Reply
 from wire_streams import drain, request
 
 from navi_core import OpenAIChat
+from navi_core._secrets import environment_proxy
 from navi_core.config import Timeout
 from navi_core.errors import BadRequest, ServerError, TransportError
-from navi_core.providers._http_errors import environment_proxy
 from navi_core.providers.errormap import error_fields, provider_message, shorten
 
 KEY = "sk-test-secret-key-123456"
@@ -70,7 +70,8 @@ def test_a_dead_proxy_is_named_as_the_one_that_refused(
     message = str(caught.value)
     assert message.startswith(
         f"cannot connect to the proxy http://127.0.0.1:{proxy_port} "
-        f"(for {loopback.url}/v1/chat/completions): ConnectError"
+        f"(for {loopback.url}/v1/chat/completions; NO_PROXY can exempt its host): "
+        "ConnectError"
     )
     assert "proxy-pw-77" not in message and KEY not in message
     assert loopback.requests == []  # nothing reached the model server
