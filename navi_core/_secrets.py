@@ -5,7 +5,7 @@ One list of secret-looking names (``SECRET_WORDS``) decides which query paramete
 
 - ``public_url`` / ``public_wire``: a base URL safe to show and store (no user info,
   fragment, ``;params`` or secret-looking query parameters; a URL that does not parse
-  cleanly is cut down rather than kept); ``environment_proxy``: the proxy a URL goes
+  cleanly is cut down rather than kept); ``client_proxy``: the proxy a request goes
   through, as an error may name it;
 - ``request_secrets``: the values a request carries that must never appear in an
   error message (credential headers, bearer tokens, credentials in the URL);
@@ -44,7 +44,7 @@ __all__ = [
     "SECRET_WORDS",
     "check_headers",
     "clip",
-    "environment_proxy",
+    "client_proxy",
     "header_secrets",
     "looks_secret",
     "looks_secret_param",
@@ -210,30 +210,25 @@ def public_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, path, query, ""))
 
 
-def environment_proxy(url: str) -> str | None:
-    """The proxy the environment sends ``url`` through (``HTTPS_PROXY``,
-    ``HTTP_PROXY`` or ``ALL_PROXY`` for its scheme, unless ``NO_PROXY`` names its
-    host) as ``scheme://host:port``, never its user info; None when it goes direct."""
-    import urllib.request  # only a failed request pays for it
+def client_proxy(client: Any, url: str) -> str | None:
+    """The proxy the httpx ``client`` sends ``url`` through (one it was given, or one
+    the environment names: ``HTTPS_PROXY``, ``ALL_PROXY``, ... unless ``NO_PROXY``
+    exempts the host) as ``scheme://host:port``, never its user info; None when the
+    request goes direct, or when httpx cannot tell (its routing is not public API)."""
+    try:
+        import httpx
 
-    try:
-        parts = urlsplit(url)
-    except ValueError:
+        pool = client._transport_for_url(httpx.URL(url))._pool
+        proxy = pool._proxy_url  # httpcore's HTTPProxy and SOCKSProxy keep it
+        scheme, host = proxy.scheme.decode("ascii"), proxy.host.decode("ascii")
+        port = proxy.port or _DEFAULT_PORTS.get(scheme)
+    except Exception:  # direct (no ``_proxy_url``), or an httpx that routes otherwise
         return None
-    proxies = urllib.request.getproxies()
-    proxy = proxies.get(parts.scheme.lower()) or proxies.get("all")
-    if not proxy or not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
-        return None
-    if "://" not in proxy:
-        proxy = f"http://{proxy}"
-    try:
-        shown = urlsplit(proxy)
-        port = f":{shown.port}" if shown.port is not None else ""
-    except ValueError:
-        return _cut_url(proxy).rstrip("/")
-    host = shown.hostname or ""
     host = f"[{host}]" if ":" in host else host
-    return f"{shown.scheme}://{host}{port}"
+    return f"{scheme}://{host}" + (f":{port}" if port else "")
+
+
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443, "socks5": 1080, "socks5h": 1080}
 
 
 def public_wire(wire: WireIdentity) -> WireIdentity:

@@ -172,9 +172,10 @@ class Pricing:
     def prefetch(cls, model: str, base_url: str) -> None:
         """Start ``lookup`` on a daemon thread unless its answer is known or on its way.
 
-        The first lookup of a process imports the price table (a few hundred ms); a turn
-        starts it as it sends its first request, so the table loads while the model
-        answers, not after the answer, and a cancel never waits for it.
+        The first lookup of a process imports the price table: a few hundred ms, part
+        of it holding the GIL in one piece. A turn does it as it ends (a cancelled turn
+        does not wait for it: its cost is None); a host that would rather pay it at a
+        moment of its choosing (at start-up, while nothing streams) calls this then.
         """
         key = (cls, model, base_url)
         if key in _LOOKUPS:
@@ -195,7 +196,13 @@ class Pricing:
                     _PENDING.pop(key, None)
                 done.set()
 
-        threading.Thread(target=run, name="navi-prices", daemon=True).start()
+        try:
+            threading.Thread(target=run, name="navi-prices", daemon=True).start()
+        except BaseException:  # no thread (interpreter shutting down): lookups go on
+            with _PENDING_LOCK:
+                _PENDING.pop(key, None)
+            done.set()
+            raise
 
     @classmethod
     def _lookup(cls, model: str, base_url: str) -> Pricing | None:

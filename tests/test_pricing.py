@@ -266,12 +266,10 @@ class SlowTable:
 
 
 class UnpricedProvider:
-    """A scripted provider at an endpoint of its own, so no earlier lookup is kept;
-    ``open`` may wait for ``gate`` first."""
+    """A scripted provider at an endpoint of its own, so no earlier lookup is kept."""
 
-    def __init__(self, script: Scripted, gate: threading.Event | None = None) -> None:
+    def __init__(self, script: Scripted) -> None:
         self._script = script
-        self._gate = gate
         self._wire = WireIdentity(
             "openai_chat", "https://prices.test/v1", f"m-{uuid.uuid4().hex}"
         )
@@ -281,33 +279,35 @@ class UnpricedProvider:
         return self._wire
 
     def open(self, request: ProviderRequest) -> ProviderStream:
-        if self._gate is not None:
-            assert self._gate.wait(5), "the price lookup had not started"
         return self._script.open(request)
 
     def close(self) -> None:
         self._script.close()
 
 
-def test_the_price_table_is_read_while_the_model_answers(
+def test_a_table_prefetched_by_the_host_is_read_once_off_the_turn(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The lookup starts as the first request goes out, on a thread of its own: the
-    model's answer waits here for the lookup to have begun, and the cost is there."""
+    """``Pricing.prefetch`` loads the table on a thread of its own; the turn's end
+    takes that answer instead of looking up a second time."""
     table = SlowTable(monkeypatch)
+    provider = UnpricedProvider(Scripted([answer("hi", Usage(1000, 100))]))
+    Pricing.prefetch(provider.wire.model, provider.wire.base_url)
+    assert table.asked.wait(5)
+    assert Pricing.known(provider.wire.model, provider.wire.base_url) is None
     table.release.set()
-    script = Scripted([answer("hi", Usage(input=1000, output=100))])
-    done = Agent(UnpricedProvider(script, gate=table.asked)).ask("go")
+    done = Agent(provider).ask("go")
     assert done.cost is not None
     assert done.cost.usd == pytest.approx((1000 * 3.0 + 100 * 15.0) / 1e6)
-    assert table.threads == ["navi-prices"]  # looked up once, not on the turn's thread
+    assert table.threads == ["navi-prices"]
 
 
+@pytest.mark.parametrize("prefetched", [False, True])
 def test_a_cancel_does_not_wait_for_the_price_table(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, prefetched: bool
 ) -> None:
-    """A cancel ends the turn while the first lookup still runs (its cost unknown:
-    None); the next turn, once the table has answered, is priced."""
+    """A cancel ends the turn without looking the price up, or while a prefetch still
+    runs: its cost is unknown (None). The next turn that ends normally is priced."""
     table = SlowTable(monkeypatch)
     hold = threading.Event()
 
@@ -318,28 +318,52 @@ def test_a_cancel_does_not_wait_for_the_price_table(
         return "ok"
 
     script = Scripted(
-        [
-            [ToolUse("w", "wait", "{}")],
-            answer("late", Usage(input=10, output=1)),
-            answer("hi", Usage(input=1000, output=100)),
-        ]
+        [[ToolUse("w", "wait", "{}")], answer("hi", Usage(input=1000, output=100))]
     )
+    provider = UnpricedProvider(script)
+    if prefetched:
+        Pricing.prefetch(provider.wire.model, provider.wire.base_url)
+        assert table.asked.wait(5)  # and it holds on for 10 s
     try:
-        agent = Agent(UnpricedProvider(script), tools=[wait])
+        agent = Agent(provider, tools=[wait])
         stream = agent.run("go")
         while not isinstance(stream.next(), ToolStarted):
             pass
-        assert table.asked.wait(5)
         started = time.monotonic()
         stream.cancel()
         done = [e for e in stream if isinstance(e, TurnComplete)][-1]
-        assert time.monotonic() - started < 2  # the lookup holds on for 10 s
+        assert time.monotonic() - started < 2
         assert done.stop_reason is StopReason.CANCELLED and done.cost is None
+        assert table.asked.is_set() is prefetched  # a cancel starts no lookup
     finally:
         hold.set()
         table.release.set()
     assert agent.ask("again").cost is not None
     agent.close()
+
+
+def test_a_prefetch_whose_thread_cannot_start_leaves_lookups_working(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = SlowTable(monkeypatch)
+    table.release.set()
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    wire = UnpricedProvider(Scripted([])).wire
+    with monkeypatch.context() as patched:
+        patched.setattr(threading.Thread, "start", refuse)
+        with pytest.raises(RuntimeError):
+            Pricing.prefetch(wire.model, wire.base_url)
+    found: list[Pricing | None] = []
+    looker = threading.Thread(
+        target=lambda: found.append(Pricing.lookup(wire.model, wire.base_url)),
+        daemon=True,
+    )
+    looker.start()
+    looker.join(5)
+    assert found == [Pricing(3.0, 15.0)], "the lookup waited for a prefetch never run"
 
 
 def answer(text: str, usage: Usage) -> Message:

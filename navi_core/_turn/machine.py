@@ -565,20 +565,6 @@ class Turn:
             self.priced = (given,)
         return self.priced[0]
 
-    def _price_ahead(self) -> None:
-        """Have the price table's answer ready by the turn's end (``Pricing.prefetch``)."""
-        provider = self.host.provider
-        given = getattr(provider, "pricing", None)
-        if isinstance(given, Pricing):
-            self.priced = (given,)
-            return
-        wire = provider.wire
-        known = Pricing.known(wire.model, wire.base_url)
-        if known is None:
-            Pricing.prefetch(wire.model, wire.base_url)
-        else:
-            self.priced = known
-
     def _streamed_text(self) -> str:
         """The text the open response streamed so far (its tool calls left out)."""
         core = getattr(self.opened, "core", None)
@@ -719,8 +705,6 @@ class Turn:
             self.config,
             self.output.spec,
         )
-        if self.priced is None:
-            self._price_ahead()
         provider = host.provider
         opening = self.ctl.guarded(lambda: provider.open(request))
         self.ctl.offload(opening, self._opened, _close)

@@ -8,12 +8,13 @@ import socket
 import threading
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from loopback import LoopbackServer, Reply
 from wire_streams import drain, request
 
 from navi_core import OpenAIChat
-from navi_core._secrets import environment_proxy
+from navi_core._secrets import client_proxy
 from navi_core.config import Timeout
 from navi_core.errors import BadRequest, ServerError, TransportError
 from navi_core.providers.errormap import error_fields, provider_message, shorten
@@ -103,7 +104,9 @@ def test_a_proxy_host_that_does_not_resolve_is_named(
     ):
         drain(provider, request("hi"))
     assert str(caught.value).startswith(
-        "cannot resolve the proxy's host 'no-such-proxy.invalid' (DNS lookup failed"
+        "cannot resolve the proxy's host 'no-such-proxy.invalid' "
+        f"(for {loopback.url}/v1/chat/completions; NO_PROXY can exempt its host) "
+        "(DNS lookup failed"
     )
 
 
@@ -112,14 +115,16 @@ def test_a_proxy_host_that_does_not_resolve_is_named(
     [
         ({"HTTPS_PROXY": "http://p:3128"}, "https://api.x.com/v1", "http://p:3128"),
         ({"HTTPS_PROXY": "http://p:3128"}, "http://api.x.com/v1", None),
-        ({"ALL_PROXY": "socks5://p:1080"}, "http://api.x.com/v1", "socks5://p:1080"),
-        ({"HTTP_PROXY": "p:3128"}, "http://api.x.com/v1", "http://p:3128"),
+        ({"ALL_PROXY": "http://p:3128"}, "http://api.x.com/v1", "http://p:3128"),
+        ({"HTTP_PROXY": "http://p"}, "http://api.x.com/v1", "http://p:80"),
         ({"HTTP_PROXY": "http://u:pw@p:3128/"}, "http://a.com/", "http://p:3128"),
         ({"HTTP_PROXY": "http://p:3128", "NO_PROXY": "a.com"}, "http://a.com/", None),
+        ({"HTTP_PROXY": "http://p:3128", "NO_PROXY": "x.com,*"}, "http://a.com/", None),
+        ({"HTTP_PROXY": "http://[::1]:3128"}, "http://a.com/", "http://[::1]:3128"),
         ({}, "http://a.com/", None),
     ],
 )
-def test_the_proxy_of_a_url_follows_the_environment(
+def test_the_proxy_named_is_the_one_httpx_routes_through(
     clean_proxy_env: pytest.MonkeyPatch,
     environment: dict[str, str],
     url: str,
@@ -127,7 +132,33 @@ def test_the_proxy_of_a_url_follows_the_environment(
 ) -> None:
     for name, value in environment.items():
         clean_proxy_env.setenv(name, value)
-    assert environment_proxy(url) == expected
+    with httpx.Client() as client:
+        assert client_proxy(client, url) == expected
+
+
+def test_a_callers_client_is_asked_which_proxy_it_uses(
+    clean_proxy_env: pytest.MonkeyPatch,
+) -> None:
+    """A client given its own proxy, or its own transport, routes as it was told, not
+    as the environment says."""
+    clean_proxy_env.setenv("HTTP_PROXY", "http://env-proxy:3128")
+    with httpx.Client(proxy="http://own:8080") as own:
+        assert client_proxy(own, "http://a.com/") == "http://own:8080"
+    with httpx.Client(transport=httpx.HTTPTransport()) as direct:
+        assert client_proxy(direct, "http://a.com/") is None
+
+
+def test_a_callers_client_with_its_own_dead_proxy_names_that_proxy(
+    clean_proxy_env: pytest.MonkeyPatch, loopback: LoopbackServer
+) -> None:
+    own, env = _dead_port(), _dead_port()
+    clean_proxy_env.setenv("HTTP_PROXY", f"http://127.0.0.1:{env}")
+    client = httpx.Client(proxy=f"http://127.0.0.1:{own}")
+    with (
+        OpenAIChat("m", loopback.url + "/v1", api_key=KEY, client=client) as provider,
+        pytest.raises(TransportError, match=f"the proxy http://127.0.0.1:{own} "),
+    ):
+        drain(provider, request("hi"))
 
 
 @pytest.fixture
