@@ -5,8 +5,8 @@ One list of secret-looking names (``SECRET_WORDS``) decides which query paramete
 
 - ``public_url`` / ``public_wire``: a base URL safe to show and store (no user info,
   fragment, ``;params`` or secret-looking query parameters; a URL that does not parse
-  cleanly is cut down rather than kept); ``client_proxy``: the proxy a request goes
-  through, as an error may name it;
+  cleanly is cut down rather than kept); ``environment_proxy``: the proxy the environment
+  sends a URL through, as an error may name it;
 - ``request_secrets``: the values a request carries that must never appear in an
   error message (credential headers, bearer tokens, credentials in the URL);
 - ``secret_forms``: every spelling of a secret that text may carry (stripped,
@@ -44,7 +44,7 @@ __all__ = [
     "SECRET_WORDS",
     "check_headers",
     "clip",
-    "client_proxy",
+    "environment_proxy",
     "header_secrets",
     "looks_secret",
     "looks_secret_param",
@@ -210,20 +210,77 @@ def public_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, path, query, ""))
 
 
-def client_proxy(client: Any, url: str) -> str | None:
-    """The proxy the httpx ``client`` sends ``url`` through (one it was given, or one
-    the environment names: ``HTTPS_PROXY``, ``ALL_PROXY``, ... unless ``NO_PROXY``
-    exempts the host) as ``scheme://host:port``, never its user info; None when the
-    request goes direct, or when httpx cannot tell (its routing is not public API)."""
-    try:
-        import httpx
+def environment_proxy(url: str) -> str | None:
+    """The proxy an httpx client that trusts the environment sends ``url`` through
+    (``HTTPS_PROXY`` or ``HTTP_PROXY`` for its scheme, else ``ALL_PROXY``, unless a
+    ``NO_PROXY`` entry covers the host: httpx's rules) as ``scheme://host:port``
+    without user info; None when it goes direct."""
+    import urllib.request  # only a failed request pays for it
 
-        pool = client._transport_for_url(httpx.URL(url))._pool
-        proxy = pool._proxy_url  # httpcore's HTTPProxy and SOCKSProxy keep it
-        scheme, host = proxy.scheme.decode("ascii"), proxy.host.decode("ascii")
-        port = proxy.port or _DEFAULT_PORTS.get(scheme)
-    except Exception:  # direct (no ``_proxy_url``), or an httpx that routes otherwise
+    try:
+        parts = urlsplit(url)
+        host, port = (parts.hostname or "").lower(), parts.port
+    except ValueError:
         return None
+    scheme = parts.scheme.lower()
+    found = urllib.request.getproxies()
+    proxy = (found.get(scheme) if scheme in ("http", "https") else None) or found.get(
+        "all"
+    )
+    if not proxy:
+        return None
+    for entry in (e.strip() for e in found.get("no", "").split(",")):
+        # any entry that covers the host outranks the proxies: they name no host
+        if entry == "*" or (entry and _exempts(entry, scheme, host, port)):
+            return None
+    return _shown_proxy(proxy)
+
+
+def _exempts(entry: str, scheme: str, host: str, port: int | None) -> bool:
+    """Whether ``NO_PROXY`` entry ``entry`` covers the URL, as httpx reads it: a bare
+    domain covers it and its subdomains, ``.domain`` only the subdomains, an address or
+    ``localhost`` only itself, ``scheme://host[:port]`` that scheme (and port)."""
+    want_scheme, want_host, want_port = "", entry.lower(), None
+    if "://" in entry:
+        try:
+            parts = urlsplit(entry)
+            want_host, want_port = (parts.hostname or "").lower(), parts.port
+        except ValueError:
+            return False
+        want_scheme = "" if parts.scheme.lower() == "all" else parts.scheme.lower()
+        if want_scheme and want_scheme != scheme:
+            return False
+        if want_port is not None and want_port != port:
+            return False
+        return want_host in ("", "*", host)
+    want_host = want_host.strip("[]")
+    if want_host == "localhost" or _is_address(want_host):
+        return want_host == host
+    if want_host.startswith("."):
+        return host.endswith(want_host)
+    return host == want_host or host.endswith("." + want_host)
+
+
+def _is_address(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _shown_proxy(proxy: str) -> str:
+    """A proxy URL as ``scheme://host:port``, the scheme's port when none is written."""
+    if "://" not in proxy:
+        proxy = f"http://{proxy}"
+    try:
+        parts = urlsplit(proxy)
+        scheme, host, port = parts.scheme.lower(), parts.hostname or "", parts.port
+    except ValueError:
+        return _cut_url(proxy).rstrip("/")
+    port = port or _DEFAULT_PORTS.get(scheme)
     host = f"[{host}]" if ":" in host else host
     return f"{scheme}://{host}" + (f":{port}" if port else "")
 

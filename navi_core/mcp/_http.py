@@ -24,7 +24,7 @@ import orjson
 
 from .. import core
 from .._logs import protect
-from .._secrets import client_proxy, clip, public_url, redact, request_secrets
+from .._secrets import clip, environment_proxy, public_url, redact, request_secrets
 from ._wire import (
     CLOSE_WAIT,
     MAX_MESSAGE_BYTES,
@@ -235,7 +235,7 @@ class HTTPTransport:
                 exc, f"{call.method}: {self.url} did not answer in time"
             ) from exc
         except httpx.ConnectError as exc:
-            proxy = client_proxy(self._client, self.url)
+            proxy = environment_proxy(self.url) if self._own_client else None
             where = (
                 f"the proxy {proxy} (for {self.url}; NO_PROXY can exempt its host)"
                 if proxy

@@ -375,7 +375,7 @@ class HTTPProvider:
         )  # fmt: skip
         response: httpx.Response | PlainResponse
         with map_transport_errors(
-            self._secrets, self._url, client if plain is None else None
+            self._secrets, self._url, plain is None and self._owns_client
         ):
             if plain is not None:
                 response = plain.post(self._target, self._headers, parts, self._timeout)

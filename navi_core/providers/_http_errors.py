@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from .._secrets import MAX_MESSAGE_CHARS, client_proxy, clip, public_url, redact
+from .._secrets import MAX_MESSAGE_CHARS, clip, environment_proxy, public_url, redact
 from ..errors import ProviderError, TransportError
 from .errormap import error_for_status, provider_message, shorten
 
@@ -74,26 +74,27 @@ MAX_RETRY_AFTER_MS = 24 * 60 * 60 * 1000
 def map_transport_errors(
     secrets: Sequence[str] = (),
     url: str | None = None,
-    client: httpx.Client | None = None,
+    env_proxy: bool = False,
 ) -> Iterator[None]:
     """Re-raise httpx request failures as ``TransportError`` from the original.
 
     The message names the failure and, given the request ``url``, where it went as
     ``scheme://host:port/path`` (``shown_url``: no credentials, no query), so a
     refused connection says which server refused it; a failed DNS lookup names the
-    host it could not resolve. Given the ``client`` that sent it through a proxy, a
-    refused connection or an unknown host is the proxy's, and the message names the
-    proxy (``client_proxy``). No header or key is copied.
+    host it could not resolve. With ``env_proxy`` (the request was sent by a client
+    navi_core made, which honours the proxy variables) a request the environment
+    sends through a proxy names the proxy: a refused connection or an unknown host
+    is the proxy's (``environment_proxy``). No header or key is copied.
     """
     try:
         yield
     except httpx.TimeoutException as exc:
-        where = _where(url, client)
+        where = _where(url, env_proxy)
         _scrub_chain(exc, secrets)
         what = f"timed out talking to {where}" if where else "timed out"
         raise TransportError(_describe(what, exc, secrets)) from exc
     except httpx.ConnectError as exc:
-        proxy = client_proxy(client, url) if url and client is not None else None
+        proxy = environment_proxy(url) if url and env_proxy else None
         target = shown_url(url) if url else None
         host = urlsplit(proxy or url).hostname if url else None
         if proxy:  # the connection that failed was to the proxy
@@ -110,7 +111,7 @@ def map_transport_errors(
         what = f"cannot connect to {where}" if where else "request failed"
         raise TransportError(_describe(what, exc, secrets)) from exc
     except httpx.RequestError as exc:
-        where = _where(url, client)
+        where = _where(url, env_proxy)
         _scrub_chain(exc, secrets)
         what = f"request to {where} failed" if where else "request failed"
         raise TransportError(_describe(what, exc, secrets)) from exc
@@ -119,11 +120,11 @@ def map_transport_errors(
 _EXEMPT = "NO_PROXY can exempt its host"
 
 
-def _where(url: str | None, client: httpx.Client | None) -> str | None:
+def _where(url: str | None, env_proxy: bool) -> str | None:
     """``url`` as an error names it, with the proxy the request went through."""
     if not url:
         return None
-    proxy = client_proxy(client, url) if client is not None else None
+    proxy = environment_proxy(url) if env_proxy else None
     return f"{shown_url(url)} through the proxy {proxy}" if proxy else shown_url(url)
 
 

@@ -7,6 +7,8 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -14,7 +16,7 @@ from loopback import LoopbackServer, Reply
 from wire_streams import drain, request
 
 from navi_core import OpenAIChat
-from navi_core._secrets import client_proxy
+from navi_core._secrets import environment_proxy
 from navi_core.config import Timeout
 from navi_core.errors import BadRequest, ServerError, TransportError
 from navi_core.providers.errormap import error_fields, provider_message, shorten
@@ -117,48 +119,64 @@ def test_a_proxy_host_that_does_not_resolve_is_named(
         ({"HTTPS_PROXY": "http://p:3128"}, "http://api.x.com/v1", None),
         ({"ALL_PROXY": "http://p:3128"}, "http://api.x.com/v1", "http://p:3128"),
         ({"HTTP_PROXY": "http://p"}, "http://api.x.com/v1", "http://p:80"),
+        ({"HTTP_PROXY": "p:3128"}, "http://api.x.com/v1", "http://p:3128"),
         ({"HTTP_PROXY": "http://u:pw@p:3128/"}, "http://a.com/", "http://p:3128"),
-        ({"HTTP_PROXY": "http://p:3128", "NO_PROXY": "a.com"}, "http://a.com/", None),
-        ({"HTTP_PROXY": "http://p:3128", "NO_PROXY": "x.com,*"}, "http://a.com/", None),
         ({"HTTP_PROXY": "http://[::1]:3128"}, "http://a.com/", "http://[::1]:3128"),
+        ({"HTTP_PROXY": "http://p:1", "NO_PROXY": "a.com"}, "http://a.com/", None),
+        ({"HTTP_PROXY": "http://p:1", "NO_PROXY": "a.com"}, "http://w.a.com/", None),
+        ({"HTTP_PROXY": "http://p:1", "NO_PROXY": "a.com"}, "http://wa.com/", "http://p:1"),
+        ({"HTTP_PROXY": "http://p:1", "NO_PROXY": ".a.com"}, "http://a.com/", "http://p:1"),
+        ({"HTTP_PROXY": "http://p:1", "NO_PROXY": ".a.com"}, "http://w.a.com/", None),
+        ({"HTTP_PROXY": "http://p:1", "NO_PROXY": "x.com,*"}, "http://a.com/", None),
+        ({"HTTP_PROXY": "http://p:1", "NO_PROXY": "x.com, localhost"}, "http://localhost:8/", None),
+        ({"HTTP_PROXY": "http://p:1", "NO_PROXY": "127.0.0.1"}, "http://127.0.0.1:8/", None),
+        ({"HTTP_PROXY": "http://p:1", "NO_PROXY": "::1"}, "http://[::1]:8/", None),
+        ({"HTTP_PROXY": "http://p:1", "NO_PROXY": "https://a.com"}, "http://a.com/", "http://p:1"),
+        ({"HTTP_PROXY": "http://p:1", "NO_PROXY": "http://a.com"}, "http://a.com/", None),
+        ({"HTTP_PROXY": "http://p:1", "NO_PROXY": "all://a.com:8"}, "http://a.com:8/", None),
+        ({"HTTP_PROXY": "http://p:1", "NO_PROXY": "all://a.com:8"}, "http://a.com:9/", "http://p:1"),
         ({}, "http://a.com/", None),
     ],
-)
+)  # fmt: skip
 def test_the_proxy_named_is_the_one_httpx_routes_through(
     clean_proxy_env: pytest.MonkeyPatch,
     environment: dict[str, str],
     url: str,
     expected: str | None,
 ) -> None:
+    """``environment_proxy`` follows the environment as httpx does: checked against
+    the proxy an httpx client really mounts for the URL."""
     for name, value in environment.items():
         clean_proxy_env.setenv(name, value)
+    assert environment_proxy(url) == expected
     with httpx.Client() as client:
-        assert client_proxy(client, url) == expected
+        transport: Any = client._transport_for_url(httpx.URL(url))  # a test may peek
+        pool = transport._pool
+        routed = getattr(pool, "_proxy_url", None)
+    assert (routed is None) == (expected is None)
+    if routed is not None:
+        assert (routed.host.decode(), routed.port or 80) == (
+            urlsplit(expected).hostname,
+            urlsplit(expected).port,
+        )
 
 
-def test_a_callers_client_is_asked_which_proxy_it_uses(
-    clean_proxy_env: pytest.MonkeyPatch,
-) -> None:
-    """A client given its own proxy, or its own transport, routes as it was told, not
-    as the environment says."""
-    clean_proxy_env.setenv("HTTP_PROXY", "http://env-proxy:3128")
-    with httpx.Client(proxy="http://own:8080") as own:
-        assert client_proxy(own, "http://a.com/") == "http://own:8080"
-    with httpx.Client(transport=httpx.HTTPTransport()) as direct:
-        assert client_proxy(direct, "http://a.com/") is None
-
-
-def test_a_callers_client_with_its_own_dead_proxy_names_that_proxy(
+def test_a_callers_client_routes_as_it_was_told(
     clean_proxy_env: pytest.MonkeyPatch, loopback: LoopbackServer
 ) -> None:
-    own, env = _dead_port(), _dead_port()
-    clean_proxy_env.setenv("HTTP_PROXY", f"http://127.0.0.1:{env}")
-    client = httpx.Client(proxy=f"http://127.0.0.1:{own}")
+    """A client passed in may have a proxy or transport of its own: navi_core cannot
+    tell which, so the error names the server, as before, not the environment's."""
+    clean_proxy_env.setenv("HTTP_PROXY", f"http://127.0.0.1:{_dead_port()}")
+    port = _dead_port()
+    client = httpx.Client(transport=httpx.HTTPTransport())
     with (
-        OpenAIChat("m", loopback.url + "/v1", api_key=KEY, client=client) as provider,
-        pytest.raises(TransportError, match=f"the proxy http://127.0.0.1:{own} "),
+        OpenAIChat("m", f"http://127.0.0.1:{port}/v1", api_key=KEY, client=client) as p,
+        pytest.raises(TransportError) as caught,
     ):
-        drain(provider, request("hi"))
+        drain(p, request("hi"))
+    assert str(caught.value).startswith(
+        f"cannot connect to http://127.0.0.1:{port}/v1/chat/completions: ConnectError"
+    )
 
 
 @pytest.fixture
