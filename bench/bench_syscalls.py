@@ -14,7 +14,12 @@ about 6 (3 ``sendto`` + 3 ``recvfrom``).
 Then CPU time (the whole process, every thread) and wall time per turn of each kind,
 untraced, in alternating rounds in one process, the best round of each against the
 pool turn of the same run: the loopback turn, and the same turn on ``Scripted`` (no
-HTTP, no parsing), where the tool dispatch is a larger share of the cost.
+HTTP, no parsing), where the tool dispatch is a larger share of the cost. Where the
+process may run on several CPUs, the ``Scripted`` turns are measured once more in a
+child process held to one CPU (``os.sched_setaffinity``): there a hand-off to the pool
+thread and back is a switch on one CPU, not a wake-up of another (on a virtual machine,
+an idle CPU woken from its halt), so the gap between the two rows is what waking the
+other CPU costs.
 
     python bench/bench_syscalls.py
     python bench/bench_syscalls.py --turns 40 --rounds 9
@@ -23,6 +28,7 @@ HTTP, no parsing), where the tool dispatch is a larger share of the cost.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -111,7 +117,10 @@ def _scripted(url: str, turns: int, inline: bool) -> None:
 
 
 def _cpu(
-    url: str, turns: int, rounds: int
+    url: str,
+    turns: int,
+    rounds: int,
+    wheres: tuple[str, ...] = ("loopback", "Scripted"),
 ) -> dict[tuple[str, str], tuple[float, float]]:
     """CPU and wall µs per turn of each (turn, kind): one turn of each kind after the
     other, so that both see the same disturbance from other processes; the best of
@@ -122,7 +131,8 @@ def _cpu(
     }
     best: dict[tuple[str, str], tuple[float, float]] = {}
     clock, cpu_clock = time.perf_counter, time.process_time
-    for where, (run, count) in runs.items():
+    for where in wheres:
+        run, count = runs[where]
         for _, inline in KINDS:
             run(2, inline)  # warm: modules, connections, lazy tables
         for _ in range(rounds):
@@ -141,9 +151,29 @@ def _cpu(
     return best
 
 
+def _one_cpu(
+    url: str, turns: int, rounds: int
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """The ``Scripted`` rows of ``_cpu`` from a child process held to one CPU (none
+    where the process may only use one, or cannot choose)."""
+    if not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2:
+        return {}
+    cpu = min(os.sched_getaffinity(0))
+    args = ["--one-cpu", str(cpu), url, str(turns), str(rounds)]
+    out = subprocess.run(
+        [sys.executable, __file__, *args], check=True, capture_output=True, text=True
+    ).stdout
+    return {("Scripted, 1 CPU", label): (c, w) for label, c, w in json.loads(out)}
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--client"]:
         _client(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1")
+        return
+    if sys.argv[1:2] == ["--one-cpu"]:
+        os.sched_setaffinity(0, {int(sys.argv[2])})  # before any thread starts
+        found = _cpu(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), ("Scripted",))
+        print(json.dumps([[label, *spent] for (_, label), spent in found.items()]))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=20)
@@ -167,6 +197,7 @@ def main() -> None:
             else {}
         )
         cpu = _cpu(url, args.turns, args.rounds)
+        cpu |= _one_cpu(url, args.turns, args.rounds)
     if counts:
         _report_counts(counts, args.turns)
     _report_cpu(cpu, args.turns, args.rounds)
@@ -218,12 +249,12 @@ def _report_cpu(
         f"Scripted: {10 * turns})"
     )
     head = f"{'CPU µs':>9} {'vs pool':>8} {'wall µs':>9} {'vs pool':>8}"
-    print(f"  {'turn':<9} {'tool':<7} {head}")
+    print(f"  {'turn':<15} {'tool':<7} {head}")
     rows = []
     for (where, label), (c, w) in cpu.items():
         base_cpu, base_wall = cpu[(where, "pool")]
         print(
-            f"  {where:<9} {label:<7} {c:9.0f} {c / base_cpu:7.2f}x "
+            f"  {where:<15} {label:<7} {c:9.0f} {c / base_cpu:7.2f}x "
             f"{w:9.0f} {w / base_wall:7.2f}x"
         )
         rows.append(
@@ -236,10 +267,26 @@ def _report_cpu(
                 f"{w / base_wall:.2f}x",
             ]
         )
+    note = ""
+    if ("Scripted, 1 CPU", "pool") in cpu:
+        hand_off = {
+            where: (cpu[(where, "pool")][0] - cpu[(where, "inline")][0]) / 2
+            for where in ("Scripted", "Scripted, 1 CPU")
+        }
+        print(
+            "  a pool call costs {:.0f} µs of CPU more than an inline one; {:.0f} µs "
+            "on one CPU".format(*hand_off.values())
+        )
+        note = (
+            "Scripted, 1 CPU: the same turns in a process held to one CPU. A pool call "
+            f"cost {hand_off['Scripted']:.0f} µs of CPU more than an inline call, "
+            f"{hand_off['Scripted, 1 CPU']:.0f} µs on one CPU."
+        )
     _record.table(
         "CPU per tool turn (the client process, every thread)",
         ["turn", "tool", "CPU µs", "vs pool", "wall µs", "vs pool"],
         rows,
+        note=note,
     )
 
 
