@@ -55,7 +55,8 @@ class StopReason(str, enum.Enum):
     END_TURN = "end_turn"
     #: ``Config.max_iterations`` model responses were used up
     MAX_ITERATIONS = "max_iterations"
-    #: the model ran out of output tokens
+    #: the model ran out of output tokens: in its answer, or in the middle of a tool
+    #: call (none of that response's calls runs)
     MAX_TOKENS = "max_tokens"
     #: the host cancelled the turn
     CANCELLED = "cancelled"
@@ -251,8 +252,9 @@ PENDING: Pending = Pending()
 class ResponseDiscarded(Event):
     """Attempt ``attempt`` failed after it returned deltas; a renderer removes them.
 
-    Returned before the ``ProviderRetry`` of that failure. The counts say how much of
-    the attempt was returned: characters of text and thinking, tool calls started.
+    Returned before the ``ProviderRetry`` of that failure, or, when no attempt is left,
+    before ``next()`` raises it. The counts say how much of the attempt was returned:
+    characters of text and thinking, tool calls started.
     """
 
     attempt: int

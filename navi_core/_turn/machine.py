@@ -125,6 +125,7 @@ from ..providers.base import Provider, ProviderRequest, ProviderStream
 from ..session import Session
 from ..tokens import message_sizes, request_tokens
 from ..tools._dispatch import Dispatch, cancelled_before_start, describe
+from ..tools._results import cut_off_results
 from ..tools._tool import ToolSpec
 from .control import NotYet, TurnControl
 from .extras import TurnExtras
@@ -798,6 +799,16 @@ class Turn:
                 "the model completed a response with no text, thinking or tool call"
             )
         dispatch = self.dispatch
+        if dispatch is None and message.stop_reason == "max_tokens":
+            cut = cut_off_results(message.tool_uses, message.wire)
+            if cut is not None:  # out of tokens mid-call: the turn ends, nothing runs
+                self.tool_calls += len(cut.content)
+                self._commit(cut)
+                if self.host.steering.finish_unless_waiting():
+                    self._move(Trigger.STEERED)
+                else:
+                    self.finish(StopReason.MAX_TOKENS)
+                return
         retry = self.output.review(message, self._commit) if dispatch is None else None
         if retry is not None:  # run(..., output=T): a final answer, valid or not
             self._move(Trigger.STEERED) if retry else self.finish(StopReason.END_TURN)

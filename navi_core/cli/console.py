@@ -78,7 +78,7 @@ class EventPrinter:
         else:
             self.out.write(
                 ("\n" if self._inline else "")
-                + "[the response above was discarded; retrying]\n"
+                + "[the response above was discarded]\n"
             )
         self._inline = False
         self.out.flush()

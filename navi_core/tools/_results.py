@@ -20,6 +20,7 @@ from ..conversation import (
     ToolResult,
     ToolUse,
     WireIdentity,
+    decode_arguments,
 )
 from ._validation import ArgumentError
 
@@ -27,6 +28,7 @@ __all__ = [
     "BLOCKED_BY_HOOK",
     "ResultText",
     "cancelled_before_start",
+    "cut_off_results",
     "describe",
     "error_result",
     "failure_text",
@@ -89,6 +91,20 @@ class ResultText:
     def cancelled_before_start(name: str) -> str:
         """A cancel stopped the call before it started."""
         return f"Tool {name!r} was cancelled before it started."
+
+    @staticmethod
+    def cut_off(name: str, whole: bool) -> str:
+        """Not run: the response reached its output token limit in the middle of a
+        call (``whole``: this call's arguments were complete, a later call's not)."""
+        if whole:
+            return (
+                f"Tool {name!r} was not run: the response it was part of reached the "
+                "output token limit before its last tool call was complete."
+            )
+        return (
+            f"Tool {name!r} was not run: the response reached the output token limit "
+            "before the call's arguments were complete."
+        )
 
     @staticmethod
     def cancelled_while_running(name: str) -> str:
@@ -238,6 +254,22 @@ def cancelled_before_start(
         ),
         wire=wire,
     )
+
+
+def cut_off_results(
+    uses: Sequence[ToolUse], wire: WireIdentity | None = None
+) -> Message | None:
+    """Results for the calls of a response that reached its output token limit while
+    a call's arguments were incomplete (not one JSON object): none of its calls runs,
+    since the model did not finish the response. None when every call is whole."""
+    whole = [isinstance(decode_arguments(u.input), dict) for u in uses]
+    if all(whole):
+        return None
+    results = tuple(
+        error_result(u.id, ResultText.cut_off(u.name, w))
+        for u, w in zip(uses, whole, strict=True)
+    )
+    return Message("user", results, wire=wire)
 
 
 def failure_text(name: str, exc: BaseException) -> str:

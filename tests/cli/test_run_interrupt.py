@@ -15,7 +15,7 @@ from test_chat import chat_env, text_reply
 
 from navi_core.cli.console import EventPrinter
 from navi_core.conversation import Usage
-from navi_core.events import StopReason, TextDelta, TurnComplete
+from navi_core.events import ResponseDiscarded, StopReason, TextDelta, TurnComplete
 from navi_core.store.sqlite import SQLiteStore
 
 
@@ -82,3 +82,17 @@ def test_the_printer_ends_a_cancelled_answer_with_a_newline_and_a_marker() -> No
     printer.handle(TextDelta("done"))
     printer.handle(TurnComplete(StopReason.END_TURN, "done", 1, 0, Usage()))
     assert out.getvalue() == "assistant: done\n"
+
+
+def test_the_printer_marks_a_discarded_attempt_in_a_pipe_without_promising_a_retry() -> (
+    None
+):
+    """The last attempt is discarded too, before the turn fails: the mark says only
+    that it was discarded; a retry prints its own line."""
+    out = io.StringIO()
+    printer = EventPrinter(out, color=False)
+    printer.handle(TextDelta("half an ans"))
+    printer.handle(ResponseDiscarded(4, 11, 0, 0))
+    assert out.getvalue() == (
+        "assistant: half an ans\n[the response above was discarded]\n"
+    )

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import orjson
 import pytest
 from loopback import LoopbackServer, Reply
-from wire_streams import anthropic_body, openai_body, responses_body
+from wire_streams import anthropic_body, fixture, openai_body, responses_body
 
 from navi_core import (
     Agent,
@@ -23,6 +24,8 @@ from navi_core import (
     ProviderRetry,
     RetryPolicy,
     StopReason,
+    ToolResult,
+    ToolStarted,
     TurnComplete,
     tool,
 )
@@ -198,3 +201,108 @@ def test_require_finish_reason_false_accepts_a_bare_done(
     assert done.stop_reason is StopReason.END_TURN
     assert not [e for e in events if isinstance(e, ProviderRetry)]
     assert len(loopback.requests) == 1
+
+
+# -- a tool call cut off at the output token limit ---------------------------------
+
+CUT_ARGS = ['{"a": 2,']
+
+
+def _responses_incomplete(body: bytes) -> bytes:
+    """``body`` (a Responses stream) ending in ``response.incomplete`` at the output
+    token limit instead of ``response.completed``, as the API ends a cut response."""
+    *events, last = _events(body)
+    data = orjson.loads(last.split(b"data: ", 1)[1])
+    data["type"] = "response.incomplete"
+    data["response"]["status"] = "incomplete"
+    data["response"]["incomplete_details"] = {"reason": "max_output_tokens"}
+    return b"".join(events) + b"event: response.incomplete\ndata: %b\n\n" % (
+        orjson.dumps(data)
+    )
+
+
+TOKEN_LIMIT_CUTS: dict[str, tuple[str, bytes]] = {
+    # name: (the API, a response whose tool call was cut at the token limit)
+    "chat": (
+        "chat",
+        openai_body(tool_calls=[("call_1", "add", CUT_ARGS)], finish="length"),
+    ),
+    "chat/a-whole-call-then-a-cut-one": (
+        "chat",
+        openai_body(
+            tool_calls=[("call_1", "add", ARGS), ("call_2", "add", CUT_ARGS)],
+            finish="length",
+        ),
+    ),
+    "anthropic": (
+        "anthropic",
+        anthropic_body([("tool", ("toolu_1", "add", CUT_ARGS))], stop="max_tokens"),
+    ),
+    "anthropic/recorded": (
+        "anthropic",
+        fixture("anthropic/tool_use_padded_max_tokens.sse"),
+    ),
+    "responses": (
+        "responses",
+        _responses_incomplete(responses_body(tool_calls=[("call_1", "add", CUT_ARGS)])),
+    ),
+}
+WHOLE = {
+    "chat": openai_body(["whole"]),
+    "anthropic": anthropic_body([("text", ["whole"])]),
+    "responses": responses_body(["whole"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TOKEN_LIMIT_CUTS))
+def test_a_tool_call_cut_at_the_token_limit_ends_the_turn_unrun(
+    loopback: LoopbackServer, name: str
+) -> None:
+    """A response that ran out of output tokens in the middle of a call is not acted
+    on: none of its calls runs, each is answered with why, and the turn ends with
+    ``MAX_TOKENS`` after one request (not a loop of paid requests that are cut the
+    same way); the next turn sends a valid conversation."""
+    api, cut = TOKEN_LIMIT_CUTS[name]
+    loopback.add(Reply.sse(cut), Reply.sse(WHOLE[api]))
+    CALLS.clear()
+    provider = MAKERS[api](loopback.url + "/v1")
+    agent = Agent(provider, tools=[add], config=FAST)
+    with provider, agent:  # type: ignore[attr-defined]
+        events = list(agent.run("hi"))
+        done = events[-1]
+        assert isinstance(done, TurnComplete)
+        assert done.stop_reason is StopReason.MAX_TOKENS
+        assert done.iterations == 1
+        assert len(loopback.requests) == 1
+        assert CALLS == []
+        assert not [e for e in events if isinstance(e, (ToolStarted, ProviderRetry))]
+        calls = agent.conversation.messages[-2].tool_uses
+        results = agent.conversation.messages[-1].content
+        assert done.tool_calls == len(calls) == len(results) >= 1
+        for call, result in zip(calls, results, strict=True):
+            assert isinstance(result, ToolResult) and result.is_error
+            assert result.tool_use_id == call.id
+            text = result.parts[0].text  # type: ignore[union-attr]
+            assert "was not run" in text and "output token limit" in text
+        if name == "chat/a-whole-call-then-a-cut-one":  # the whole one says why too
+            texts = [r.parts[0].text for r in results]  # type: ignore[union-attr]
+            assert "before its last tool call was complete" in texts[0]
+            assert "before the call's arguments were complete" in texts[1]
+        # the next turn goes on from a valid conversation
+        again = list(agent.run("go on"))
+        assert again[-1].stop_reason is StopReason.END_TURN  # type: ignore[attr-defined]
+        assert len(loopback.requests) == 2
+
+
+def test_whole_tool_calls_at_the_token_limit_run(loopback: LoopbackServer) -> None:
+    """A response that reached the limit with every call whole: the calls run."""
+    whole = openai_body(tool_calls=[("call_1", "add", ARGS)], finish="length")
+    loopback.add(Reply.sse(whole), Reply.sse(openai_body(["five"])))
+    CALLS.clear()
+    with OpenAIChat("gpt-test", loopback.url + "/v1") as provider:
+        events = _turn(provider)
+    assert CALLS == [(2, 3)]
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert done.stop_reason is StopReason.END_TURN
+    assert len(loopback.requests) == 2
