@@ -77,8 +77,7 @@ class EventPrinter:
             self.out.write("\r" + (f"\x1b[{rows - 1}F" if rows > 1 else "") + "\x1b[J")
         else:
             self.out.write(
-                ("\n" if self._inline else "")
-                + "[the response above was discarded]\n"
+                ("\n" if self._inline else "") + "[the response above was discarded]\n"
             )
         self._inline = False
         self.out.flush()

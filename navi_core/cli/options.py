@@ -145,6 +145,20 @@ def add_provider_arguments(
     """
     group = parser.add_argument_group("model endpoint")
     group.add_argument("--model", required=True, metavar="M", help=model_help)
+    add_endpoint_arguments(group)
+    group.add_argument("--openai-base-url", metavar="URL", help=argparse.SUPPRESS)
+    group.add_argument("--anthropic-base-url", metavar="URL", help=argparse.SUPPRESS)
+
+
+class _Arguments(Protocol):
+    """A parser or an argument group: what takes ``add_argument``."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action: ...
+
+
+def add_endpoint_arguments(group: _Arguments) -> None:
+    """Add ``--base-url``, ``--anthropic`` and ``--api-key-env`` to ``group`` (every
+    command that talks to a model, ``serve`` included, explains them alike)."""
     group.add_argument(
         "--base-url",
         metavar="URL",
@@ -164,8 +178,6 @@ def add_provider_arguments(
         "OPENAI_API_KEY, or ANTHROPIC_API_KEY with --anthropic); a key is never "
         "taken on the command line",
     )
-    group.add_argument("--openai-base-url", metavar="URL", help=argparse.SUPPRESS)
-    group.add_argument("--anthropic-base-url", metavar="URL", help=argparse.SUPPRESS)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from .options import (
     ProviderChoice,
     Subcommands,
     UsageError,
+    add_endpoint_arguments,
     add_store_arguments,
     error_line,
     provider_choice,
@@ -60,8 +61,19 @@ def register(subcommands: Subcommands) -> None:
         "page at / and the API described at /openapi.json.",
     )
     server = p.add_argument_group("server")
-    server.add_argument("--bind", default="127.0.0.1:8000", metavar="HOST:PORT")
-    server.add_argument("--workers", type=int, default=1, metavar="N")
+    server.add_argument(
+        "--bind",
+        default="127.0.0.1:8000",
+        metavar="HOST:PORT",
+        help="the address to listen on (default: %(default)s)",
+    )
+    server.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes, each with its own threads (default: %(default)s)",
+    )
     server.add_argument(
         "--threads",
         type=int,
@@ -150,9 +162,7 @@ def register(subcommands: Subcommands) -> None:
     )
     model.add_argument("--profile", metavar="NAME", help="the profile to serve")
     model.add_argument("--model", metavar="M", help="the model to ask")
-    model.add_argument("--base-url", metavar="URL")
-    model.add_argument("--anthropic", action="store_true")
-    model.add_argument("--api-key-env", metavar="VAR")
+    add_endpoint_arguments(model)
     model.add_argument(
         "--demo",
         action="store_true",
@@ -165,7 +175,13 @@ def register(subcommands: Subcommands) -> None:
         "--workspace", metavar="DIR", help="file tools (list, read, count) in DIR"
     )
     agent.add_argument("--system", help="system prompt of new sessions")
-    agent.add_argument("--max-tokens", type=int, default=None)
+    agent.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="cap on each answer's output",
+    )
     add_store_arguments(p)
     p.set_defaults(func=command)
 

@@ -57,7 +57,11 @@ def register(subcommands: Subcommands) -> None:
     listing.set_defaults(func=_cmd_list)
 
     show = sub.add_parser("show", help="the transcript of one session")
-    show.add_argument("session", metavar="ID", help="a session id or unique id prefix")
+    show.add_argument(
+        "session",
+        metavar="ID",
+        help='"latest" (the most recently used), a session id or unique id prefix',
+    )
     show.add_argument(
         "--all",
         action="store_true",
@@ -207,7 +211,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
     try:
         store = store_from_args(args)
         try:
-            info = store.get(args.session)
+            if args.session == "latest":
+                latest = store.latest()
+                if latest is None:
+                    raise SessionNotFound("there is no session yet")
+                info = latest
+            else:
+                info = store.get(args.session)
             windows = (
                 store.history(info.id) if args.all else [store.load(info.id).messages]
             )

@@ -1,4 +1,4 @@
-"""``navi-core sessions delete`` and the default store in the user's data directory,
+"""``navi-core sessions delete`` and ``show latest``, and the default store in the user's data directory,
 run as real commands in subprocesses on real SQLite files."""
 
 from __future__ import annotations
@@ -166,3 +166,23 @@ def test_a_run_the_model_never_answered_is_kept_but_not_listed(
     with SQLiteStore(path) as store:  # the committed prompt is kept
         (failed,) = [i for i in store.list() if i.id not in ids]
         assert [m.text for m in store.load(failed.id).messages] == ["are you there?"]
+
+
+def test_sessions_show_latest_shows_the_most_recently_used(tmp_path: Path) -> None:
+    """``latest`` means what it means to ``run --session latest``."""
+    db = tmp_path / "s.db"
+    assert _navi(tmp_path, "sessions", "show", "latest", "--db", str(db)).stderr == (
+        "error: there is no session yet\n"
+    )
+    store = SQLiteStore(db)
+    try:
+        older = _session(store, "the older prompt")
+        newer = _session(store, "the newer prompt")
+        _session(store, "the older prompt, again", older)  # used last
+    finally:
+        store.close()
+    result = _navi(tmp_path, "sessions", "show", "latest", "--db", str(db))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"session {older}\n")
+    assert "the older prompt, again" in result.stdout
+    assert newer not in result.stdout
