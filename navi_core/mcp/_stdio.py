@@ -118,8 +118,10 @@ class StdioTransport:
         self.on_request: ServerRequests | None = None
         #: told of the server's notifications other than progress (list changes)
         self.on_notify: Callable[[str, Mapping[str, Any]], None] | None = None
-        self._reader.start()
+        self._input_lost = False  # a write failed: the server closed its stdin
+        # stderr first: the reader, when the server exits at once, waits for it
         self._errors.start()
+        self._reader.start()
         self._writer.start()
 
     @property
@@ -211,6 +213,8 @@ class StdioTransport:
     def _send(self, message: bytes) -> None:
         """Queue one line for the server; the lock is held. Written at once as far as
         the pipe takes it, the rest by the writer thread."""
+        if self._input_lost:
+            return
         data = memoryview(message + b"\n")
         if not self._outbox and _NONBLOCKING:
             data = data[self._write_some(data) :]
@@ -226,10 +230,27 @@ class StdioTransport:
         except BlockingIOError:
             return 0
         except OSError:
+            self._input_closed_locked()
+            return len(data)
+
+    def _input_closed_locked(self) -> None:
+        """A write failed: the server closed its stdin, as a rule because it exits.
+        Nothing more is sent, and the reader says how the server ended (its exit
+        status, its last output) when its stdout closes; one that runs on without its
+        input is given up ``CLOSE_WAIT`` seconds later. The lock is held."""
+        self._outbox.clear()
+        if self._input_lost or self._gone is not None:
+            return
+        self._input_lost = True
+        timer = threading.Timer(CLOSE_WAIT, self._input_gone)
+        timer.daemon = True
+        timer.start()
+
+    def _input_gone(self) -> None:
+        with self._lock:
             self._lost_locked(
                 MCPError(f"the MCP server {self.name!r} stopped reading its input")
             )
-            return len(data)
 
     def _write_out(self) -> None:
         """The writer thread: sends what the pipe could not take at once."""
@@ -256,11 +277,7 @@ class StdioTransport:
             except OSError:
                 sent = len(data)
                 with self._lock:
-                    self._lost_locked(
-                        MCPError(
-                            f"the MCP server {self.name!r} stopped reading its input"
-                        )
-                    )
+                    self._input_closed_locked()
             with self._lock:
                 self._advance(data, sent)
 

@@ -204,6 +204,19 @@ def test_a_server_that_cannot_start_or_exits_at_once_is_a_clear_error() -> None:
         MCPTools(quits)
 
 
+def test_a_server_that_exits_before_it_reads_says_how_it_ended() -> None:
+    """A server gone before the first request is written: the write fails, and the
+    error is still its exit status and its last output, every time (the reader
+    thread waits for the stderr thread, which is started first)."""
+    for _ in range(20):
+        with pytest.raises(
+            MCPError, match=r"'sh -c' exited with status 4; its last output: no config"
+        ):
+            MCPTools(["sh", "-c", "echo 'no config' >&2; exit 4"])
+        with pytest.raises(MCPError, match=r"'false' exited with status 1$"):
+            MCPTools(["false"])
+
+
 def test_a_silent_server_fails_the_handshake_in_time() -> None:
     silent = [sys.executable, "-c", "import sys, time; time.sleep(60)"]
     start = time.monotonic()

@@ -1,5 +1,5 @@
 """A stdio MCP server that misbehaves cannot hang or wedge ``MCPTools``: one that stops
-reading its input, answers with an id that is not an id (or with no JSON-RPC at all),
+reading its input (or closes it and runs on), answers with an id that is not an id (or with no JSON-RPC at all),
 or prints a 64 MiB line. Each server is a small real Python process written here; a
 batch returns error results within its timeout, ``close()`` returns in bounded time,
 and the next batch runs on a fresh server process."""
@@ -24,7 +24,7 @@ from navi_core.tools import ToolCall
 SERVER = r"""
 import json, os, sys, time
 
-TOOLS = ["echo", "pid", "deaf", "ignore", "chatty", "reply", "huge"]
+TOOLS = ["echo", "pid", "deaf", "shut", "ignore", "chatty", "reply", "huge"]
 
 
 def send(raw):
@@ -52,6 +52,10 @@ for line in sys.stdin.buffer:
         elif name == "pid":
             answer(rid, {"content": [{"type": "text", "text": str(os.getpid())}]})
         elif name == "deaf":  # never reads its input again
+            time.sleep(3600)
+        elif name == "shut":  # answers, closes its input, and runs on
+            answer(rid, {"content": [{"type": "text", "text": "closed"}]})
+            os.close(0)
             time.sleep(3600)
         elif name == "ignore":  # never answers, reads on
             pass
@@ -127,6 +131,26 @@ def test_a_server_that_stops_reading_cannot_hold_a_batch_past_its_timeout(
     # the next batch runs on a fresh server
     assert server_pid(tools) != before
     assert tools.call_batch([ToolCall("e", "echo", {"text": "again"})]) == ["again"]
+
+
+def test_a_server_that_closes_its_input_and_runs_on_is_given_up(
+    command: list[str],
+) -> None:
+    """The next request cannot be written; the server has not exited, so no exit
+    status will come: the call fails soon (not at its timeout), and the next batch
+    runs on a fresh server."""
+    tools = MCPTools(command, timeout=30.0, startup_timeout=20.0, protocol=LEGACY)
+    try:
+        before = server_pid(tools)
+        assert tools.call_batch([ToolCall("s", "shut", {})]) == ["closed"]
+        start = time.monotonic()
+        (result,) = tools.call_batch([ToolCall("e", "echo", {"text": "hi"})])
+        assert isinstance(result, MCPError), result
+        assert "stopped reading its input" in str(result)
+        assert time.monotonic() - start < 2.0 + SLACK
+        assert server_pid(tools) != before
+    finally:
+        assert bounded(tools.close, 15.0), "close() did not return"
 
 
 def test_close_returns_while_a_batch_is_stuck_on_a_full_pipe(
