@@ -90,18 +90,23 @@ def _one_line(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def render_listing(infos: Sequence[SessionInfo]) -> str:
-    """A table of sessions: id, last change, message count, model, last prompt."""
+def render_listing(infos: Sequence[SessionInfo], width: int | None = None) -> str:
+    """A table of sessions: id, last change, message count, model, last prompt (cut
+    so that a row fits in ``width`` columns, when given)."""
     models = [terminal_safe(i.model or "-") for i in infos]
     id_width = max((len(i.id) for i in infos), default=2)
-    model_width = max((len(m) for m in models), default=5)
+    model_width = max([len("MODEL"), *map(len, models)])
     header = (
         f"{'ID':<{id_width}}  {'MODIFIED':<19}  {'MSGS':>5}  "
         f"{'MODEL':<{model_width}}  LAST PROMPT"
     )
+    prompt_width = _PROMPT_WIDTH
+    if width is not None:
+        before = id_width + model_width + 19 + 5 + 8  # the columns and their gaps
+        prompt_width = min(prompt_width, max(8, width - before))
     lines = [header]
     for i, model in zip(infos, models, strict=True):
-        prompt = _one_line(i.last_user_message or "", _PROMPT_WIDTH)
+        prompt = _one_line(i.last_user_message or "", prompt_width)
         lines.append(
             f"{i.id:<{id_width}}  {_when(i.modified_at)}  {i.message_count:>5}  "
             f"{model:<{model_width}}  {prompt}".rstrip()

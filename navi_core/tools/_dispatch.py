@@ -132,7 +132,8 @@ class Dispatch:
             "", "", session_id, self._cancel, turn_id=turn_id
         )
         self._outcomes: list[_Outcome | None] = [None] * len(self._uses)
-        self._started = [False] * len(self._uses)
+        #: when each call's start was reported (``perf_counter``), None before
+        self._started: list[float | None] = [None] * len(self._uses)
         self._ran = [False] * len(self._uses)
         self._inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._pending = len(self._uses)
@@ -437,7 +438,7 @@ class Dispatch:
         i = item[1]
         use = self._uses[i]
         if kind == "started":
-            self._started[i] = True
+            self._started[i] = time.perf_counter()
             events.append(ToolStarted(use.id, use.name))
         elif kind == "progress" or kind == "forward":
             if self._outcomes[i] is None:
@@ -479,9 +480,14 @@ class Dispatch:
                 break
             if item[0] != "abort":
                 self._take(item, events)
+        now = time.perf_counter()
         for i, use in enumerate(self._uses):
-            if self._outcomes[i] is None and self._started[i]:
-                events.append(ToolFinished(use.id, use.name, True, 0.0, "cancelled"))
+            started = self._started[i]
+            if self._outcomes[i] is None and started is not None:
+                seconds = now - started  # as long as it ran, up to the cancel
+                events.append(
+                    ToolFinished(use.id, use.name, True, seconds, "cancelled")
+                )
         if self._pending > self._unrun() and self._abandon is not None:
             self._abandon()  # pool threads are still busy with calls of this batch
         return events

@@ -290,6 +290,12 @@ def test_cancel_while_a_tool_hangs_keeps_finished_results(
             started = {e.call_id for e in events if isinstance(e, ToolStarted)}
             finished = {e.call_id for e in events if isinstance(e, ToolFinished)}
             assert started == finished == {"c1", "c2"}
+            (hung,) = [
+                e for e in events if isinstance(e, ToolFinished) and e.call_id == "c2"
+            ]
+            # it ran from its start (the turn's first moments) to the cancel at 0.5 s
+            assert hung.is_error and hung.error == "cancelled"
+            assert 0.25 < hung.seconds < 0.5 + latency + 1
             results = agent.conversation.messages[-1].tool_results
             by_id = {r.tool_use_id: r for r in results}
             assert by_id["c1"].text == "sent to a@b" and not by_id["c1"].is_error

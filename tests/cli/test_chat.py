@@ -267,6 +267,56 @@ def test_ctrl_c_cancels_a_stalled_answer_and_the_session_goes_on(
     assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
 
 
+def test_a_steer_a_cancel_cut_off_is_said_to_wait_for_the_next_message(
+    loopback: LoopbackServer, tmp_path: Path, chats: list[Pty]
+) -> None:
+    loopback.add(
+        text_reply("Let me think ", "about that", stall=5.0, after=2),
+        text_reply("Both answered."),
+    )
+    db = tmp_path / "chat.db"
+    p = start(chats, tmp_path, *endpoint(loopback, db))
+    p.type("Tell me a long story")
+    p.wait_for(r"Let me think about that")
+    p.type("and keep it short")
+    p.wait_for(r"↳ steer: and keep it short \(before the next response\)")
+    p.child.sendintr()
+    p.wait_for(r"⏹ interrupted", timeout=5)
+    p.wait_for(r"was not answered: it goes\s+with your next message", timeout=5)
+    p.type("go on")
+    p.wait_for(r"Both answered\.")
+    p.wait_for(r"\[end_turn\]")
+    assert p.exit() == 0
+    sent = loopback.requests[-1].json["messages"]
+    assert "and keep it short" in sent[-1]["content"]
+    assert "go on" in sent[-1]["content"]
+
+
+def test_continue_with_nothing_to_answer_runs_no_turn(
+    loopback: LoopbackServer, tmp_path: Path, chats: list[Pty]
+) -> None:
+    loopback.add(
+        text_reply("Once upon ", "a time", stall=5.0, after=2), text_reply("Done.")
+    )
+    db = tmp_path / "chat.db"
+    p = start(chats, tmp_path, *endpoint(loopback, db))
+    p.type("Tell me a story")
+    p.wait_for(r"Once upon a time")
+    p.child.sendintr()  # the partial answer is kept: nothing waits for an answer
+    p.wait_for(r"\[cancelled\]", timeout=5)
+    p.type("/continue")
+    p.wait_for(r"nothing to continue: the last turn was answered or cancelled")
+    p.type("Finish it")
+    p.wait_for(r"Done\.")
+    p.wait_for(r"\[end_turn\]")
+    p.type("/continue")
+    p.wait_for(r"nothing to continue")
+    p.type("/usage")
+    p.wait_for(r"this chat: 2 turns,")
+    assert p.exit() == 0
+    assert len(loopback.requests) == 2
+
+
 def test_ctrl_c_twice_at_an_empty_prompt_exits(
     tmp_path: Path, chats: list[Pty]
 ) -> None:

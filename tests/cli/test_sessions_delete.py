@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import navi_core
+from navi_core.cli.sessions import render_listing
 from navi_core.conversation import Message, Text, UserMessage, WireIdentity
 from navi_core.store import SQLiteStore
 
@@ -186,3 +187,20 @@ def test_sessions_show_latest_shows_the_most_recently_used(tmp_path: Path) -> No
     assert result.stdout.startswith(f"session {older}\n")
     assert "the older prompt, again" in result.stdout
     assert newer not in result.stdout
+
+
+def test_a_listing_fits_the_width_it_is_given(tmp_path: Path) -> None:
+    """The chat's ``/sessions`` cuts the last prompt to the terminal's width; the
+    command's listing keeps its own width."""
+    store = SQLiteStore(tmp_path / "s.db")
+    try:
+        _session(store, "What is in the workspace? " * 8)
+        infos = store.list()
+    finally:
+        store.close()
+    for width in (80, 100, 120):
+        rows = render_listing(infos, width).splitlines()
+        assert all(len(row) <= width for row in rows[1:]), rows
+        assert rows[1].endswith("…")
+    wide = render_listing(infos).splitlines()[1]
+    assert len(wide) > 100 and wide.endswith("…")

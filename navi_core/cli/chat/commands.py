@@ -8,6 +8,7 @@ or a server goes through ``terminal_safe``.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -81,7 +82,8 @@ def _sessions(chat: ChatController, arg: str) -> None:
         _say(chat, "  no sessions")
         return
     current = chat.agent.session_id
-    lines = render_listing(infos).rstrip("\n").splitlines()
+    width = shutil.get_terminal_size().columns - 4  # the indent and the * mark
+    lines = render_listing(infos, width).rstrip("\n").splitlines()
     marked = [lines[0]] + [
         ("* " if ln.startswith(current) else "  ") + ln for ln in lines[1:]
     ]
@@ -190,6 +192,9 @@ def _usage(chat: ChatController, arg: str) -> None:
 
 
 def _continue(chat: ChatController, arg: str) -> None:
+    if not chat.awaits_answer():
+        _say(chat, "  nothing to continue: the last turn was answered or cancelled")
+        return
     chat.turn(None)
 
 

@@ -171,6 +171,27 @@ class ChatController:
         if unanswered and not cancelled:
             # typed too late for the turn that ran: it waits in the session, answer it
             self.turn(None)
+        elif unanswered:  # kept in the session, unanswered: say where it goes
+            self.out(
+                self.painter.style(
+                    "35",
+                    "  ↳ what you typed during the turn was not answered: it goes "
+                    "with your next message, or /continue answers it now",
+                )
+                + "\n"
+            )
+
+    def awaits_answer(self) -> bool:
+        """Whether ``turn(None)`` has something to answer: what was typed during a
+        cancelled turn, a prompt or tool results a crash left, a held batch; not a
+        session whose last message is an answer (finished or cancelled)."""
+        if len(self.agent.steering):
+            return True
+        messages = self.agent.conversation.messages
+        if not messages:
+            return False
+        last = messages[-1]
+        return last.role != "assistant" or bool(last.tool_uses)
 
     def switch(self, settings: ChatSettings, session: str | None) -> bool:
         """Replace the agent: another session (None: a new one) or other settings.
