@@ -92,7 +92,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
-from .._deltas import BLOCK_TEXT
+from .._deltas import BLOCK_SEALED_THINKING, BLOCK_TEXT, BLOCK_THINKING
 from .._ids import publish
 from .._logs import get_logger
 from ..compaction._compaction import (
@@ -123,7 +123,7 @@ from ..events import (
 from ..output import OutputCheck
 from ..providers.base import Provider, ProviderRequest, ProviderStream
 from ..session import Session
-from ..tokens import message_sizes, request_tokens
+from ..tokens import estimate_tokens, message_sizes, request_tokens
 from ..tools._dispatch import Dispatch, cancelled_before_start, describe
 from ..tools._results import cut_off_results
 from ..tools._tool import ToolSpec
@@ -459,11 +459,15 @@ class Turn:
     def stop_turn(self, reason: StopReason) -> None:
         """End the turn for a cancel or the turn timeout, keeping what finished."""
         partial = self._streamed_text() if self.phase is Phase.STREAMING else ""
+        if partial:  # billed, with no usage reported: estimated before it joins
+            usage = self._cut_usage()
+            self.usage = self.usage + usage
         self.settle()
         if partial:  # the answer so far stays, so the dialogue alternates
             message = Message(
                 "assistant",
                 (Text(partial),),
+                usage,
                 stop_reason="cancelled",
                 wire=self.host.provider.wire,
             )
@@ -565,6 +569,28 @@ class Turn:
                 given = Pricing.lookup(wire.model, wire.base_url)
             self.priced = (given,)
         return self.priced[0]
+
+    def _cut_usage(self) -> Usage:
+        """The estimated usage of the response a stop cut off (no usage came): the
+        prompt it was sent, and the text and thinking it streamed."""
+        session = self.host.session
+        conversation = session.conversation
+        dialogue = conversation.dialogue()
+        prompt = request_tokens(
+            conversation.system_prompt(),
+            dialogue,
+            message_sizes(dialogue, session.sizes),
+            self.host.tool_specs(),
+        )
+        core = getattr(self.opened, "core", None)
+        blocks = getattr(core, "blocks", None)
+        streamed = blocks() if callable(blocks) else ()
+        output = sum(
+            estimate_tokens(t)
+            for kind, t, _ in streamed
+            if kind in (BLOCK_TEXT, BLOCK_THINKING, BLOCK_SEALED_THINKING)
+        )
+        return Usage(input=prompt, output=output, estimated=True)
 
     def _streamed_text(self) -> str:
         """The text the open response streamed so far (its tool calls left out)."""

@@ -41,6 +41,7 @@ from navi_core import (
 from navi_core.events import Event
 from navi_core.store import SQLiteStore
 from navi_core.stream import Stream
+from navi_core.tokens import estimate_tokens
 from navi_core.tools import tool
 
 BOUND = 0.5  # seconds a stop may take here; the benchmark asserts nothing
@@ -172,8 +173,17 @@ def test_cancel_mid_stream(loopback: LoopbackServer, drive: Driver) -> None:
         stream = agent.run("hi")
         events, latency = drive(stream, stream.cancel, 0.3)
     assert sum(isinstance(e, TextDelta) for e in events) > 3
-    assert last(events).stop_reason is StopReason.CANCELLED
+    done = last(events)
+    assert done.stop_reason is StopReason.CANCELLED
     assert latency < BOUND
+    # no usage came for the cut response: it is estimated, and kept with its text
+    shown = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert done.usage.estimated
+    assert done.usage.input > 0
+    assert done.usage.output == estimate_tokens(shown) > 0
+    partial = agent.conversation.messages[-1]
+    assert partial.stop_reason == "cancelled" and partial.text == shown
+    assert partial.usage == done.usage
 
 
 def test_cancel_during_a_retry_wait(loopback: LoopbackServer, drive: Driver) -> None:
