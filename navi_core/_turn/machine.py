@@ -92,7 +92,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
-from .._deltas import BLOCK_SEALED_THINKING, BLOCK_TEXT, BLOCK_THINKING
+from .._deltas import BLOCK_TEXT
 from .._ids import publish
 from .._logs import get_logger
 from ..compaction._compaction import (
@@ -118,6 +118,8 @@ from ..events import (
     StopReason,
     ToolDispatchComplete,
     ToolDispatchStart,
+    ToolFinished,
+    ToolStarted,
     TurnComplete,
 )
 from ..output import OutputCheck
@@ -125,7 +127,7 @@ from ..providers.base import Provider, ProviderRequest, ProviderStream
 from ..session import Session
 from ..tokens import estimate_tokens, message_sizes, request_tokens
 from ..tools._dispatch import Dispatch, cancelled_before_start, describe
-from ..tools._results import cut_off_results
+from ..tools._results import cut_off_results, short_error
 from ..tools._tool import ToolSpec
 from .control import NotYet, TurnControl
 from .extras import TurnExtras
@@ -459,15 +461,15 @@ class Turn:
     def stop_turn(self, reason: StopReason) -> None:
         """End the turn for a cancel or the turn timeout, keeping what finished."""
         partial = self._streamed_text() if self.phase is Phase.STREAMING else ""
-        if partial:  # billed, with no usage reported: estimated before it joins
-            usage = self._cut_usage()
-            self.usage = self.usage + usage
+        cut = self._cut_usage() if self.phase is Phase.STREAMING else None
+        if cut is not None:  # a response was billed whose usage never came whole
+            self.usage = self.usage + cut
         self.settle()
         if partial:  # the answer so far stays, so the dialogue alternates
             message = Message(
                 "assistant",
                 (Text(partial),),
-                usage,
+                cut,
                 stop_reason="cancelled",
                 wire=self.host.provider.wire,
             )
@@ -570,9 +572,21 @@ class Turn:
             self.priced = (given,)
         return self.priced[0]
 
-    def _cut_usage(self) -> Usage:
-        """The estimated usage of the response a stop cut off (no usage came): the
-        prompt it was sent, and the text and thinking it streamed."""
+    def _cut_usage(self) -> Usage | None:
+        """The usage of the response a stop cut off, marked estimated: what the server
+        reported of it so far (an Anthropic stream gives its prompt's tokens at once),
+        the rest estimated (the prompt it was sent; what it streamed: text, thinking,
+        tool calls). None when nothing came of it (it may not have been billed)."""
+        core = getattr(self.opened, "core", None)
+        blocks = getattr(core, "blocks", None)
+        streamed = blocks() if callable(blocks) else ()
+        raw = getattr(core, "usage", None)
+        if not streamed and raw is None:
+            return None
+        output = sum(estimate_tokens(text) for _, text, _ in streamed)
+        if raw is not None and (reported := Usage(*raw)).prompt_total:
+            output = max(output, reported.output)
+            return replace(reported, output=output, estimated=True)
         session = self.host.session
         conversation = session.conversation
         dialogue = conversation.dialogue()
@@ -581,14 +595,6 @@ class Turn:
             dialogue,
             message_sizes(dialogue, session.sizes),
             self.host.tool_specs(),
-        )
-        core = getattr(self.opened, "core", None)
-        blocks = getattr(core, "blocks", None)
-        streamed = blocks() if callable(blocks) else ()
-        output = sum(
-            estimate_tokens(t)
-            for kind, t, _ in streamed
-            if kind in (BLOCK_TEXT, BLOCK_THINKING, BLOCK_SEALED_THINKING)
         )
         return Usage(input=prompt, output=output, estimated=True)
 
@@ -825,16 +831,6 @@ class Turn:
                 "the model completed a response with no text, thinking or tool call"
             )
         dispatch = self.dispatch
-        if dispatch is None and message.stop_reason == "max_tokens":
-            cut = cut_off_results(message.tool_uses, message.wire)
-            if cut is not None:  # out of tokens mid-call: the turn ends, nothing runs
-                self.tool_calls += len(cut.content)
-                self._commit(cut)
-                if self.host.steering.finish_unless_waiting():
-                    self._move(Trigger.STEERED)
-                else:
-                    self.finish(StopReason.MAX_TOKENS)
-                return
         retry = self.output.review(message, self._commit) if dispatch is None else None
         if retry is not None:  # run(..., output=T): a final answer, valid or not
             self._move(Trigger.STEERED) if retry else self.finish(StopReason.END_TURN)
@@ -849,6 +845,8 @@ class Turn:
                 self.finish(
                     StopReason.MAX_TOKENS if max_tokens else StopReason.END_TURN
                 )
+                return
+            if message.stop_reason == "max_tokens" and self._cut_off(message):
                 return
             self.queue.append(ToolDispatchStart(len(uses)))
             calls, factory = self.x.dispatch_factory(uses)
@@ -871,6 +869,30 @@ class Turn:
             self._commit(results)
             self.queue.append(ToolDispatchComplete(results))
             self._move(Trigger.TOOLS_DONE)
+
+    def _cut_off(self, message: Message) -> bool:
+        """A response that ran out of output tokens in the middle of a call: none of its
+        calls runs; they are reported as a batch whose every call was refused (the
+        events of a dispatch), and the turn ends with ``MAX_TOKENS`` (or answers the
+        steering that waits). False when every call is whole: they run."""
+        results = cut_off_results(message.tool_uses, message.wire)
+        if results is None:
+            return False
+        queue = self.queue
+        queue.append(ToolDispatchStart(len(results.content)))
+        for use, result in zip(message.tool_uses, results.tool_results, strict=True):
+            queue.append(ToolStarted(use.id, use.name))
+            queue.append(
+                ToolFinished(use.id, use.name, True, 0.0, short_error(result.parts))
+            )
+        self.tool_calls += len(results.content)
+        self._commit(results)
+        queue.append(ToolDispatchComplete(results))
+        if self.host.steering.finish_unless_waiting():
+            self._move(Trigger.STEERED)
+        else:
+            self.finish(StopReason.MAX_TOKENS)
+        return True
 
     # -- compaction and failures ------------------------------------------------------
 

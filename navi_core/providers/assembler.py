@@ -16,6 +16,7 @@ from .._deltas import (
     BLOCK_SEALED_THINKING,
     BLOCK_TEXT,
     BLOCK_THINKING,
+    BLOCK_TOOL,
 )
 from ..conversation import (
     Block,
@@ -129,8 +130,13 @@ class ResponseAssembler:
     def finish(self) -> Message:
         """The assistant message built from everything fed so far."""
         content: list[Block] = []
-        tools = False
-        for kind, text, extra in self._core.blocks():
+        blocks = self._core.blocks()
+        calls = [i for i, (kind, _, _) in enumerate(blocks) if kind == BLOCK_TOOL]
+        stop = normalize_stop_reason(self._core.finish_reason, bool(calls))
+        # a call with no argument text is one with none ("{}"), unless it is the last
+        # of a response cut at the token limit: that one was cut before they came
+        cut = calls[-1] if calls and stop == "max_tokens" else -1
+        for i, (kind, text, extra) in enumerate(blocks):
             if kind == BLOCK_TEXT:
                 content.append(Text(text))
             elif kind == BLOCK_THINKING:
@@ -141,9 +147,9 @@ class ResponseAssembler:
                 content.append(RedactedThinking(extra))
             else:
                 call_id, name = extra
-                content.append(ToolUse(call_id, name, text or "{}"))
-                tools = True
-        stop = normalize_stop_reason(self._core.finish_reason, tools)
+                content.append(
+                    ToolUse(call_id, name, text or ("" if i == cut else "{}"))
+                )
         usage = self.usage or Usage()
         if usage.estimated:  # the server reported none: the output from the message
             usage = dataclasses.replace(usage, output=_output_estimate(content))

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 from loopback import LoopbackServer, Reply
-from providers.wire_streams import openai_body, openai_chunk
+from providers.wire_streams import anthropic_body, openai_body, openai_chunk
 
 from navi_core import (
     PENDING,
     Agent,
+    Anthropic,
     CompactionConfig,
     Config,
     OpenAIChat,
@@ -184,6 +185,32 @@ def test_cancel_mid_stream(loopback: LoopbackServer, drive: Driver) -> None:
     partial = agent.conversation.messages[-1]
     assert partial.stop_reason == "cancelled" and partial.text == shown
     assert partial.usage == done.usage
+
+
+def test_a_cancel_keeps_the_usage_the_stream_reported_and_estimates_the_rest(
+    loopback: LoopbackServer, drive: Driver
+) -> None:
+    """An Anthropic stream reports its prompt's tokens at its start: a cancel during
+    thinking keeps them (the cache counts priced apart) and estimates the output."""
+    usage = {"input_tokens": 120, "cache_read_input_tokens": 40000, "output_tokens": 1}
+    body = anthropic_body(
+        [("thinking", (["Let me think ", "about it hard"], "sig"))], usage=usage
+    )
+    events = [e + b"\n\n" for e in body.split(b"\n\n") if e.strip()]
+    head = [e for e in events if b"message_stop" not in e][:5]  # through the thinking
+    loopback.add(text_stream(*head, 30.0))
+    with Anthropic("claude-test", base_url=loopback.url, api_key="k") as model:
+        with Agent(model, config=Config(retry=NO_RETRY)) as agent:
+            stream = agent.run("hi")
+            seen, latency = drive(stream, stream.cancel, 0.4)
+    done = last(seen)
+    assert done.stop_reason is StopReason.CANCELLED
+    assert latency < BOUND
+    thought = estimate_tokens("Let me think about it hard")
+    assert (done.usage.input, done.usage.cache_read) == (120, 40000)
+    assert done.usage.output == thought and done.usage.estimated
+    # thinking alone is not kept as an answer: the usage is the turn's only
+    assert [m.role for m in agent.conversation.messages] == ["user"]
 
 
 def test_cancel_during_a_retry_wait(loopback: LoopbackServer, drive: Driver) -> None:

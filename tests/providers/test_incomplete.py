@@ -10,6 +10,7 @@ llama-cpp-python's server sends when a second request arrives (``[DONE]`` with n
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import orjson
 import pytest
@@ -24,6 +25,9 @@ from navi_core import (
     ProviderRetry,
     RetryPolicy,
     StopReason,
+    ToolDispatchComplete,
+    ToolDispatchStart,
+    ToolFinished,
     ToolResult,
     ToolStarted,
     TurnComplete,
@@ -37,6 +41,11 @@ from navi_core.providers.openai_responses import OpenAIResponses
 
 FAST = Config(retry=RetryPolicy(initial_delay_ms=1, max_delay_ms=5, jitter=False))
 CALLS: list[tuple[int, int]] = []
+
+
+@dataclass
+class City:
+    city: str
 
 
 @tool
@@ -227,6 +236,10 @@ TOKEN_LIMIT_CUTS: dict[str, tuple[str, bytes]] = {
         "chat",
         openai_body(tool_calls=[("call_1", "add", CUT_ARGS)], finish="length"),
     ),
+    "chat/cut-before-any-argument": (
+        "chat",
+        openai_body(tool_calls=[("call_1", "add", [])], finish="length"),
+    ),
     "chat/a-whole-call-then-a-cut-one": (
         "chat",
         openai_body(
@@ -275,7 +288,7 @@ def test_a_tool_call_cut_at_the_token_limit_ends_the_turn_unrun(
         assert done.iterations == 1
         assert len(loopback.requests) == 1
         assert CALLS == []
-        assert not [e for e in events if isinstance(e, (ToolStarted, ProviderRetry))]
+        assert not [e for e in events if isinstance(e, ProviderRetry)]
         calls = agent.conversation.messages[-2].tool_uses
         results = agent.conversation.messages[-1].content
         assert done.tool_calls == len(calls) == len(results) >= 1
@@ -284,14 +297,34 @@ def test_a_tool_call_cut_at_the_token_limit_ends_the_turn_unrun(
             assert result.tool_use_id == call.id
             text = result.parts[0].text  # type: ignore[union-attr]
             assert "was not run" in text and "output token limit" in text
+        # reported as a batch whose every call was refused, as a host renders one
+        batch = [
+            e
+            for e in events
+            if isinstance(
+                e,
+                (ToolDispatchStart, ToolStarted, ToolFinished, ToolDispatchComplete),
+            )
+        ]
+        assert batch[0] == ToolDispatchStart(len(calls))
+        for i, call in enumerate(calls):
+            started, finished = batch[1 + 2 * i], batch[2 + 2 * i]
+            assert started == ToolStarted(call.id, call.name)
+            assert isinstance(finished, ToolFinished)
+            assert (finished.call_id, finished.is_error) == (call.id, True)
+            assert "output token limit" in (finished.error or "")
+        assert isinstance(batch[-1], ToolDispatchComplete)
+        assert batch[-1].message.content == results
         if name == "chat/a-whole-call-then-a-cut-one":  # the whole one says why too
             texts = [r.parts[0].text for r in results]  # type: ignore[union-attr]
             assert "before its last tool call was complete" in texts[0]
             assert "before the call's arguments were complete" in texts[1]
-        # the next turn goes on from a valid conversation
+        # the next turn goes on from a valid conversation: the results went with it
         again = list(agent.run("go on"))
         assert again[-1].stop_reason is StopReason.END_TURN  # type: ignore[attr-defined]
         assert len(loopback.requests) == 2
+        sent = loopback.requests[1].body.decode()
+        assert sent.count("output token limit") == len(calls)
 
 
 def test_whole_tool_calls_at_the_token_limit_run(loopback: LoopbackServer) -> None:
@@ -305,4 +338,43 @@ def test_whole_tool_calls_at_the_token_limit_run(loopback: LoopbackServer) -> No
     done = events[-1]
     assert isinstance(done, TurnComplete)
     assert done.stop_reason is StopReason.END_TURN
+    assert len(loopback.requests) == 2
+
+
+def test_a_no_argument_call_at_the_token_limit_with_a_call_after_it_runs(
+    loopback: LoopbackServer,
+) -> None:
+    """Only the last call of a cut response can have been cut before its arguments:
+    an earlier one with none has none (``{}``)."""
+    calls = [("call_1", "add", []), ("call_2", "add", ARGS)]
+    loopback.add(
+        Reply.sse(openai_body(tool_calls=calls, finish="length")),
+        Reply.sse(openai_body(["five"])),
+    )
+    CALLS.clear()
+    with OpenAIChat("gpt-test", loopback.url + "/v1") as provider:
+        events = _turn(provider)
+    assert CALLS == [(2, 3)]  # call_1 was dispatched too (its missing arguments refused)
+    done = events[-1]
+    assert isinstance(done, TurnComplete) and done.stop_reason is StopReason.END_TURN
+
+
+def test_a_structured_answer_cut_at_the_token_limit_gets_its_corrective_retry(
+    loopback: LoopbackServer,
+) -> None:
+    """``run(..., output=T)``: a ``final_answer`` call cut off is an invalid answer,
+    and the model is asked once to give it again, as for any invalid answer."""
+    cut = anthropic_body(
+        [("tool", ("toolu_1", "final_answer", ['{"city": "Pa']))], stop="max_tokens"
+    )
+    whole = anthropic_body(
+        [("tool", ("toolu_2", "final_answer", ['{"city": "Paris"}']))],
+        stop="tool_use",
+    )
+    loopback.add(Reply.sse(cut), Reply.sse(whole))
+    provider = MAKERS["anthropic"](loopback.url + "/v1")
+    with provider, Agent(provider, config=FAST) as agent:  # type: ignore[attr-defined]
+        done = agent.run("Where?", output=City).result()
+    assert done.stop_reason is StopReason.END_TURN
+    assert done.output == City(city="Paris")
     assert len(loopback.requests) == 2
