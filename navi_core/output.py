@@ -149,10 +149,15 @@ class OutputCheck:
         mine = [u for u in uses if u.name == OUTPUT_TOOL]
         if uses and len(mine) != len(uses):
             return None
-        if mine:
+        cut = message.stop_reason == "max_tokens"
+        if mine and cut and not mine[-1].input:  # cut before its input came
+            value, problems = None, [f"the {OUTPUT_TOOL} call has no input"]
+        elif mine:
             value, problems = self._decode_tool(spec, mine[-1])
         else:
             value, problems = self._decode_text(spec, message.text)
+        if cut and problems:
+            problems = ["it was cut off at the output token limit", *problems]
         if not problems:
             self.value = value
             if mine:

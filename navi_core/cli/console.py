@@ -122,7 +122,8 @@ class EventPrinter:
             case ToolFinished(name=name, call_id=call_id, is_error=err, seconds=s):
                 mark = self._style("31", "error") if err else self._style("32", "ok")
                 call = f"{terminal_safe(name)} ({terminal_safe(call_id)})"
-                self._line(f"  <- {call} {mark} in {s * 1000:.1f} ms")
+                why = f": {terminal_safe(ev.error)}" if err and ev.error else ""
+                self._line(f"  <- {call} {mark} in {s * 1000:.1f} ms{why}")
             case ResponseDiscarded():
                 self._discard()
             case MessageComplete() | ToolDispatchComplete():

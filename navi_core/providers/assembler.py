@@ -133,9 +133,10 @@ class ResponseAssembler:
         blocks = self._core.blocks()
         calls = [i for i, (kind, _, _) in enumerate(blocks) if kind == BLOCK_TOOL]
         stop = normalize_stop_reason(self._core.finish_reason, bool(calls))
-        # a call with no argument text is one with none ("{}"), unless it is the last
-        # of a response cut at the token limit: that one was cut before they came
-        cut = calls[-1] if calls and stop == "max_tokens" else -1
+        # a call with no argument text is one with none ("{}"), unless it is what a
+        # response cut at the token limit ended with: cut before its arguments came
+        last = len(blocks) - 1
+        cut = last if calls and calls[-1] == last and stop == "max_tokens" else -1
         for i, (kind, text, extra) in enumerate(blocks):
             if kind == BLOCK_TEXT:
                 content.append(Text(text))

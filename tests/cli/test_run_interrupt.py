@@ -15,7 +15,13 @@ from test_chat import chat_env, text_reply
 
 from navi_core.cli.console import EventPrinter
 from navi_core.conversation import Usage
-from navi_core.events import ResponseDiscarded, StopReason, TextDelta, TurnComplete
+from navi_core.events import (
+    ResponseDiscarded,
+    StopReason,
+    TextDelta,
+    ToolFinished,
+    TurnComplete,
+)
 from navi_core.store.sqlite import SQLiteStore
 
 
@@ -95,4 +101,17 @@ def test_the_printer_marks_a_discarded_attempt_in_a_pipe_without_promising_a_ret
     printer.handle(ResponseDiscarded(4, 11, 0, 0))
     assert out.getvalue() == (
         "assistant: half an ans\n[the response above was discarded]\n"
+    )
+
+
+def test_the_printer_says_why_a_call_failed() -> None:
+    out = io.StringIO()
+    printer = EventPrinter(out, color=False)
+    printer.handle(
+        ToolFinished("call_b", "read_file", True, 0.0, "Tool 'read_file' was not run")
+    )
+    printer.handle(ToolFinished("call_a", "list_dir", False, 0.0012, None))
+    assert out.getvalue() == (
+        "  <- read_file (call_b) error in 0.0 ms: Tool 'read_file' was not run\n"
+        "  <- list_dir (call_a) ok in 1.2 ms\n"
     )

@@ -48,6 +48,21 @@ class City:
     city: str
 
 
+@dataclass
+class Prefs:
+    city: str = "unknown"
+
+
+NOW: list[str] = []
+
+
+@tool
+def now() -> str:
+    """The time."""
+    NOW.append("ran")
+    return "noon"
+
+
 @tool
 def add(a: int, b: int) -> str:
     """Add two integers."""
@@ -354,7 +369,9 @@ def test_a_no_argument_call_at_the_token_limit_with_a_call_after_it_runs(
     CALLS.clear()
     with OpenAIChat("gpt-test", loopback.url + "/v1") as provider:
         events = _turn(provider)
-    assert CALLS == [(2, 3)]  # call_1 was dispatched too (its missing arguments refused)
+    assert CALLS == [
+        (2, 3)
+    ]  # call_1 was dispatched too (its missing arguments refused)
     done = events[-1]
     assert isinstance(done, TurnComplete) and done.stop_reason is StopReason.END_TURN
 
@@ -378,3 +395,40 @@ def test_a_structured_answer_cut_at_the_token_limit_gets_its_corrective_retry(
     assert done.stop_reason is StopReason.END_TURN
     assert done.output == City(city="Paris")
     assert len(loopback.requests) == 2
+
+
+def test_a_whole_no_argument_call_before_more_output_is_not_cut(
+    loopback: LoopbackServer,
+) -> None:
+    """Only a call the cut response ended with can have been cut before its
+    arguments: one followed by more output had none."""
+    blocks = [("text", ["a"]), ("tool", ("toolu_1", "now", [])), ("text", ["b"])]
+    loopback.add(
+        Reply.sse(anthropic_body(blocks, stop="max_tokens")),
+        Reply.sse(anthropic_body([("text", ["noon"])])),
+    )
+    NOW.clear()
+    provider = MAKERS["anthropic"](loopback.url + "/v1")
+    with provider, Agent(provider, tools=[now], config=FAST) as agent:  # type: ignore[attr-defined]
+        done = agent.run("time?").result()
+    assert NOW == ["ran"]
+    assert done.stop_reason is StopReason.END_TURN
+
+
+def test_a_structured_answer_cut_before_its_input_is_not_an_empty_answer(
+    loopback: LoopbackServer,
+) -> None:
+    """A type whose fields all have defaults would accept ``{}``: a ``final_answer``
+    cut before any input is still an invalid answer, and the retry says why."""
+    cut = anthropic_body([("tool", ("toolu_1", "final_answer", []))], stop="max_tokens")
+    whole = anthropic_body(
+        [("tool", ("toolu_2", "final_answer", ['{"city": "Oslo"}']))],
+        stop="tool_use",
+    )
+    loopback.add(Reply.sse(cut), Reply.sse(whole))
+    provider = MAKERS["anthropic"](loopback.url + "/v1")
+    with provider, Agent(provider, config=FAST) as agent:  # type: ignore[attr-defined]
+        done = agent.run("Where?", output=Prefs).result()
+    assert done.output == Prefs(city="Oslo")
+    assert len(loopback.requests) == 2
+    assert "cut off at the output token limit" in loopback.requests[1].body.decode()
