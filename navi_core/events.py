@@ -140,7 +140,8 @@ class ToolDispatchStart(Event):
 @final
 @dataclass(frozen=True, slots=True)
 class ToolStarted(Event):
-    """A tool call began running."""
+    """A tool call began running (or was refused before it ran: its ``ToolFinished``,
+    an error, says why)."""
 
     call_id: str
     name: str
