@@ -199,10 +199,10 @@ def test_a_cancel_keeps_the_usage_the_stream_reported_and_estimates_the_rest(
     events = [e + b"\n\n" for e in body.split(b"\n\n") if e.strip()]
     head = [e for e in events if b"message_stop" not in e][:5]  # through the thinking
     loopback.add(text_stream(*head, 30.0))
-    with Anthropic("claude-test", base_url=loopback.url, api_key="k") as model:
-        with Agent(model, config=Config(retry=NO_RETRY)) as agent:
-            stream = agent.run("hi")
-            seen, latency = drive(stream, stream.cancel, 0.4)
+    model = Anthropic("claude-test", base_url=loopback.url, api_key="k")
+    with model, Agent(model, config=Config(retry=NO_RETRY)) as agent:
+        stream = agent.run("hi")
+        seen, latency = drive(stream, stream.cancel, 0.4)
     done = last(seen)
     assert done.stop_reason is StopReason.CANCELLED
     assert latency < BOUND

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 import pytest
@@ -335,8 +336,8 @@ def test_a_tool_call_cut_at_the_token_limit_ends_the_turn_unrun(
             assert "before its last tool call was complete" in texts[0]
             assert "before the call's arguments were complete" in texts[1]
         # the next turn goes on from a valid conversation: the results went with it
-        again = list(agent.run("go on"))
-        assert again[-1].stop_reason is StopReason.END_TURN  # type: ignore[attr-defined]
+        again = agent.run("go on").result()
+        assert again.stop_reason is StopReason.END_TURN
         assert len(loopback.requests) == 2
         sent = loopback.requests[1].body.decode()
         assert sent.count("output token limit") == len(calls)
@@ -376,33 +377,16 @@ def test_a_no_argument_call_at_the_token_limit_with_a_call_after_it_runs(
     assert isinstance(done, TurnComplete) and done.stop_reason is StopReason.END_TURN
 
 
-def test_a_structured_answer_cut_at_the_token_limit_gets_its_corrective_retry(
-    loopback: LoopbackServer,
-) -> None:
-    """``run(..., output=T)``: a ``final_answer`` call cut off is an invalid answer,
-    and the model is asked once to give it again, as for any invalid answer."""
-    cut = anthropic_body(
-        [("tool", ("toolu_1", "final_answer", ['{"city": "Pa']))], stop="max_tokens"
-    )
-    whole = anthropic_body(
-        [("tool", ("toolu_2", "final_answer", ['{"city": "Paris"}']))],
-        stop="tool_use",
-    )
-    loopback.add(Reply.sse(cut), Reply.sse(whole))
-    provider = MAKERS["anthropic"](loopback.url + "/v1")
-    with provider, Agent(provider, config=FAST) as agent:  # type: ignore[attr-defined]
-        done = agent.run("Where?", output=City).result()
-    assert done.stop_reason is StopReason.END_TURN
-    assert done.output == City(city="Paris")
-    assert len(loopback.requests) == 2
-
-
 def test_a_whole_no_argument_call_before_more_output_is_not_cut(
     loopback: LoopbackServer,
 ) -> None:
     """Only a call the cut response ended with can have been cut before its
     arguments: one followed by more output had none."""
-    blocks = [("text", ["a"]), ("tool", ("toolu_1", "now", [])), ("text", ["b"])]
+    blocks: list[tuple[str, Any]] = [
+        ("text", ["a"]),
+        ("tool", ("toolu_1", "now", [])),
+        ("text", ["b"]),
+    ]
     loopback.add(
         Reply.sse(anthropic_body(blocks, stop="max_tokens")),
         Reply.sse(anthropic_body([("text", ["noon"])])),
@@ -415,20 +399,29 @@ def test_a_whole_no_argument_call_before_more_output_is_not_cut(
     assert done.stop_reason is StopReason.END_TURN
 
 
-def test_a_structured_answer_cut_before_its_input_is_not_an_empty_answer(
-    loopback: LoopbackServer,
+@pytest.mark.parametrize(
+    ("fragments", "answer"),
+    [(['{"city": "Pa'], City(city="Paris")), ([], Prefs(city="Paris"))],
+    ids=["mid-input", "before-any-input"],
+)
+def test_a_structured_answer_cut_at_the_token_limit_gets_its_corrective_retry(
+    loopback: LoopbackServer, fragments: list[str], answer: City | Prefs
 ) -> None:
-    """A type whose fields all have defaults would accept ``{}``: a ``final_answer``
-    cut before any input is still an invalid answer, and the retry says why."""
-    cut = anthropic_body([("tool", ("toolu_1", "final_answer", []))], stop="max_tokens")
+    """``run(..., output=T)``: a ``final_answer`` call cut off is an invalid answer,
+    and the model is asked once to give it again, told why; one cut before any input
+    is not an empty answer, even for a type whose fields all have defaults."""
+    cut = anthropic_body(
+        [("tool", ("toolu_1", "final_answer", fragments))], stop="max_tokens"
+    )
     whole = anthropic_body(
-        [("tool", ("toolu_2", "final_answer", ['{"city": "Oslo"}']))],
+        [("tool", ("toolu_2", "final_answer", ['{"city": "Paris"}']))],
         stop="tool_use",
     )
     loopback.add(Reply.sse(cut), Reply.sse(whole))
     provider = MAKERS["anthropic"](loopback.url + "/v1")
     with provider, Agent(provider, config=FAST) as agent:  # type: ignore[attr-defined]
-        done = agent.run("Where?", output=Prefs).result()
-    assert done.output == Prefs(city="Oslo")
+        done = agent.run("Where?", output=type(answer)).result()
+    assert done.stop_reason is StopReason.END_TURN
+    assert done.output == answer
     assert len(loopback.requests) == 2
     assert "cut off at the output token limit" in loopback.requests[1].body.decode()
