@@ -460,12 +460,13 @@ class Turn:
 
     def stop_turn(self, reason: StopReason) -> None:
         """End the turn for a cancel or the turn timeout, keeping what finished."""
-        partial = self._streamed_text() if self.phase is Phase.STREAMING else ""
-        cut = self._cut_usage() if self.phase is Phase.STREAMING else None
+        blocks, reported = self._given_so_far()
+        partial = "".join(t for kind, t, _ in blocks if kind == BLOCK_TEXT)
+        cut = self._cut_usage(blocks, reported)
         if cut is not None:  # a response was billed whose usage never came whole
             self.usage = self.usage + cut
         self.settle()
-        if partial:  # the answer so far stays, so the dialogue alternates
+        if partial.strip():  # the answer so far stays, so the dialogue alternates
             message = Message(
                 "assistant",
                 (Text(partial),),
@@ -572,15 +573,24 @@ class Turn:
             self.priced = (given,)
         return self.priced[0]
 
-    def _cut_usage(self) -> Usage | None:
-        """The usage of the response a stop cut off, marked estimated: what the server
-        reported of it so far (an Anthropic stream gives its prompt's tokens at once),
-        the rest estimated (the prompt it was sent; what it streamed: text, thinking,
-        tool calls). None when nothing came of it (it may not have been billed)."""
+    def _given_so_far(self) -> tuple[list[tuple[int, str, Any]], Any]:
+        """What the response being streamed has given so far: its blocks (``(kind,
+        text, extra)``) and the raw usage it reported (None); nothing outside
+        STREAMING, or for a response that keeps no core assembler."""
         core = getattr(self.opened, "core", None)
         blocks = getattr(core, "blocks", None)
-        streamed = blocks() if callable(blocks) else ()
-        raw = getattr(core, "usage", None)
+        if self.phase is not Phase.STREAMING or not callable(blocks):
+            return [], None
+        return blocks(), getattr(core, "usage", None)
+
+    def _cut_usage(
+        self, streamed: list[tuple[int, str, Any]], raw: Any
+    ) -> Usage | None:
+        """The usage of the response a stop cut off, marked estimated: what the server
+        reported of it so far (``raw``: an Anthropic stream gives its prompt's tokens
+        at once), the rest estimated (the prompt it was sent; what it ``streamed``:
+        text, thinking, tool calls). None when nothing came of it (it may not have
+        been billed)."""
         if not streamed and raw is None:
             return None
         output = sum(estimate_tokens(text) for _, text, _ in streamed)
@@ -597,15 +607,6 @@ class Turn:
             self.host.tool_specs(),
         )
         return Usage(input=prompt, output=output, estimated=True)
-
-    def _streamed_text(self) -> str:
-        """The text the open response streamed so far (its tool calls left out)."""
-        core = getattr(self.opened, "core", None)
-        blocks = getattr(core, "blocks", None)
-        if not callable(blocks):
-            return ""
-        text = "".join(t for kind, t, _ in blocks() if kind == BLOCK_TEXT)
-        return text if text.strip() else ""
 
     # -- TURN_START -------------------------------------------------------------------
 

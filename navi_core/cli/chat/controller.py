@@ -187,11 +187,8 @@ class ChatController:
         session whose last message is an answer (finished or cancelled)."""
         if len(self.agent.steering):
             return True
-        messages = self.agent.conversation.messages
-        if not messages:
-            return False
-        last = messages[-1]
-        return last.role != "assistant" or bool(last.tool_uses)
+        last = self.agent.session.last_dialogue_message()
+        return last is not None and (last.role != "assistant" or bool(last.tool_uses))
 
     def switch(self, settings: ChatSettings, session: str | None) -> bool:
         """Replace the agent: another session (None: a new one) or other settings.
