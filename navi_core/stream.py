@@ -217,8 +217,9 @@ class Stream(Generic[T]):
 
         Closing a turn that has not ended fails it with ``Cancelled``. From another
         thread, while a thread is inside ``next()``: that thread's turn is stopped
-        first — its ``next()`` returns ``TurnComplete(CANCELLED)`` or raises
-        ``Cancelled`` within milliseconds — then the stream is closed.
+        first, as by ``cancel()`` — its ``next()`` returns ``TurnComplete(CANCELLED)``
+        within milliseconds, and the answer streamed so far is kept — then the
+        stream is closed.
         """
         if self._closed:
             return
@@ -227,6 +228,7 @@ class Stream(Generic[T]):
             reader.close_pending = True  # closed when that thread leaves
             return
         reader.closing = True
+        driven = reader.driver != 0
         turn = self._turn
         turn.request_stop(StopReason.CANCELLED)
         ctl = self._ctl
@@ -237,11 +239,24 @@ class Stream(Generic[T]):
             if self._closed:
                 return
             try:
+                if driven and turn.step is not None:
+                    # the stop ended that thread's read, and it stood back before it
+                    # could end the turn: end it as it would have, so its next()
+                    # returns TurnComplete(CANCELLED) and the answer so far is kept
+                    self._stop_for(turn)
                 # a thread calling next() later learns why: Cancelled, then poisoned
                 turn.abandon(Cancelled("the stream was closed before the turn ended"))
             finally:
                 self._closed = True
                 ctl.wake()
+
+    def _stop_for(self, turn: Turn) -> None:
+        """End ``turn`` for the stop asked for, on the closing thread, as ``_advance``
+        would on the driving one."""
+        try:
+            turn.stop_turn(self._ctl.stop or StopReason.CANCELLED)
+        except BaseException as exc:
+            turn.fail(exc)
 
     def _wait_closed(self) -> None:
         """Wait for a close() another thread is running to finish."""

@@ -444,6 +444,41 @@ def test_close_from_another_thread_while_next_blocks(
     again.close()
 
 
+@pytest.mark.parametrize("pause", [0.0, 30.0], ids=["flowing", "silent"])
+def test_close_from_another_thread_mid_stream_keeps_the_answer_so_far(
+    sqlite_stores: Callable[..., SQLiteStore],
+    loopback: LoopbackServer,
+    tmp_path: Path,
+    pause: float,
+) -> None:
+    """The thread inside next() gets TurnComplete(CANCELLED), not an exception, and
+    the text it was shown is stored, as after cancel()."""
+    chunks: list[bytes | float] = [openai_chunk({"role": "assistant", "content": ""})]
+    for i in range(200):
+        chunks += [openai_chunk({"content": f"w{i} "}), 0.01]
+        if i == 5 and pause:
+            chunks.append(pause)
+    loopback.add(text_stream(*chunks))
+    store = sqlite_stores(tmp_path / "c.db")
+    agent = Agent(provider(loopback.url), store=store, config=Config(retry=NO_RETRY))
+    stream = agent.run("count")
+    events, latency = drive_blocking(stream, stream.close, 0.3)
+    assert latency < BOUND
+    done = last(events)
+    assert done.stop_reason is StopReason.CANCELLED
+    shown = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert shown.startswith("w0 w1 w2 w3 w4 w5 ") and done.response == shown
+    assert stream.next() is None
+    session = agent.session_id
+    agent.close()
+    stored = sqlite_stores(tmp_path / "c.db").load(session).messages
+    assert [(m.role, m.text) for m in stored] == [
+        ("user", "count"),
+        ("assistant", shown),
+    ]
+    assert stored[-1].stop_reason == "cancelled"
+
+
 def test_turn_timeout_ends_the_turn_with_timeout(
     loopback: LoopbackServer, drive: Driver
 ) -> None:
