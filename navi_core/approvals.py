@@ -19,6 +19,10 @@ one atomic update: of two resuming drivers only one wins), runs it, stores its r
 (running -> done), then commits the batch's result message and clears the batch. A
 call found running was claimed by a driver that stopped before storing its result:
 it may have taken effect, so it is answered as interrupted and never run again.
+
+Any batch whose calls finish apart is saved the same way while it runs
+(``keep_running``): finished calls done, the others running, so a process that stops
+before the batch's result message loses no result that finished.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ __all__ = [
     "denied_result",
     "held_batch",
     "hold",
+    "keep_running",
     "plan_resume",
     "settle_for_new_turn",
 ]
@@ -106,6 +111,34 @@ def hold(
         batch.append(Approval(u.id, u.name, state, reason, result, i, turn_id, digest))
     session.store.save_approvals(session.id, batch)
     return tuple(u for i, u in enumerate(uses) if i in held)
+
+
+def keep_running(
+    session: Session,
+    turn_id: str,
+    uses: Sequence[ToolUse],
+    finished: Mapping[int, ToolResult],
+    held: Mapping[int, str],
+) -> None:
+    """Save a batch whose calls still run: ``finished`` results (by ordinal) done,
+    ``held`` calls pending, the others running.
+
+    A process that stops before the batch's result message is committed then loses
+    no result that finished: ``resume()`` (or the next ``run()``) answers with them,
+    and answers a call that was running as interrupted (it is never run again).
+    """
+    batch = []
+    for i, u in enumerate(uses):
+        digest = call_digest(u.name, u.input)
+        result = finished.get(i)
+        if result is not None:
+            state, reason = ApprovalState.DONE, ""
+        elif i in held:
+            state, reason = ApprovalState.PENDING, held[i]
+        else:
+            state, reason = ApprovalState.RUNNING, ""
+        batch.append(Approval(u.id, u.name, state, reason, result, i, turn_id, digest))
+    session.store.save_approvals(session.id, batch)
 
 
 def _binds(a: Approval, use: ToolUse) -> bool:
@@ -305,8 +338,9 @@ def plan_resume(session: Session) -> ResumePlan | None:
         ):
             run.append((a, use))
             return None
-        # running: claimed by a driver that stopped, or by another one now
-        return error_result(use.id, ResultText.approved_then_interrupted(use.name))
+        # running: claimed by a driver that stopped, or by another one now, or
+        # running in a batch whose driver stopped before its results were committed
+        return error_result(use.id, ResultText.interrupted(use.name))
 
     known = _answers(calls, claim)
     return ResumePlan(uses, known, tuple(run), ())

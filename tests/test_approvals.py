@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,8 +18,10 @@ from navi_core import (
     Scripted,
     StopReason,
     Text,
+    Tool,
     ToolCall,
     ToolDispatchComplete,
+    ToolFinished,
     ToolStarted,
     ToolUse,
     TurnComplete,
@@ -25,6 +29,7 @@ from navi_core import (
     tool,
 )
 from navi_core.approvals import ApprovalMismatch
+from navi_core.errors import SessionError
 from navi_core.events import Event
 from navi_core.store import SQLiteStore
 from navi_core.store.base import Approval, ApprovalState
@@ -381,3 +386,72 @@ def test_a_decision_on_spaced_or_reordered_arguments_is_the_same_call() -> None:
     agent.approve(ToolUse("c1", "pay", '{ "note":"rent","amount": 5 }'))
     drive(agent.resume())
     assert RAN == ["pay 5 rent"]
+
+
+def _apart_tools(gate: threading.Event) -> list[Tool]:
+    """``fast`` returns at once; ``slow`` waits for ``gate``."""
+
+    @tool
+    def fast() -> str:
+        """Answer at once."""
+        return "fast finished"
+
+    @tool
+    def slow() -> str:
+        """Wait for the gate."""
+        assert gate.wait(10)
+        return "slow finished"
+
+    return [fast, slow]
+
+
+def _apart_script() -> Scripted:
+    """``fast`` and ``slow`` in one response, then an answer."""
+    calls = [ToolUse("c1", "fast", "{}"), ToolUse("c2", "slow", "{}")]
+    return Scripted([calls, [Text("ok")]])
+
+
+def test_a_batch_whose_calls_finish_apart_is_saved_until_it_is_answered(
+    tmp_path: Path,
+) -> None:
+    gate = threading.Event()
+    store = SQLiteStore(tmp_path / "a.db")
+    with store, Agent(_apart_script(), tools=_apart_tools(gate), store=store) as agent:
+        seen: list[tuple[str, ApprovalState, str]] = []
+        for ev in agent.run("go"):
+            if isinstance(ev, ToolFinished) and ev.call_id == "c1":
+                seen = [
+                    (a.call_id, a.state, a.result.text if a.result else "")
+                    for a in store.approvals(agent.session_id)
+                ]
+                gate.set()
+        assert seen == [
+            ("c1", ApprovalState.DONE, "fast finished"),
+            ("c2", ApprovalState.RUNNING, ""),
+        ]
+        assert store.approvals(agent.session_id) == []  # answered: cleared
+        results = agent.conversation.messages[2].tool_results
+        assert [r.text for r in results] == ["fast finished", "slow finished"]
+
+
+class _NoBatches(SQLiteStore):
+    """A store that refuses to save a batch."""
+
+    def save_approvals(self, session_id: str, approvals: Sequence[Approval]) -> None:
+        raise SessionError("the batch table is gone")
+
+
+def test_a_store_that_cannot_save_a_running_batch_fails_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    gate = threading.Event()
+    store = _NoBatches(tmp_path / "b.db")
+    with store, Agent(_apart_script(), tools=_apart_tools(gate), store=store) as agent:
+        for ev in agent.run("go"):
+            if isinstance(ev, ToolFinished) and ev.call_id == "c1":
+                gate.set()
+        done = ev
+        assert isinstance(done, TurnComplete) and done.response == "ok"
+        results = store.load(agent.session_id).messages[2].tool_results
+        assert [r.text for r in results] == ["fast finished", "slow finished"]
+    assert "could not save the finished calls of a running batch" in caplog.text

@@ -30,7 +30,7 @@ _CHILD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from navi_core import Agent, Scripted, Text, ToolUse, tool
+    from navi_core import Agent, Scripted, Text, ToolFinished, ToolUse, tool
     from navi_core.store import SQLiteStore
 
     db, marker, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
@@ -49,14 +49,17 @@ _CHILD = textwrap.dedent(
         return "slow finished"
 
     script = [[ToolUse("c1", "fast", "{}")], [ToolUse("c2", "slow", "{}")], [Text("done")]]
+    if mode == "parallel":
+        script = [[ToolUse("c1", "fast", "{}"), ToolUse("c2", "slow", "{}")], [Text("done")]]
     agent = Agent(Scripted(script), tools=[fast, slow], store=SQLiteStore(db))
     print(agent.session_id, flush=True)
     stream = agent.run("run fast, then slow")
     if mode == "prompt-only":
         marker.write_text("prompt stored\\n")
         time.sleep(60)
-    while stream.next():
-        pass
+    while ev := stream.next():
+        if mode == "parallel" and isinstance(ev, ToolFinished) and ev.call_id == "c1":
+            Path(str(marker) + ".fast").write_text("fast finished\\n")
     """
 )
 
@@ -72,11 +75,11 @@ def _wait_for(path: Path, child: subprocess.Popen[str]) -> None:
 
 
 @pytest.fixture
-def run_and_kill(tmp_path: Path) -> Iterator[Callable[[str], str]]:
+def run_and_kill(tmp_path: Path) -> Iterator[Callable[..., str]]:
     """Starts the child in a mode, kills it at its marker, returns the session id."""
     children: list[subprocess.Popen[str]] = []
 
-    def run(mode: str) -> str:
+    def run(mode: str, until: str = "marker") -> str:
         child = subprocess.Popen(
             [
                 sys.executable,
@@ -93,7 +96,7 @@ def run_and_kill(tmp_path: Path) -> Iterator[Callable[[str], str]]:
         children.append(child)
         assert child.stdout is not None
         session_id = child.stdout.readline().strip()
-        _wait_for(tmp_path / "marker", child)
+        _wait_for(tmp_path / until, child)
         os.kill(child.pid, signal.SIGKILL)
         assert child.wait() == -signal.SIGKILL
         return session_id
@@ -114,7 +117,7 @@ def fast() -> str:
 
 
 def test_kill_during_a_tool_then_resume(
-    run_and_kill: Callable[[str], str], tmp_path: Path
+    run_and_kill: Callable[..., str], tmp_path: Path
 ) -> None:
     session_id = run_and_kill("tools")
     marker = tmp_path / "marker"
@@ -167,8 +170,45 @@ def test_kill_during_a_tool_then_resume(
     assert marker.read_text() == "slow started\n"
 
 
+@pytest.mark.parametrize("then", ["resume", "run"])
+def test_kill_while_a_batch_runs_keeps_the_results_that_finished(
+    run_and_kill: Callable[..., str], tmp_path: Path, then: str
+) -> None:
+    """``fast`` finished while ``slow`` of the same batch still ran: its result is
+    the model's to read after the crash, and ``slow`` reads as interrupted."""
+    session_id = run_and_kill("parallel", "marker.fast")
+    ran_here: list[str] = []
+
+    @tool
+    def slow() -> str:
+        """Take a minute."""
+        ran_here.append("slow")
+        return "slow finished"
+
+    with SQLiteStore(tmp_path / "navi.db") as store:
+        stored = store.load(session_id).messages
+        assert [m.role for m in stored] == ["user", "assistant"]
+        provider = Scripted([[Text("done")]])
+        with Agent(provider, tools=[fast, slow], store=store, session=session_id) as a:
+            stream = a.resume() if then == "resume" else a.run("and now?")
+            with stream:
+                assert isinstance(list(stream)[-1], TurnComplete)
+        answered = store.load(session_id).messages[2]
+        kept, cut = answered.tool_results
+        assert (kept.tool_use_id, kept.text, kept.is_error) == (
+            "c1",
+            "fast finished",
+            False,
+        )
+        assert cut.tool_use_id == "c2" and cut.is_error
+        assert "interrupted" in cut.text
+        assert answered.tool_results == provider.requests[0][2].tool_results
+        assert store.approvals(session_id) == []
+    assert ran_here == []
+
+
 def test_kill_after_the_prompt_was_stored_then_resume_answers_it(
-    run_and_kill: Callable[[str], str], tmp_path: Path
+    run_and_kill: Callable[..., str], tmp_path: Path
 ) -> None:
     session_id = run_and_kill("prompt-only")
     with SQLiteStore(tmp_path / "navi.db") as store:

@@ -16,6 +16,7 @@ from functools import partial
 
 from .. import approvals
 from .._ids import new_id
+from .._logs import get_logger
 from ..approvals import ResumePlan
 from ..config import Config, Pricing
 from ..conversation import Message, ToolResult, ToolUse, Usage
@@ -40,6 +41,8 @@ from .thinking import watch_thinking
 
 __all__ = ["TurnExtras"]
 
+_log = get_logger("navi_core.tools")
+
 
 class TurnExtras:
     """The per-turn state of hooks, observers, approvals, planning and sub-agents."""
@@ -54,6 +57,8 @@ class TurnExtras:
         "pending",
         "plan",
         "resume_plan",
+        "saved",
+        "saves_progress",
         "session",
         "turn_id",
     )
@@ -95,6 +100,11 @@ class TurnExtras:
         self.lineage: Lineage | None = adopted()
         #: the records of the approved calls the resumed batch runs, by ordinal
         self.claimed: dict[int, Approval] = {}
+        #: whether the running batch is saved as its calls finish (``keep_progress``;
+        #: a resumed held batch stores each result itself), and how many results
+        #: the store holds for it
+        self.saves_progress = False
+        self.saved = 0
 
     def hold_again(self) -> bool:
         """True when the resumed batch still has undecided calls: nothing runs, and
@@ -147,8 +157,10 @@ class TurnExtras:
         plan, self.resume_plan = self.resume_plan, None
         if self.lineage is None:
             self.lineage = Lineage()
-        if plan is not None and tuple(uses) == plan.uses:
+        self.saves_progress = plan is None or tuple(uses) != plan.uses
+        if plan is not None and not self.saves_progress:
             self.claimed = {a.ordinal: a for a, _ in plan.run}
+            self.saved = len(plan.uses)  # the held batch, cleared once answered
             guard = CallGuard(self.hooks, approved=True, on_result=self._store_result)
             factory = partial(
                 GuardedDispatch,
@@ -177,10 +189,48 @@ class TurnExtras:
             self.hooks.end()
         self.stop_children()
 
+    def keep_progress(self, dispatch: Dispatch, *, final: bool = False) -> None:
+        """Save the running batch when the driver took in results while other calls
+        of it still run (``approvals.keep_running``), so that a process that stops
+        before the batch's result message keeps them. ``final``: the batch was left
+        unanswered (the turn failed); save what finished even if the batch is done.
+
+        A store that fails here fails nothing: the result message still follows.
+        """
+        if not self.saves_progress or not isinstance(dispatch, GuardedDispatch):
+            return
+        if dispatch.done and not final:
+            return  # its result message is committed next
+        finished = dispatch.taken_by_ordinal()
+        if len(finished) <= self.saved:
+            return
+        try:
+            approvals.keep_running(
+                self.session, self.turn_id, dispatch.order, finished, dispatch.held
+            )
+        except Exception as exc:
+            _log.warning(
+                "could not save the finished calls of a running batch: %s", exc
+            )
+            return
+        self.saved = len(finished)
+
+    def batch_answered(self) -> None:
+        """The batch's result message was committed: clear what the store kept of it
+        (what ``keep_progress`` saved, or the held batch a resumed turn ran)."""
+        if not self.saved:
+            return
+        self.saved = 0
+        try:
+            approvals.clear(self.session)
+        except Exception as exc:  # the next turn's start clears it (``held_batch``)
+            _log.warning("could not clear a saved batch: %s", exc)
+
     def held(self, dispatch: Dispatch) -> bool:
         """Save the batch when calls of it wait for approval; True when they do."""
         if not isinstance(dispatch, GuardedDispatch) or not dispatch.held:
             return False
+        self.saved = 0  # the held batch replaces what keep_progress saved
         self.pending = approvals.hold(
             self.session,
             self.turn_id,

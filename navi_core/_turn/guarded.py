@@ -180,6 +180,12 @@ class GuardedDispatch(Dispatch):
         """The results known so far (preset, and of the calls that finished), by
         ordinal: calls sharing an id keep their own."""
         super().finished_results()  # takes in the results reported meanwhile
+        return self.taken_by_ordinal()
+
+    def taken_by_ordinal(self) -> dict[int, ToolResult]:
+        """The results known to the polling thread so far (preset, and of the calls
+        whose end a poll took in), by ordinal; the reports still queued are left for
+        the next poll."""
         ran = {
             self._ordinals[i]: ToolResult(use.id, o.parts, o.is_error)
             for i, (use, o) in enumerate(zip(self._uses, self._outcomes, strict=True))

@@ -442,6 +442,7 @@ class Turn:
         dispatch, self.dispatch = self.dispatch, None
         if dispatch is not None:
             self.queue.extend(dispatch.cancel())  # type: ignore[arg-type]
+            self.x.keep_progress(dispatch, final=True)  # for another process too
             self.host.session.keep_results(dispatch.finished_results())
 
     def finish(self, reason: StopReason) -> None:
@@ -484,6 +485,7 @@ class Turn:
             )
             self.tool_calls += len(results.content)
             self._commit(results)
+            self.x.batch_answered()
             self.queue.append(ToolDispatchComplete(results))
         elif self.phase is Phase.AFTER_RESPONSE and self.last is not None:
             message = self.last
@@ -546,6 +548,7 @@ class Turn:
         with contextlib.suppress(Exception):
             self._commit(results)
             self.dispatch = None
+            self.x.batch_answered()
 
     def _release_response(self) -> None:
         """Close the open response; a failure to close it is not the turn's failure."""
@@ -855,11 +858,13 @@ class Turn:
                 calls, factory, self.config
             )
             self.queue.extend(self.x.polled(dispatch.begin(self.ctl.remaining())))  # type: ignore[arg-type]
+            self.x.keep_progress(dispatch)
             return
         try:
             self.queue.extend(self.x.polled(dispatch.poll(self.ctl.remaining())))  # type: ignore[arg-type]
         except TimeoutError:
             raise NotYet from None
+        self.x.keep_progress(dispatch)
         if dispatch.done:
             self.dispatch = None
             if self.x.held(dispatch):  # calls wait for approval: saved, turn ends
@@ -868,6 +873,7 @@ class Turn:
             results = dispatch.message()
             self.tool_calls += len(results.content)
             self._commit(results)
+            self.x.batch_answered()
             self.queue.append(ToolDispatchComplete(results))
             self._move(Trigger.TOOLS_DONE)
 

@@ -124,15 +124,6 @@ class ResultText:
         )
 
     @staticmethod
-    def approved_then_interrupted(name: str) -> str:
-        """An approved call was claimed, but its driver stopped before storing a result."""
-        return (
-            f"Tool {name!r} was approved and started, but its run was interrupted "
-            "before it stored a result: it may or may not have taken effect, and it was "
-            "not run again. Check before calling it again."
-        )
-
-    @staticmethod
     def did_not_run(name: str) -> str:
         """A call of the batch that has no result and never ran."""
         return f"Tool {name!r} did not run."

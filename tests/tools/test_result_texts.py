@@ -50,11 +50,6 @@ def test_every_text_is_pinned() -> None:
         "Tool 'x' was interrupted before it returned a result: it may or may not "
         "have taken effect, and it was not run again. Check before calling it again."
     )
-    assert T.approved_then_interrupted("x") == (
-        "Tool 'x' was approved and started, but its run was interrupted before it "
-        "stored a result: it may or may not have taken effect, and it was not run "
-        "again. Check before calling it again."
-    )
     assert T.did_not_run("x") == "Tool 'x' did not run."
     assert T.held("x") == "Tool 'x' was not run: it waited for approval."
     assert T.denied("x", "no") == "Tool 'x' was not approved by the user: no"
