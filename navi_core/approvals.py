@@ -98,6 +98,8 @@ def hold(
 
     Returns the held calls, in the model's order.
     """
+    if _settle_saved(session, turn_id, uses, finished, held):
+        return tuple(u for i, u in enumerate(uses) if i in held)
     batch = []
     for i, u in enumerate(uses):
         digest = call_digest(u.name, u.input)
@@ -139,6 +141,41 @@ def keep_running(
             state, reason = ApprovalState.RUNNING, ""
         batch.append(Approval(u.id, u.name, state, reason, result, i, turn_id, digest))
     session.store.save_approvals(session.id, batch)
+
+
+def _settle_saved(
+    session: Session,
+    turn_id: str,
+    uses: Sequence[ToolUse],
+    finished: Mapping[int, ToolResult],
+    held: Mapping[int, str],
+) -> bool:
+    """Hold a batch that ``keep_running`` saved while it ran, call by call: a held
+    call already saved as pending may have been decided meanwhile, and that decision
+    stands. False (nothing done) when the store holds no such batch."""
+    store, sid = session.store, session.id
+    saved = store.approvals(sid)
+    if len(saved) != len(uses) or not all(
+        a.ordinal == i and a.turn_id == turn_id and _binds(a, u)
+        for i, (a, u) in enumerate(zip(saved, uses, strict=True))
+    ):
+        return False
+    for a, u in zip(saved, uses, strict=True):
+        if a.state is not ApprovalState.RUNNING:
+            continue  # done, or held and saved as pending (perhaps decided since)
+        i = a.ordinal
+        if i in held:
+            store.move_approval(
+                sid, a, ApprovalState.RUNNING, ApprovalState.PENDING, reason=held[i]
+            )
+        else:
+            result = finished.get(i) or error_result(
+                u.id, ResultText.did_not_run(u.name)
+            )
+            store.move_approval(
+                sid, a, ApprovalState.RUNNING, ApprovalState.DONE, result=result
+            )
+    return True
 
 
 def _binds(a: Approval, use: ToolUse) -> bool:

@@ -22,15 +22,19 @@ from navi_core import (
     ToolCall,
     ToolDispatchComplete,
     ToolFinished,
+    ToolResult,
     ToolStarted,
     ToolUse,
     TurnComplete,
     Veto,
+    approvals,
     tool,
 )
 from navi_core.approvals import ApprovalMismatch
+from navi_core.conversation import TextPart
 from navi_core.errors import SessionError
 from navi_core.events import Event
+from navi_core.session import Session
 from navi_core.store import SQLiteStore
 from navi_core.store.base import Approval, ApprovalState
 
@@ -455,3 +459,39 @@ def test_a_store_that_cannot_save_a_running_batch_fails_nothing(
         results = store.load(agent.session_id).messages[2].tool_results
         assert [r.text for r in results] == ["fast finished", "slow finished"]
     assert "could not save the finished calls of a running batch" in caplog.text
+
+
+def test_a_decision_made_while_the_held_batch_still_ran_stands(
+    tmp_path: Path,
+) -> None:
+    """``keep_running`` saved the held call as pending mid-batch and another process
+    approved it then: holding the finished batch keeps that decision."""
+    uses = [
+        ToolUse("c1", "balance", "{}"),
+        ToolUse("c2", "pay", '{"amount": 5}'),
+        ToolUse("c3", "balance", "{}"),
+    ]
+    done = ToolResult("c1", (TextPart("100"),))
+    with SQLiteStore(tmp_path / "d.db") as store:
+        session = Session.open(store)
+        try:
+            approvals.keep_running(session, "t1", uses, {0: done}, {1: "a payment"})
+            stored = store.approvals(session.id)
+            assert [a.state for a in stored] == [
+                ApprovalState.DONE,
+                ApprovalState.PENDING,
+                ApprovalState.RUNNING,
+            ]
+            approvals.decide(store, session.id, stored[1].key, ApprovalState.APPROVED)
+            last = ToolResult("c3", (TextPart("90"),))
+            held = approvals.hold(session, "t1", uses, {0: done, 2: last}, {1: "x"})
+            assert held == (uses[1],)
+            final = store.approvals(session.id)
+            assert [(a.state, a.result) for a in final] == [
+                (ApprovalState.DONE, done),
+                (ApprovalState.APPROVED, None),
+                (ApprovalState.DONE, last),
+            ]
+            assert final[1].reason == "a payment"
+        finally:
+            session.close()
