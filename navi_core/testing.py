@@ -99,7 +99,9 @@ class _Take:
 
     def entry(self, request: dict[str, Any], body: Any, complete: bool) -> bytes:
         """The cassette line, every secret of the request redacted."""
-        raw, sizes = _redacted(self.chunks, self.pattern)
+        raw, sizes = _redacted_events(
+            *_redacted(self.chunks, self.pattern), self.pattern
+        )
         try:
             payload: dict[str, Any] = {"body_text": raw.decode("utf-8")}
         except UnicodeDecodeError:
@@ -147,6 +149,133 @@ def _redacted(
             new_ends.append(end + shift)
     moved = [b - a for a, b in zip([0, *new_ends], new_ends, strict=False)]
     return b"".join(out), [size for size in moved if size]
+
+
+_STREAM_TAGS: Final = (
+    "type",
+    "index",
+    "output_index",
+    "content_index",
+    "summary_index",
+)
+"""The fields of an SSE event naming the stream its deltas extend, besides their
+JSON path: Anthropic's content block, a Responses output item or summary part."""
+
+
+def _redacted_events(
+    raw: bytes, sizes: Sequence[int], pattern: re.Pattern[bytes] | None
+) -> tuple[bytes, list[int]]:
+    """``raw`` (an SSE body, its bytes redacted) with every secret the model streamed
+    across events redacted too, and its chunk sizes moved to match.
+
+    A model streams text in small deltas ("your ", "key i", "s sk-", "test-"...), so
+    a key can lie in several events with no byte pattern seeing it whole. Each event
+    with one ``data:`` line of JSON (anything else, ``[DONE]`` included, is left
+    alone) is parsed and its strings grouped into streams: by the event's
+    ``_STREAM_TAGS`` and the string's JSON path, a list element with an int
+    ``"index"`` (a choice, a tool call) named by it, else by its place. Each stream's
+    strings are joined in order and searched with ``pattern``; the piece where a
+    secret starts gets ``REDACTED`` for its part of it, later pieces lose theirs.
+    Only the changed events are written anew (orjson), every other byte is kept; a
+    chunk boundary inside a changed event moves to that event's end.
+    """
+    if pattern is None or b"data:" not in raw:
+        return raw, list(sizes)
+    # the events: (start, end with its blank line, its data's start and end, JSON)
+    events: list[tuple[int, int, int, int, Any]] = []
+    start: int | None = None
+    data: list[tuple[int, int]] = []
+    at = 0
+    for line in [*raw.splitlines(keepends=True), b""]:  # b"": the end of the body
+        text = line.rstrip(b"\r\n")
+        if start is not None and not text:
+            if len(data) == 1:
+                try:
+                    value = orjson.loads(raw[data[0][0] : data[0][1]])
+                except orjson.JSONDecodeError:
+                    value = None
+                if isinstance(value, dict | list):
+                    events.append((start, at + len(line), *data[0], value))
+            start, data = None, []
+        elif text:
+            start = at if start is None else start
+            if text.startswith(b"data:"):
+                skip = 6 if text.startswith(b"data: ") else 5
+                data.append((at + skip, at + len(text)))
+        at += len(line)
+
+    # the strings of each stream: (its event, the dict or list holding it, the key)
+    streams: dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]] = {}
+    for n, (*_, value) in enumerate(events):
+        tags = [value.get(k) for k in _STREAM_TAGS] if isinstance(value, dict) else []
+        tag = tuple(t if isinstance(t, str | int) else None for t in tags)
+        stack: list[tuple[tuple[Any, ...], Any]] = [((), value)]
+        while stack:  # depth first, in document order
+            path, node = stack.pop()
+            if isinstance(node, dict):
+                items = [(k, k, v) for k, v in node.items()]
+            else:  # a choice or a tool call by its "index", anything else by place
+                items = [(i, _list_name(v, i), v) for i, v in enumerate(node)]
+            inner = []
+            for key, name, item in items:
+                if isinstance(item, str):
+                    where = (tag, *path, name)
+                    streams.setdefault(where, []).append((n, node, key, item))
+                elif isinstance(item, dict | list):
+                    inner.append(((*path, name), item))
+            stack += reversed(inner)
+    # each stream joined and searched; the pieces a secret overlaps rewritten
+    mark = REDACTED.encode()
+    changed: set[int] = set()
+    for pieces in streams.values():
+        parts = [piece.encode() for *_, piece in pieces]
+        joined = b"".join(parts)
+        spans = [m.span() for m in pattern.finditer(joined)]
+        first, begin = 0, 0  # the first span not ended before this piece; its start
+        for (n, holder, key, _), part in zip(pieces, parts, strict=True):
+            end = begin + len(part)
+            while first < len(spans) and spans[first][1] <= begin:
+                first += 1
+            kept, cut, i = [], begin, first
+            while part and i < len(spans) and spans[i][0] < end:
+                kept.append(joined[cut : max(spans[i][0], begin)])
+                kept += [mark] if spans[i][0] >= begin else []
+                cut = min(spans[i][1], end)
+                i += 1
+            if kept:
+                holder[key] = b"".join([*kept, joined[cut:end]]).decode()
+                changed.add(n)
+            begin = end
+    if not changed:
+        return raw, list(sizes)
+
+    # the changed events written anew, the chunk boundaries moved as in ``_redacted``
+    out, at = [], 0
+    moves: list[tuple[int, int, int]] = []  # a changed event's span, its growth
+    for n in sorted(changed):
+        start, end, data_start, data_end, value = events[n]
+        new = orjson.dumps(value)
+        out += [raw[at:data_start], new]
+        at = data_end
+        moves.append((start, end, len(new) - (data_end - data_start)))
+    out.append(raw[at:])
+    new_ends, i, shift = [], 0, 0
+    for end in accumulate(sizes):
+        while i < len(moves) and moves[i][1] <= end:
+            shift += moves[i][2]
+            i += 1
+        if i < len(moves) and moves[i][0] < end:  # inside event i: to its end
+            new_ends.append(moves[i][1] + shift + moves[i][2])
+        else:
+            new_ends.append(end + shift)
+    moved = [b - a for a, b in zip([0, *new_ends], new_ends, strict=False)]
+    return b"".join(out), [size for size in moved if size]
+
+
+def _list_name(item: Any, place: int) -> int:
+    """A list element's name in a stream's path: its int ``"index"`` if it has one."""
+    index = item.get("index") if isinstance(item, dict) else None
+    return index if type(index) is int else place
 
 
 class _Recording:

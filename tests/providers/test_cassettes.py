@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -20,6 +21,8 @@ from navi_core import (
     OpenAIResponses,
     ProviderRetry,
     RetryPolicy,
+    TextDelta,
+    ThinkingDelta,
     ToolDispatchComplete,
     ToolFinished,
     TurnComplete,
@@ -331,3 +334,279 @@ def test_a_key_inside_the_prompt_replays_and_is_never_quoted(
         turn(Agent(Replay(path), config=FAST), drifted)
     assert key not in str(caught.value)
     assert "not shown" in str(caught.value)
+
+
+# -- a key the model streams in pieces, split across SSE events -----------------------
+
+#: what the model says, streamed in 5-character deltas that cut the key in pieces
+STREAMED_KEY = "sk-test-SECRET123-streamed"
+SAID = f"your key is {STREAMED_KEY}, keep it safe"
+SAID_REDACTED = SAID.replace(STREAMED_KEY, "[REDACTED]")
+APIS = ["openai-chat", "openai-responses", "anthropic"]
+
+
+def _fives(text: str) -> list[str]:
+    """``text`` in 5-character pieces, as a model streams it."""
+    return [text[i : i + 5] for i in range(0, len(text), 5)]
+
+
+def _provider(api: str, url: str, key: str) -> HTTPProvider:
+    from navi_core import OpenAIChat
+
+    if api == "openai-chat":
+        return OpenAIChat("m", url + "/v1", key)
+    if api == "openai-responses":
+        return OpenAIResponses("m", url + "/v1", key)
+    return Anthropic("claude-x", url, key)
+
+
+def _recorded(path: Path, number: int = 1) -> tuple[bytes, list[int]]:
+    """Response ``number``'s body as the cassette holds it, and its read sizes."""
+    entry = orjson.loads(path.read_bytes().splitlines()[number])
+    body: bytes = entry["body_text"].encode()
+    sizes: list[int] = entry["chunk_sizes"]
+    assert sum(sizes) == len(body)
+    return body, sizes
+
+
+def _streams(body: bytes) -> dict[str, str]:
+    """Each text stream of an SSE body, its deltas joined: ``text`` (the answer),
+    ``thinking`` (reasoning), ``args 0``, ``args 1``... (each tool call's arguments)."""
+    out: dict[str, str] = {}
+
+    def add(name: str, piece: object) -> None:
+        assert isinstance(piece, str)
+        out[name] = out.get(name, "") + piece
+
+    for line in body.splitlines():
+        if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
+            continue
+        event = orjson.loads(line[5:])
+        kind = event.get("type")
+        for choice in event.get("choices", []):  # chat completions
+            delta = choice["delta"]
+            if delta.get("content") is not None:
+                add("text", delta["content"])
+            if "reasoning_content" in delta:
+                add("thinking", delta["reasoning_content"])
+            for call in delta.get("tool_calls", []):
+                add(f"args {call['index']}", call["function"]["arguments"])
+        if kind == "content_block_delta":  # anthropic
+            delta, index = event["delta"], event["index"]
+            if "text" in delta:
+                add("text", delta["text"])
+            if "thinking" in delta:
+                add("thinking", delta["thinking"])
+            if "partial_json" in delta:
+                add(f"args {index - 1}", delta["partial_json"])  # block 0: text
+        if kind == "response.output_text.delta":  # responses
+            add("text", event["delta"])
+        if kind == "response.reasoning_summary_text.delta":
+            add("thinking", event["delta"])
+        if kind == "response.function_call_arguments.delta":
+            add(f"args {event['output_index'] - 1}", event["delta"])  # 0: text
+    return out
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[list[bytes]]:
+    """The network reads of each response the Recorder writes, in cassette order."""
+    from navi_core import testing
+
+    taken: list[list[bytes]] = []
+    entry = testing._Take.entry
+
+    def spy(take: testing._Take, *args: Any) -> bytes:
+        taken.append(list(take.chunks))
+        return entry(take, *args)
+
+    monkeypatch.setattr(testing._Take, "entry", spy)
+    return taken
+
+
+def _paced(data: bytes, size: int = 40) -> Reply:
+    """An event-stream reply written ``size`` bytes at a time, a pause between: the
+    client reads it in many pieces."""
+    cuts: list[bytes | float] = []
+    for i in range(0, len(data), size):
+        cuts += [data[i : i + size], 0.001]
+    return Reply(body=cuts)
+
+
+def _cuts_kept(read: list[bytes], body: bytes, sizes: list[int]) -> None:
+    """The boundaries of the network reads (``read``) are still cuts of the recorded
+    ``body`` (cut at ``sizes``) outside the events that changed: as they were before
+    the first, shifted by the change in length after the last."""
+    import re
+    from itertools import accumulate
+
+    def common(a: bytes, b: bytes) -> int:
+        """The length of the bytes ``a`` and ``b`` start with alike."""
+        pairs = enumerate(zip(a, b, strict=False))
+        return next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))
+
+    sent = b"".join(read)
+    cuts, old = set(accumulate(sizes)), list(accumulate(len(r) for r in read))
+    same = common(sent, body)
+    same_end = common(sent[::-1], body[::-1])
+    same_end = len(sent) - min(same_end, len(sent) - same, len(body) - same)
+    ends = [m.end() for m in re.finditer(rb"\r?\n\r?\n", sent)]  # of the events
+    head = max([0, *(e for e in ends if e <= same)])  # the first changed event
+    tail = min([len(sent), *(e for e in ends if e >= same_end)])  # the last's end
+    kept = [b for b in old if b <= head]
+    moved = [b for b in old if b >= tail]
+    assert kept and moved  # the reads cut the body both before and after the key
+    assert all(b in cuts for b in kept), (kept, sorted(cuts))
+    assert all(b + len(body) - len(sent) in cuts for b in moved), (moved, sorted(cuts))
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_key_streamed_across_events_is_redacted(
+    api: str, loopback: LoopbackServer, tmp_path: Path, reads: list[list[bytes]]
+) -> None:
+    """The model echoes the key in 5-character deltas (answer and reasoning): no
+    byte pattern sees it whole, yet the cassette holds it nowhere, even in pieces,
+    and replays ``[REDACTED]`` in its place, the rest of the text unchanged."""
+    from wire_streams import openai_body, responses_body
+
+    thought = f"the user's key, {STREAMED_KEY}, must not be repeated"
+    if api == "openai-chat":
+        stream = openai_body(_fives(SAID), reasoning=_fives(thought))
+    elif api == "openai-responses":
+        stream = responses_body(_fives(SAID), reasoning=[(_fives(thought), "enc")])
+    else:
+        stream = anthropic_body(
+            [("thinking", (_fives(thought), "sig")), ("text", _fives(SAID))]
+        )
+    loopback.add(_paced(stream))
+    path = tmp_path / "streamed.jsonl"
+    with Recorder(_provider(api, loopback.url, STREAMED_KEY), path) as recorder:
+        live = turn(Agent(recorder, config=FAST), "hi")
+    done = live[-1]
+    assert isinstance(done, TurnComplete) and done.response == SAID  # it was echoed
+
+    body, sizes = _recorded(path)
+    assert STREAMED_KEY not in path.read_text()
+    streams = _streams(body)
+    assert streams["text"] == SAID_REDACTED
+    assert streams["thinking"] == thought.replace(STREAMED_KEY, "[REDACTED]")
+    _cuts_kept(reads[0], body, sizes)
+
+    with Replay(path) as replay:
+        replayed = turn(Agent(replay, config=FAST), "hi")
+    done = replayed[-1]
+    assert isinstance(done, TurnComplete) and done.response == SAID_REDACTED
+    said = "".join(e.text for e in replayed if isinstance(e, TextDelta))
+    thinking = "".join(e.text for e in replayed if isinstance(e, ThinkingDelta))
+    assert (said, thinking) == (SAID_REDACTED, streams["thinking"])
+    # the same events, but for the deltas emptied of the key's later pieces
+    deltas = TextDelta | ThinkingDelta
+    assert [type(e) for e in replayed if not isinstance(e, deltas)] == [
+        type(e) for e in live if not isinstance(e, deltas)
+    ]
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_key_streamed_across_tool_argument_deltas_is_redacted(
+    api: str, loopback: LoopbackServer, tmp_path: Path, reads: list[list[bytes]]
+) -> None:
+    """The key (with a quote: JSON-escaped in the arguments) split across a tool
+    call's argument deltas, interleaved with another call's where the API streams
+    calls in parallel: the cassette's arguments hold ``[REDACTED]`` instead, still
+    valid JSON, and the replayed turn calls the tool with it."""
+    from wire_streams import openai_body, responses_body
+
+    seen: list[str] = []
+
+    @tool
+    def note(text: str) -> str:
+        """Note a text.
+
+        Args:
+            text: what to note.
+        """
+        seen.append(text)
+        return "noted"
+
+    texts = [f"key {ECHOED_KEY} here", "nothing secret in this one"]
+    fragments = [_fives(orjson.dumps({"text": t}).decode()) for t in texts]
+    calls = [(f"call_{i}", "note", f) for i, f in enumerate(fragments)]
+    if api == "openai-chat":
+        first = openai_body(["calling"], tool_calls=calls)  # fragments interleaved
+        then = openai_body(["noted"])
+    elif api == "openai-responses":
+        first = responses_body(["calling"], tool_calls=calls)
+        then = responses_body(["noted"])
+    else:
+        blocks = [("text", ["calling"]), *(("tool", c) for c in calls)]
+        first = anthropic_body(blocks, stop="tool_use")
+        then = anthropic_body([("text", ["noted"])])
+    loopback.add(_paced(first), Reply.sse(then))
+    path = tmp_path / "args.jsonl"
+    with Recorder(_provider(api, loopback.url, ECHOED_KEY), path) as recorder:
+        live = turn(Agent(recorder, tools=[note], config=FAST), "hi")
+    assert isinstance(live[-1], TurnComplete)
+    assert seen == texts  # the live tool saw the key
+
+    body, sizes = _recorded(path)
+    text = path.read_text()
+    for form in _forms(ECHOED_KEY):
+        assert form not in text, form
+    streams = _streams(body)
+    redacted = texts[0].replace(ECHOED_KEY, "[REDACTED]")
+    assert orjson.loads(streams["args 0"]) == {"text": redacted}
+    assert streams["args 1"] == "".join(fragments[1])  # untouched
+    _cuts_kept(reads[0], body, sizes)
+
+    seen.clear()
+    with Replay(path) as replay:
+        replayed = turn(Agent(replay, tools=[note], config=FAST), "hi")
+        assert replay.remaining == 0
+    assert isinstance(replayed[-1], TurnComplete)
+    assert seen == [redacted, texts[1]]
+
+
+def test_only_the_events_holding_the_key_are_rewritten(
+    loopback: LoopbackServer, tmp_path: Path, reads: list[list[bytes]]
+) -> None:
+    """A response without the key is written byte for byte, cut where it was read;
+    in one with the key, every event that held none of it keeps its bytes (comments,
+    ``data:`` without a space, spaced JSON, CRLF line ends, ``[DONE]``)."""
+    import json
+
+    from wire_streams import openai_body
+
+    plain = openai_body(_fives("nothing secret here, only text"))
+    events = [b": keep-alive"]
+    for piece in _fives(SAID):
+        chunk = {"id": "c", "choices": [{"index": 0, "delta": {"content": piece}}]}
+        events.append(b"data:" + json.dumps(chunk).encode())
+    events += [
+        b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}',
+        b'data: {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2}}',
+        b"data: [DONE]",
+    ]
+    keyed = b"".join(e + b"\r\n\r\n" for e in events)
+    loopback.add(_paced(plain, 7), _paced(keyed, 7))
+    path = tmp_path / "two.jsonl"
+    with Recorder(_provider("openai-chat", loopback.url, STREAMED_KEY), path) as rec:
+        agent = Agent(rec, config=FAST)
+        turn(agent, "hi")
+        assert turn(agent, "again")[-1].response == SAID  # type: ignore[attr-defined]
+
+    body, sizes = _recorded(path, 1)
+    assert body == plain
+    assert sizes == [len(r) for r in reads[0]]  # cut where it was read
+
+    body, sizes = _recorded(path, 2)
+    start = SAID.index(STREAMED_KEY)
+    holding = {i // 5 for i in range(start, start + len(STREAMED_KEY))}
+    written = body.split(b"\r\n\r\n")
+    assert len(written) == len(events) + 1 and written[-1] == b""
+    for n, (was, now) in enumerate(zip(events, written, strict=False)):
+        if n - 1 in holding:  # event 0 is the comment
+            assert was != now and now.startswith(b"data:{")
+        else:
+            assert was == now, n
+    assert _streams(body)["text"] == SAID_REDACTED
+    _cuts_kept(reads[1], body, sizes)
