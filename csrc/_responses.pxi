@@ -6,8 +6,9 @@
 # (text, refusal, reasoning, function-call arguments) with the strict scanner of
 # _fast_scan.pxi and steps over the events that mean nothing to the parser (the
 # ".done" echoes of what the deltas already said); everything else goes to the reader.
+# A [DONE] before any terminal event raises the twin's done_too_soon error.
 
-from navi_core._responses_py import ResponsesReader
+from navi_core._responses_py import ResponsesReader, done_too_soon
 
 
 cdef struct _ResponsesEvent:
@@ -80,11 +81,10 @@ cdef class OpenAIResponsesParser(Parser):
     cdef bint _terminal(
         self, const unsigned char* p, Py_ssize_t n, list out
     ) except -1:
+        # a terminal event stopped the parser: this [DONE] came before one
         if n != 6 or memcmp(p, b"[DONE]", 6) != 0:
             return False
-        out.append(_DONE_DELTA)
-        self._stopped = True
-        return True
+        raise done_too_soon(self._data_offset)
 
     cdef bint _fast(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
         cdef _ResponsesEvent e

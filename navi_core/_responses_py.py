@@ -9,8 +9,10 @@ item (with ``encrypted_content``) becomes one ``REASONING_ITEM`` carrying the it
 JSON, to be sent back unchanged; a message item after one that said something starts
 with a paragraph break (models that comment before answering send two); ``response.completed`` / ``response.incomplete`` give
 usage (cached and reasoning tokens) and end the stream, ``error`` and
-``response.failed`` are ``ERROR`` deltas. The generic reader is shared by both twins; the
-compiled one scans the delta events in C.
+``response.failed`` are ``ERROR`` deltas. A chat-style ``data: [DONE]`` is no terminator:
+after a terminal event (some compatible servers send one) it is never read, and before
+one it ends a stream the server cut short, an ``IncompleteResponse``. The generic reader
+is shared by both twins; the compiled one scans the delta events in C.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ from ._deltas import (
 from ._framing_py import DEFAULT_MAX_EVENT_BYTES
 from ._payloads import Reader, Slot, count, string
 from ._sse_py import Parser
+from .errors import IncompleteResponse
 
-__all__ = ["OpenAIResponsesParser", "ResponsesReader"]
+__all__ = ["OpenAIResponsesParser", "ResponsesReader", "done_too_soon"]
 
 _TEXT_EVENTS: Final = frozenset(
     {"response.output_text.delta", "response.refusal.delta"}
@@ -226,8 +229,18 @@ class OpenAIResponsesParser(Parser):
             self._generic(data, out)
 
     def _terminal(self, data: bytes, out: list[Any]) -> bool:
-        if data != b"[DONE]":  # some compatible servers end with it
+        # Compatible servers that end with [DONE] send it after response.completed,
+        # which stopped the parser: a [DONE] read here came before any terminal event.
+        if data != b"[DONE]":
             return False
-        out.append((DONE,))
-        self._stopped = True
-        return True
+        raise done_too_soon(self._data_offset)
+
+
+def done_too_soon(offset: int) -> IncompleteResponse:
+    """The error for a ``[DONE]`` at ``offset`` before any terminal event (both twins):
+    the stream was cut, the answer before it may be half of one."""
+    return IncompleteResponse(
+        f"[DONE] at byte {offset} before response.completed: the server cut the "
+        "response short",
+        offset=offset,
+    )

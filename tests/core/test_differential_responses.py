@@ -143,10 +143,20 @@ def framed(events: list[dict[str, Any]], style: int, eol: bytes) -> bytes:
 
 @st.composite
 def responses_stream(draw: st.DrawFn) -> bytes:
+    """Events, then an end: a terminal event; one followed by a chat-style [DONE]
+    (ignored); or a [DONE] alone (IncompleteResponse). Then events, ignored."""
+    eol = draw(EOLS)
+    style = draw(st.integers(0, 3))
+    done = b"data: [DONE]" + eol + eol
     events = draw(st.lists(responses_event, max_size=14))
-    events.append(draw(terminal))
-    events += draw(st.lists(responses_event, max_size=2))  # after the end: ignored
-    return framed(events, draw(st.integers(0, 3)), draw(EOLS))
+    end = draw(st.sampled_from(["terminal", "terminal+done", "done"]))
+    if end != "done":
+        events.append(draw(terminal))
+    raw = framed(events, style, eol)
+    if end != "terminal":
+        raw += done
+    after = draw(st.lists(responses_event, max_size=2))  # after the end: ignored
+    return raw + framed(after, style, eol)
 
 
 @FIXTURE_SAFE

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
-from chunking import DATA, feed_all
+from chunking import DATA, chunkings, feed_all
 
 from navi_core._deltas import (
     DONE,
@@ -23,7 +23,7 @@ from navi_core._deltas import (
     TOOL_START,
     USAGE,
 )
-from navi_core.errors import MalformedStream
+from navi_core.errors import IncompleteResponse, MalformedStream
 
 Delta = tuple[Any, ...]
 
@@ -195,9 +195,42 @@ def test_events_after_the_end_are_ignored(core: ModuleType) -> None:
     ]
 
 
-def test_done_marker_of_compatible_servers_ends_the_stream(core: ModuleType) -> None:
-    raw = sse({"type": "response.output_text.delta", "delta": "hi"})
-    assert parse(core, raw + b"data: [DONE]\n\n") == [(TEXT, "hi"), (DONE,)]
+def test_done_marker_after_the_end_is_ignored(core: ModuleType) -> None:
+    """Some compatible servers follow response.completed with a chat-style [DONE]."""
+    raw = sse({"type": "response.output_text.delta", "delta": "hi"}, completed())
+    assert parse(core, raw + b"data: [DONE]\n\n") == [
+        (TEXT, "hi"),
+        (MODEL, "m"),
+        (USAGE, 0, 0, 0, 0, 0),
+        (DONE,),
+    ]
+
+
+@pytest.mark.parametrize("after", [b"", b"data: [DONE]\n\n", sse(completed())])
+def test_done_marker_before_the_end_is_incomplete(
+    core: ModuleType, after: bytes
+) -> None:
+    """A [DONE] with no response.completed (or .incomplete, .failed) before it ends a
+    cut stream: the deltas before it, then IncompleteResponse, whatever follows."""
+    raw = sse(
+        {"type": "response.created", "response": {"id": "r", "model": "m"}},
+        {"type": "response.output_text.delta", "delta": "The answer is"},
+    )
+    at = len(raw)  # where the [DONE] event starts, as for any bad payload
+    raw += b"data: [DONE]\n\n" + after
+    for chunks in chunkings(raw):
+        parser = core.OpenAIResponsesParser()
+        got: list[Delta] = []
+        with pytest.raises(IncompleteResponse) as caught:
+            for chunk in chunks:
+                got += parser.feed(chunk)
+            got += parser.close()
+        assert got == [(MODEL, "m"), (TEXT, "The answer is")]
+        assert caught.value.offset == at
+        assert str(caught.value) == (
+            f"[DONE] at byte {at} before response.completed: the server cut the "
+            "response short"
+        )
 
 
 def test_failed_response_is_an_error(core: ModuleType) -> None:

@@ -16,11 +16,17 @@ from navi_core import (
     MessageComplete,
     OpenAIResponses,
     RetryPolicy,
+    StopReason,
     TurnComplete,
     tool,
 )
 from navi_core.conversation import Text, Thinking, ToolUse, Usage
-from navi_core.errors import BadRequest, RateLimited, StreamPoisoned
+from navi_core.errors import (
+    BadRequest,
+    IncompleteResponse,
+    RateLimited,
+    StreamPoisoned,
+)
 from navi_core.events import Event, ProviderRetry
 from navi_core.stream import Stream
 
@@ -182,6 +188,64 @@ def test_a_body_cut_before_completed_is_retried(loopback: LoopbackServer) -> Non
         "IncompleteResponse"
     ]
     assert isinstance(got[-1], TurnComplete) and got[-1].response == "abc"
+
+
+#: the stream of the review: a start, half an answer, then a chat-style [DONE] where
+#: response.completed belongs (a compatible server that lost its upstream)
+CUT_AT_DONE = (
+    b'event: response.created\ndata: {"type":"response.created","sequence_number":0,'
+    b'"response":{"id":"resp_1","model":"gpt-5","status":"in_progress"}}\n\n'
+    b'event: response.output_item.added\ndata: {"type":"response.output_item.added",'
+    b'"sequence_number":1,"output_index":0,"item":{"id":"msg_1","type":"message",'
+    b'"role":"assistant","status":"in_progress","content":[]}}\n\n'
+    b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+    b'"sequence_number":2,"item_id":"msg_1","output_index":0,"content_index":0,'
+    b'"delta":"The answer is"}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+def test_done_before_completed_is_incomplete(loopback: LoopbackServer) -> None:
+    """[DONE] is no terminator for Responses: half an answer is not END_TURN."""
+    loopback.add(Reply.sse(CUT_AT_DONE))
+    once = Config(retry=RetryPolicy(max_attempts=1))
+    with OpenAIResponses("gpt-5", loopback.url + "/v1") as provider:
+        agent = Agent(provider, config=once)
+        stream = agent.run("hi")
+        with pytest.raises(IncompleteResponse, match=r"\[DONE\] at byte \d+ before"):
+            events(stream)
+    assert len(loopback.requests) == 1
+    assert [m.role for m in agent.conversation.messages] == ["user"]
+
+
+def test_done_before_completed_is_retried(loopback: LoopbackServer) -> None:
+    loopback.add(
+        Reply.sse(CUT_AT_DONE), Reply.sse(responses_body(["The answer is 42"]))
+    )
+    with OpenAIResponses("gpt-5", loopback.url + "/v1") as provider:
+        agent = Agent(provider, config=FAST)
+        got = events(agent.run("hi"))
+    assert [e.error for e in got if isinstance(e, ProviderRetry)] == [
+        "IncompleteResponse"
+    ]
+    assert len(loopback.requests) == 2
+    done = got[-1]
+    assert isinstance(done, TurnComplete) and done.response == "The answer is 42"
+    assert done.stop_reason is StopReason.END_TURN
+
+
+def test_done_after_completed_is_ignored(loopback: LoopbackServer) -> None:
+    """Compatible servers that add a chat-style [DONE] after response.completed."""
+    body = responses_body(["fine"], usage={"input_tokens": 3, "output_tokens": 1})
+    loopback.add(Reply.sse(body + b"data: [DONE]\n\n", chunk=5))
+    with OpenAIResponses("gpt-5", loopback.url + "/v1") as provider:
+        agent = Agent(provider, config=FAST)
+        got = events(agent.run("hi"))
+    assert not [e for e in got if isinstance(e, ProviderRetry)]
+    (complete,) = [e for e in got if isinstance(e, MessageComplete)]
+    assert complete.usage == Usage(3, 1, 0, 0, 0)
+    assert isinstance(got[-1], TurnComplete) and got[-1].response == "fine"
+    assert len(loopback.requests) == 1
 
 
 def test_a_reasoning_item_without_encrypted_content_stays_home(
