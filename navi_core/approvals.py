@@ -94,25 +94,18 @@ def hold(
     held: Mapping[int, str],
 ) -> tuple[ToolUse, ...]:
     """Save the batch of ``uses`` held by turn ``turn_id``: ``finished`` results (by
-    ordinal) done, ``held`` calls (ordinal -> the hook's reason) pending.
+    ordinal) done, ``held`` calls (ordinal -> the hook's reason) pending, the rest
+    done as calls that did not run.
 
-    Returns the held calls, in the model's order.
+    Returns the held calls still pending, in the model's order: a call decided while
+    the batch ran (``keep_running`` saved it pending) keeps that decision.
     """
-    if _settle_saved(session, turn_id, uses, finished, held):
-        return tuple(u for i, u in enumerate(uses) if i in held)
-    batch = []
-    for i, u in enumerate(uses):
-        digest = call_digest(u.name, u.input)
-        if i in held:
-            state, reason, result = ApprovalState.PENDING, held[i], None
-        else:
-            state, reason = ApprovalState.DONE, ""
-            result = finished.get(i) or error_result(
-                u.id, ResultText.did_not_run(u.name)
-            )
-        batch.append(Approval(u.id, u.name, state, reason, result, i, turn_id, digest))
-    session.store.save_approvals(session.id, batch)
-    return tuple(u for i, u in enumerate(uses) if i in held)
+    states = _save(session, turn_id, uses, finished, held, holding=True)
+    return tuple(
+        u
+        for u, state in zip(uses, states, strict=True)
+        if state is ApprovalState.PENDING
+    )
 
 
 def keep_running(
@@ -129,53 +122,64 @@ def keep_running(
     no result that finished: ``resume()`` (or the next ``run()``) answers with them,
     and answers a call that was running as interrupted (it is never run again).
     """
-    batch = []
-    for i, u in enumerate(uses):
-        digest = call_digest(u.name, u.input)
-        result = finished.get(i)
-        if result is not None:
-            state, reason = ApprovalState.DONE, ""
-        elif i in held:
-            state, reason = ApprovalState.PENDING, held[i]
-        else:
-            state, reason = ApprovalState.RUNNING, ""
-        batch.append(Approval(u.id, u.name, state, reason, result, i, turn_id, digest))
-    session.store.save_approvals(session.id, batch)
+    _save(session, turn_id, uses, finished, held, holding=False)
 
 
-def _settle_saved(
+def _save(
     session: Session,
     turn_id: str,
     uses: Sequence[ToolUse],
     finished: Mapping[int, ToolResult],
     held: Mapping[int, str],
-) -> bool:
-    """Hold a batch that ``keep_running`` saved while it ran, call by call: a held
-    call already saved as pending may have been decided meanwhile, and that decision
-    stands. False (nothing done) when the store holds no such batch."""
+    *,
+    holding: bool,
+) -> list[ApprovalState]:
+    """Save the batch of turn ``turn_id`` (``hold``, ``keep_running``); the calls'
+    states as stored, in order.
+
+    When the store already holds this batch, only its running calls move (to done
+    or pending): a held call saved pending earlier may have been decided since, by
+    another process, and that decision stands. ``holding``: the batch ended, so a
+    call neither finished nor held did not run.
+    """
     store, sid = session.store, session.id
+
+    def settled(i: int, use: ToolUse) -> tuple[ApprovalState, str, ToolResult | None]:
+        if (result := finished.get(i)) is not None:
+            return ApprovalState.DONE, "", result
+        if i in held:
+            return ApprovalState.PENDING, held[i], None
+        if holding:
+            return (
+                ApprovalState.DONE,
+                "",
+                error_result(use.id, ResultText.did_not_run(use.name)),
+            )
+        return ApprovalState.RUNNING, "", None
+
     saved = store.approvals(sid)
-    if len(saved) != len(uses) or not all(
+    if len(saved) == len(uses) and all(
         a.ordinal == i and a.turn_id == turn_id and _binds(a, u)
         for i, (a, u) in enumerate(zip(saved, uses, strict=True))
     ):
-        return False
-    for a, u in zip(saved, uses, strict=True):
-        if a.state is not ApprovalState.RUNNING:
-            continue  # done, or held and saved as pending (perhaps decided since)
-        i = a.ordinal
-        if i in held:
-            store.move_approval(
-                sid, a, ApprovalState.RUNNING, ApprovalState.PENDING, reason=held[i]
-            )
-        else:
-            result = finished.get(i) or error_result(
-                u.id, ResultText.did_not_run(u.name)
-            )
-            store.move_approval(
-                sid, a, ApprovalState.RUNNING, ApprovalState.DONE, result=result
-            )
-    return True
+        states: list[ApprovalState] = []
+        for a, use in zip(saved, uses, strict=True):
+            state, reason, result = settled(a.ordinal, use)
+            if a.state is ApprovalState.RUNNING and state is not a.state:
+                store.move_approval(
+                    sid, a, a.state, state, reason=reason or None, result=result
+                )
+                states.append(state)
+            else:
+                states.append(a.state)
+        return states
+    batch = []
+    for i, u in enumerate(uses):
+        state, reason, result = settled(i, u)
+        digest = call_digest(u.name, u.input)
+        batch.append(Approval(u.id, u.name, state, reason, result, i, turn_id, digest))
+    store.save_approvals(sid, batch)
+    return [a.state for a in batch]
 
 
 def _binds(a: Approval, use: ToolUse) -> bool:

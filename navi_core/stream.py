@@ -215,11 +215,11 @@ class Stream(Generic[T]):
     def close(self) -> None:
         """Release the response and persist what the turn committed (idempotent).
 
-        Closing a turn that has not ended fails it with ``Cancelled``. From another
-        thread, while a thread is inside ``next()``: that thread's turn is stopped
-        first, as by ``cancel()`` — its ``next()`` returns ``TurnComplete(CANCELLED)``
-        within milliseconds, and the answer streamed so far is kept — then the
-        stream is closed.
+        Closing a turn that has not ended ends it as ``cancel()`` does: the answer
+        streamed so far and the results of finished calls are kept, and ``next()``
+        returns ``TurnComplete(CANCELLED)`` (then None). From another thread, while
+        a thread is inside ``next()``: that thread's ``next()`` returns it, within
+        milliseconds, then the stream is closed.
         """
         if self._closed:
             return
@@ -228,7 +228,6 @@ class Stream(Generic[T]):
             reader.close_pending = True  # closed when that thread leaves
             return
         reader.closing = True
-        driven = reader.driver != 0
         turn = self._turn
         turn.request_stop(StopReason.CANCELLED)
         ctl = self._ctl
@@ -239,12 +238,12 @@ class Stream(Generic[T]):
             if self._closed:
                 return
             try:
-                if driven and turn.step is not None:
-                    # the stop ended that thread's read, and it stood back before it
-                    # could end the turn: end it as it would have, so its next()
-                    # returns TurnComplete(CANCELLED) and the answer so far is kept
+                if turn.step is not None:
+                    # no thread drives it now (one that did stood back): end it here
+                    # as a cancel, so next() returns TurnComplete(CANCELLED) and the
+                    # answer so far is kept
                     self._stop_for(turn)
-                # a thread calling next() later learns why: Cancelled, then poisoned
+                # what a failure left running is stored, the turn's resources freed
                 turn.abandon(Cancelled("the stream was closed before the turn ended"))
             finally:
                 self._closed = True

@@ -483,9 +483,13 @@ def test_a_decision_made_while_the_held_batch_still_ran_stands(
                 ApprovalState.RUNNING,
             ]
             approvals.decide(store, session.id, stored[1].key, ApprovalState.APPROVED)
+            # another call finishing saves the batch again: the decision stands
             last = ToolResult("c3", (TextPart("90"),))
-            held = approvals.hold(session, "t1", uses, {0: done, 2: last}, {1: "x"})
-            assert held == (uses[1],)
+            finished = {0: done, 2: last}
+            approvals.keep_running(session, "t1", uses, finished, {1: "x"})
+            assert store.approvals(session.id)[1].state is ApprovalState.APPROVED
+            held = approvals.hold(session, "t1", uses, finished, {1: "x"})
+            assert held == ()  # decided already: nothing waits
             final = store.approvals(session.id)
             assert [(a.state, a.result) for a in final] == [
                 (ApprovalState.DONE, done),
