@@ -29,7 +29,7 @@ import os
 import re
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any, Final
 
@@ -151,15 +151,8 @@ def _redacted(
     return b"".join(out), [size for size in moved if size]
 
 
-_STREAM_TAGS: Final = (
-    "type",
-    "index",
-    "output_index",
-    "content_index",
-    "summary_index",
-)
-"""The fields of an SSE event naming the stream its deltas extend, besides their
-JSON path: Anthropic's content block, a Responses output item or summary part."""
+#: what lies between two data lines of one event that follow one another
+_DATA_GAP: Final = re.compile(rb"(?:\r\n|\r|\n)data: ?")
 
 
 def _redacted_events(
@@ -170,14 +163,17 @@ def _redacted_events(
 
     A model streams text in small deltas ("your ", "key i", "s sk-", "test-"...), so
     a key can lie in several events with no byte pattern seeing it whole. Each event
-    with one ``data:`` line of JSON (anything else, ``[DONE]`` included, is left
-    alone) is parsed and its strings grouped into streams: by the event's
-    ``_STREAM_TAGS`` and the string's JSON path, a list element with an int
-    ``"index"`` (a choice, a tool call) named by it, else by its place. Each stream's
-    strings are joined in order and searched with ``pattern``; the piece where a
-    secret starts gets ``REDACTED`` for its part of it, later pieces lose theirs.
-    Only the changed events are written anew (orjson), every other byte is kept; a
-    chunk boundary inside a changed event moves to that event's end.
+    whose ``data:`` lines hold JSON (anything else, ``[DONE]`` included, is left
+    alone) is parsed and its strings grouped into streams by name: the last key of
+    the string's JSON path (``content``, ``text``, ``arguments``, ``partial_json``,
+    ...) with the ints naming the list elements on the way (a choice, a tool call:
+    by its ``"index"`` when it has one, else by place). Text a response spreads over
+    several content blocks, or starts in a block's opening event, so joins its
+    deltas. Each stream's strings are joined in order and searched with ``pattern``;
+    the piece where a secret starts gets ``REDACTED`` for its part of it, later
+    pieces lose theirs. Only the changed events are written anew (orjson, one
+    ``data:`` line), every other byte is kept; a chunk boundary inside a changed
+    event moves to that event's end.
     """
     if pattern is None or b"data:" not in raw:
         return raw, list(sizes)
@@ -189,13 +185,21 @@ def _redacted_events(
     for line in [*raw.splitlines(keepends=True), b""]:  # b"": the end of the body
         text = line.rstrip(b"\r\n")
         if start is not None and not text:
-            if len(data) == 1:
+            # the data lines joined, as a reader joins them (only when they follow
+            # one another: the event is written anew as one line in their place)
+            if data and all(
+                _DATA_GAP.fullmatch(raw, a_end, b_start)
+                for (_, a_end), (b_start, _) in pairwise(data)
+            ):
+                joined = b"\n".join(raw[a:b] for a, b in data)
                 try:
-                    value = orjson.loads(raw[data[0][0] : data[0][1]])
+                    value = orjson.loads(joined)
                 except orjson.JSONDecodeError:
                     value = None
                 if isinstance(value, dict | list):
-                    events.append((start, at + len(line), *data[0], value))
+                    events.append(
+                        (start, at + len(line), data[0][0], data[-1][1], value)
+                    )
             start, data = None, []
         elif text:
             start = at if start is None else start
@@ -207,8 +211,6 @@ def _redacted_events(
     # the strings of each stream: (its event, the dict or list holding it, the key)
     streams: dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]] = {}
     for n, (*_, value) in enumerate(events):
-        tags = [value.get(k) for k in _STREAM_TAGS] if isinstance(value, dict) else []
-        tag = tuple(t if isinstance(t, str | int) else None for t in tags)
         stack: list[tuple[tuple[Any, ...], Any]] = [((), value)]
         while stack:  # depth first, in document order
             path, node = stack.pop()
@@ -219,7 +221,7 @@ def _redacted_events(
             inner = []
             for key, name, item in items:
                 if isinstance(item, str):
-                    where = (tag, *path, name)
+                    where = (*(p for p in path if type(p) is int), name)
                     streams.setdefault(where, []).append((n, node, key, item))
                 elif isinstance(item, dict | list):
                     inner.append(((*path, name), item))

@@ -610,3 +610,93 @@ def test_only_the_events_holding_the_key_are_rewritten(
             assert was == now, n
     assert _streams(body)["text"] == SAID_REDACTED
     _cuts_kept(reads[1], body, sizes)
+
+
+def _sse_event(name: str, obj: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {orjson.dumps(obj).decode()}\n\n".encode()
+
+
+def _text_block(i: int, opening: str, *deltas: str) -> bytes:
+    """An Anthropic text block whose opening event already carries ``opening``."""
+    block = {"type": "text", "text": opening}
+    out = _sse_event(
+        "content_block_start",
+        {"type": "content_block_start", "index": i, "content_block": block},
+    )
+    for d in deltas:
+        delta = {"type": "text_delta", "text": d}
+        out += _sse_event(
+            "content_block_delta",
+            {"type": "content_block_delta", "index": i, "delta": delta},
+        )
+    return out + _sse_event(
+        "content_block_stop", {"type": "content_block_stop", "index": i}
+    )
+
+
+def _anthropic_message(*blocks: bytes) -> bytes:
+    start: dict[str, Any] = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": 10, "output_tokens": 1},
+    }
+    end = {
+        "type": "message_delta",
+        "delta": {"stop_reason": "end_turn"},
+        "usage": {"output_tokens": 5},
+    }
+    return (
+        _sse_event("message_start", {"type": "message_start", "message": start})
+        + b"".join(blocks)
+        + _sse_event("message_delta", end)
+        + _sse_event("message_stop", {"type": "message_stop"})
+    )
+
+
+def _chat_lines(text: str) -> bytes:
+    """A chat-completions event whose JSON is spread over several ``data:`` lines."""
+    chunk = {"choices": [{"index": 0, "delta": {"content": text}}]}
+    spread = orjson.dumps(chunk, option=orjson.OPT_INDENT_2).decode()
+    return ("data: " + spread.replace("\n", "\ndata: ") + "\n\n").encode()
+
+
+_KEY = "sk-ant-test-SECRET-abcdef123456"
+_SPLIT_BODIES = {
+    "data over several lines": (
+        "openai-chat",
+        _chat_lines("key " + _KEY[:9])
+        + _chat_lines(_KEY[9:] + " ok")
+        + b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+        + b"data: [DONE]\n\n",
+    ),
+    "two text blocks": (
+        "anthropic",
+        _anthropic_message(
+            _text_block(0, "", "key " + _KEY[:9]), _text_block(1, "", _KEY[9:] + " ok")
+        ),
+    ),
+    "a block's opening text": (
+        "anthropic",
+        _anthropic_message(_text_block(0, "key " + _KEY[:9], _KEY[9:] + " ok")),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SPLIT_BODIES))
+def test_a_key_split_where_the_answer_joins_it_is_redacted(
+    tmp_path: Path, loopback: LoopbackServer, case: str
+) -> None:
+    api, body = _SPLIT_BODIES[case]
+    loopback.add(Reply.sse(body))
+    path = tmp_path / "c.jsonl"
+    recorder = Recorder(_provider(api, loopback.url, _KEY), path)
+    with recorder, Agent(recorder) as live:
+        assert _KEY in live.ask("hi").response  # the model did echo it
+    with Agent(Replay(path)) as replayed:
+        answer = replayed.ask("hi").response
+    assert answer == "key [REDACTED] ok"
+    assert _KEY[:9].encode() not in path.read_bytes()
