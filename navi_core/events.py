@@ -49,7 +49,7 @@ __all__ = [
 
 
 class StopReason(str, enum.Enum):
-    """Why a turn ended."""
+    """Why a turn ended. Members may be added; none is renamed."""
 
     #: the model finished and asked for no tool
     END_TURN = "end_turn"
@@ -66,6 +66,17 @@ class StopReason(str, enum.Enum):
     APPROVAL_REQUIRED = "approval_required"
     #: the next request would pass ``Config.budget``; it was not sent
     BUDGET = "budget"
+    #: the provider withheld or cut the answer: a content filter (chat completions
+    #: ``finish_reason: "content_filter"``, Responses ``incomplete_details.reason:
+    #: "content_filter"``) or a refusal (Anthropic ``stop_reason: "refusal"``). What
+    #: streamed is kept (stop reason ``"refusal"``), a tool call in it does not run,
+    #: and a structured answer is not reviewed (``output`` is None)
+    REFUSED = "refused"
+    #: the provider paused a long turn of its own server-side tools (Anthropic
+    #: ``stop_reason: "pause_turn"``); navi_core keeps no server-tool blocks, so it
+    #: cannot send the turn back to continue it. What streamed is kept (stop reason
+    #: ``"pause_turn"``)
+    PAUSED = "paused"
 
     def __str__(self) -> str:
         return self.value

@@ -7,7 +7,9 @@ schema and the request fields each API takes: OpenAI chat completions gets
 a ``final_answer`` tool with the schema as its input and a ``tool_choice`` that makes
 the model call it. ``OutputCheck`` reviews each final response of the turn: a valid
 answer ends the turn; an invalid one gets one corrective message naming what is
-wrong, and a second invalid answer raises ``OutputValidationError``.
+wrong, and a second invalid answer raises ``OutputValidationError``. A ``final_answer``
+call made beside other tool calls is no final answer: the other calls run, and it gets
+an error result (``ResultText.output_not_alone``) asking for it again, alone.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from .tools._validation import errors, summary
 
 __all__ = ["OUTPUT_TOOL", "OutputCheck", "OutputSpec"]
 
-#: The tool through which an Anthropic model hands over the structured answer.
+#: The tool through which an Anthropic model hands over the structured answer
+#: (``tools._results`` names it too, for its error text, without importing this module).
 OUTPUT_TOOL: Final = "final_answer"
 _NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
 _FENCE: Final = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
@@ -93,7 +96,8 @@ class OutputSpec:
         declared = {
             "name": OUTPUT_TOOL,
             "description": f"Give the final answer as {self.name}. Call it once, "
-            "alone, when the answer is complete.",
+            "alone (no other tool call in the same response), when the answer is "
+            "complete.",
             "input_schema": self.schema,
         }
         choice: dict[str, Any]
@@ -137,8 +141,10 @@ class OutputCheck:
 
         Returns:
             None when it is not a final answer (no spec, or it calls other tools,
-            which run as usual); False when the answer is valid (the turn ends);
-            True when a corrective retry was committed (the model answers again).
+            which run as usual: an output-tool call among them is answered as not
+            run, ``ResultText.output_not_alone``, and counts as no retry); False
+            when the answer is valid (the turn ends); True when a corrective retry
+            was committed (the model answers again).
         Raises:
             OutputValidationError: the answer is invalid after the corrective retry.
         """

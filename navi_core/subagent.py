@@ -45,6 +45,8 @@ _STATUS: Final = {
     StopReason.CANCELLED: "cancelled",
     StopReason.TIMEOUT: "timeout",
     StopReason.APPROVAL_REQUIRED: "approval required",
+    StopReason.REFUSED: "refused by the provider's content filter",
+    StopReason.PAUSED: "paused by the provider",
 }
 
 

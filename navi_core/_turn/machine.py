@@ -17,8 +17,12 @@ events is here. The rules:
   sub-agent turn the tools run (``Lineage.stop``, also when the turn ends); the
   driving thread then ends the turn in ``stop_turn``: what finished stays committed, a
   running tool batch commits the results it has, a final answer already committed
-  ends as END_TURN; a response cancelled while it streamed commits the text it
-  streamed as an assistant message (stop reason "cancelled"; no partial tool call).
+  ends as its stop reason says (END_TURN, MAX_TOKENS, REFUSED, PAUSED); a response
+  cancelled while it streamed commits the text it streamed as an assistant message
+  (stop reason "cancelled"; no partial tool call).
+* A response the provider stopped (stop reason "refusal" or "pause_turn",
+  ``_PROVIDER_STOPS``) ends the turn REFUSED or PAUSED, even with nothing in it: no
+  retry, no structured-answer review, and its calls do not run.
 * The conversation changes only when a response completes (``MessageComplete``), a
   tool batch completes (``ToolDispatchComplete``) or a stop ends the turn, through
   ``Session.commit``, which persists at once. A failure mid-response therefore
@@ -127,7 +131,7 @@ from ..providers.base import Provider, ProviderRequest, ProviderStream
 from ..session import Session
 from ..tokens import estimate_tokens, message_sizes, request_tokens
 from ..tools._dispatch import Dispatch, cancelled_before_start, describe
-from ..tools._results import cut_off_results, short_error
+from ..tools._results import cut_off_results, provider_stopped_results, short_error
 from ..tools._tool import ToolSpec
 from .control import NotYet, TurnControl
 from .extras import TurnExtras
@@ -216,6 +220,31 @@ TRANSITIONS: Final[Mapping[tuple[Phase, Trigger], Phase]] = MappingProxyType(
     }
 )
 """Every legal move: ``(phase, trigger) -> next phase``. DONE and FAILED have none."""
+
+#: a response's stop reason that ends the turn whatever the response holds: the
+#: ``StopReason`` it ends with, and why a call in it did not run (its error result)
+_PROVIDER_STOPS: Final[Mapping[str, tuple[StopReason, str]]] = MappingProxyType(
+    {
+        "refusal": (
+            StopReason.REFUSED,
+            "the provider's content filter withheld or cut the response it was part of",
+        ),
+        "pause_turn": (
+            StopReason.PAUSED,
+            "the provider paused the response it was part of (pause_turn)",
+        ),
+    }
+)
+
+
+def _answer_reason(message: Message) -> StopReason:
+    """What a turn whose final answer is ``message`` ends with."""
+    stop = _PROVIDER_STOPS.get(message.stop_reason or "")
+    if stop is not None:
+        return stop[0]
+    if message.stop_reason == "max_tokens":
+        return StopReason.MAX_TOKENS
+    return StopReason.END_TURN
 
 
 def render_transitions() -> str:
@@ -494,8 +523,7 @@ class Turn:
                 self.tool_calls += len(results.content)
                 self._commit(results)
             elif message.content:  # the final answer is committed: a normal end
-                max_tokens = message.stop_reason == "max_tokens"
-                reason = StopReason.MAX_TOKENS if max_tokens else StopReason.END_TURN
+                reason = _answer_reason(message)
         self.finish(reason)
 
     def read_ended(self, response: ProviderStream, exc: BaseException | None) -> None:
@@ -830,6 +858,10 @@ class Turn:
         """End the turn, or dispatch the response's tool calls and report their progress."""
         message = self.last
         assert message is not None
+        stop = _PROVIDER_STOPS.get(message.stop_reason or "")
+        if stop is not None and self.dispatch is None:  # even with nothing in it
+            self._provider_stopped(message, *stop)
+            return
         if not message.content:
             raise EmptyAssistantResponse(
                 "the model completed a response with no text, thinking or tool call"
@@ -845,10 +877,7 @@ class Turn:
                 if self.host.steering.finish_unless_waiting():
                     self._move(Trigger.STEERED)  # answer what arrived meanwhile
                     return
-                max_tokens = message.stop_reason == "max_tokens"
-                self.finish(
-                    StopReason.MAX_TOKENS if max_tokens else StopReason.END_TURN
-                )
+                self.finish(_answer_reason(message))
                 return
             if message.stop_reason == "max_tokens" and self._cut_off(message):
                 return
@@ -885,6 +914,25 @@ class Turn:
         results = cut_off_results(message.tool_uses, message.wire)
         if results is None:
             return False
+        self._not_run(message, results, StopReason.MAX_TOKENS)
+        return True
+
+    def _provider_stopped(self, message: Message, reason: StopReason, why: str) -> None:
+        """A response the provider stopped (``_PROVIDER_STOPS``): the turn ends with
+        ``reason`` and what streamed, with no retry and no review of a structured
+        answer; its calls do not run (reported as ``_cut_off`` reports its calls)."""
+        if message.tool_uses:
+            results = provider_stopped_results(message.tool_uses, why, message.wire)
+            self._not_run(message, results, reason)
+        elif self.host.steering.finish_unless_waiting():
+            self._move(Trigger.STEERED)
+        else:
+            self.finish(reason)
+
+    def _not_run(self, message: Message, results: Message, reason: StopReason) -> None:
+        """Report ``results`` as a batch whose every call was refused (the events of a
+        dispatch), commit them, and end the turn with ``reason`` (or answer the
+        steering that waits)."""
         queue = self.queue
         queue.append(ToolDispatchStart(len(results.content)))
         for use, result in zip(message.tool_uses, results.tool_results, strict=True):
@@ -898,8 +946,7 @@ class Turn:
         if self.host.steering.finish_unless_waiting():
             self._move(Trigger.STEERED)
         else:
-            self.finish(StopReason.MAX_TOKENS)
-        return True
+            self.finish(reason)
 
     # -- compaction and failures ------------------------------------------------------
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 import shutil
 import sys
-from typing import Any, TextIO
+from collections.abc import Mapping
+from typing import Any, Final, TextIO
 
 from ..events import (
     Compacted,
@@ -31,9 +32,17 @@ from ..events import (
 )
 from ._terminal_text import terminal_safe
 
-__all__ = ["EventPrinter", "turn_summary"]
+__all__ = ["STOP_NOTES", "EventPrinter", "turn_summary"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+#: what a turn that ended for the provider's reason says after its answer (the
+#: commands show it: ``run``, ``demo``, the chat)
+STOP_NOTES: Final[Mapping[StopReason, str]] = {
+    StopReason.REFUSED: "the provider's content filter withheld or cut the answer",
+    StopReason.PAUSED: "the provider paused its own server tools' turn; navi-core "
+    "cannot continue it",
+}
 
 
 class EventPrinter:
@@ -144,6 +153,8 @@ class EventPrinter:
                 self._line(self._style("35", f"  [compacted {a} -> {b} messages]"))
             case TurnComplete(stop_reason=StopReason.CANCELLED):
                 self.interrupted()
+            case TurnComplete(stop_reason=reason) if reason in STOP_NOTES:
+                self._line(self._style("33", f"[{reason}: {STOP_NOTES[reason]}]"))
             case TurnComplete():
                 if self._inline:
                     self.out.write("\n")

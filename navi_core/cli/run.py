@@ -7,6 +7,10 @@ shared provider flags, the store from the shared store flags (``options``).
 The turn runs on a worker thread so that Ctrl-C, which Python delivers to the main
 thread, cancels it (``Stream.cancel``): what was written stays, marked as interrupted,
 and the program exits with 130. A second Ctrl-C leaves at once.
+
+A turn the provider refused (``StopReason.REFUSED``: its content filter withheld or cut
+the answer) is said under what streamed and exits with 3, so a script does not take
+the partial text for the answer.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Protocol
 from ..agent import Agent
 from ..config import Config
 from ..errors import NaviError
-from ..events import Event, TurnComplete
+from ..events import Event, StopReason, TurnComplete
 from ..tools._tool import Tool, ToolSource
 from ._mcp_config import open_mcp_servers
 from .console import EventPrinter, turn_summary
@@ -38,7 +42,10 @@ from .options import (
 )
 from .workspace import workspace_tools
 
-__all__ = ["command", "register"]
+__all__ = ["REFUSED_EXIT", "command", "register"]
+
+#: the exit status of a turn the provider refused (``StopReason.REFUSED``)
+REFUSED_EXIT = 3
 
 
 def register(subcommands: Subcommands) -> None:
@@ -66,7 +73,7 @@ def register(subcommands: Subcommands) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """``navi-core run``: 0 when the turn ended, 1 when it failed, 2 for bad flags,
-    130 when Ctrl-C cut it short."""
+    3 when the provider refused the answer, 130 when Ctrl-C cut it short."""
     try:
         choice = provider_choice(args)
         if args.extra_body is not None:
@@ -121,9 +128,11 @@ class _Turn(Protocol):
 def _drive(stream: _Turn, printer: EventPrinter, session_id: str) -> int:
     """Print the turn as it runs on a worker thread; Ctrl-C here cancels it.
 
-    Raises what the turn raised; 130 after a Ctrl-C, else 0.
+    Raises what the turn raised; 130 after a Ctrl-C, 3 (``REFUSED_EXIT``) for a
+    turn the provider refused, else 0.
     """
     failure: list[BaseException] = []
+    refused = threading.Event()
     # not Thread.join: a Ctrl-C that interrupts it can leave is_alive() False
     finished = threading.Event()
 
@@ -133,6 +142,8 @@ def _drive(stream: _Turn, printer: EventPrinter, session_id: str) -> int:
                 printer.handle(ev)
                 if isinstance(ev, TurnComplete):
                     print(turn_summary(ev, session_id), flush=True)
+                    if ev.stop_reason is StopReason.REFUSED:
+                        refused.set()
         except BaseException as exc:  # re-raised on the main thread
             failure.append(exc)
         finally:
@@ -150,4 +161,6 @@ def _drive(stream: _Turn, printer: EventPrinter, session_id: str) -> int:
             pass
     if failure:
         raise failure[0]
-    return 130 if interrupted else 0
+    if interrupted:
+        return 130
+    return REFUSED_EXIT if refused.is_set() else 0

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..conversation import Usage, WireIdentity
 from ..core import produce as core_produce
-from ..errors import IncompleteResponse, MalformedStream, ProviderError
+from ..errors import IncompleteResponse, MalformedStream, ProviderError, ServerError
 from ..events import Event, MessageComplete
 from .assembler import ResponseAssembler
 
@@ -32,8 +32,9 @@ class DeltaStream:
     ``ProviderError`` subclasses for transport failures. Running out of batches before
     the terminator delta is an ``IncompleteResponse``, and so is a terminator with no
     finish reason before it when ``require_finish`` (chat completions: ``[DONE]``
-    alone is what a server that cut the answer sends). With ``coalesce``, adjacent
-    deltas of one kind in one batch become one event.
+    alone is what a server that cut the answer sends). A finish reason ``"error"`` is
+    a ``ServerError``. With ``coalesce``, adjacent deltas of one kind in one batch
+    become one event.
     """
 
     __slots__ = ("_asm", "_complete", "_on_close", "_require_finish", "batches", "core")
@@ -92,13 +93,22 @@ class DeltaStream:
 
         Raises:
             IncompleteResponse: ``require_finish`` and no finish reason came.
+            ServerError: the finish reason is ``"error"`` with no error object
+                before it (which would have raised its own error): the server says
+                the response failed, as OpenRouter's shape with an object says.
         """
-        if self._require_finish and self._asm.finish_reason is None:
+        reason = self._asm.finish_reason
+        if self._require_finish and reason is None:
             raise IncompleteResponse(
                 "response ended without a finish_reason: the server cut the answer "
                 "short (OpenAIChat(require_finish_reason=False) accepts servers that "
                 "never send one)",
                 offset=None,
+            )
+        if reason == "error":
+            raise ServerError(
+                'the server ended the response with finish_reason "error" and no '
+                "error object saying why"
             )
         message = self._asm.finish()
         queue.append(MessageComplete(message, message.usage or _ZERO))

@@ -33,6 +33,7 @@ __all__ = [
     "error_result",
     "failure_text",
     "interrupted_results",
+    "provider_stopped_results",
     "short_error",
     "to_parts",
 ]
@@ -40,6 +41,10 @@ __all__ = [
 
 #: what the model reads when an ``on_tool_start`` hook raised (``hooks.BLOCKED_BY_HOOK``)
 BLOCKED_BY_HOOK: Final = "Tool {name!r} was blocked by a tool_start hook."
+
+#: ``output.OUTPUT_TOOL``, the tool a structured answer comes through, which no tool
+#: owns (not imported: ``output`` imports this package); test_output pins that they match
+_OUTPUT_TOOL: Final = "final_answer"
 
 
 def describe(exc: BaseException) -> str:
@@ -61,8 +66,24 @@ class ResultText:
 
     @staticmethod
     def unknown(name: str, known: Sequence[str]) -> str:
-        """No tool or source owns ``name``; ``known``: the names that exist."""
+        """No tool or source owns ``name``; ``known``: the names that exist (the
+        output tool, which none owns, gets ``output_not_alone``)."""
+        if name == _OUTPUT_TOOL:
+            return ResultText.output_not_alone(name)
         return f"Unknown tool {name!r}; available tools: {', '.join(known) or 'none'}."
+
+    @staticmethod
+    def output_not_alone(name: str) -> str:
+        """Not run: a call of the output tool that the turn did not take as its
+        structured answer. The turn takes one made on its own, so this is one made
+        beside other calls (which run), or one in a turn that asks for no structured
+        answer."""
+        return (
+            f"Tool {name!r} was not run: it is accepted only on its own, after the "
+            "results of your other calls, in a turn that asks for a structured "
+            "answer. Call it again now, alone, if it is one of your tools; otherwise "
+            "give the answer as your reply."
+        )
 
     @staticmethod
     def not_json(name: str, problem: str, received: str) -> str:
@@ -105,6 +126,12 @@ class ResultText:
             f"Tool {name!r} was not run: the response reached the output token limit "
             "before the call's arguments were complete."
         )
+
+    @staticmethod
+    def provider_stopped(name: str, why: str) -> str:
+        """Not run: the provider stopped the response the call was part of (``why``
+        says how: a content filter, ``StopReason.REFUSED``; a pause, ``PAUSED``)."""
+        return f"Tool {name!r} was not run: {why}."
 
     @staticmethod
     def cancelled_while_running(name: str) -> str:
@@ -261,6 +288,20 @@ def cut_off_results(
         for u, w in zip(uses, whole, strict=True)
     )
     return Message("user", results, wire=wire)
+
+
+def provider_stopped_results(
+    uses: Sequence[ToolUse], why: str, wire: WireIdentity | None = None
+) -> Message:
+    """Results for the calls of a response the provider stopped (its content filter,
+    a refusal, a paused server-tool turn): none of them runs."""
+    return Message(
+        "user",
+        tuple(
+            error_result(u.id, ResultText.provider_stopped(u.name, why)) for u in uses
+        ),
+        wire=wire,
+    )
 
 
 def failure_text(name: str, exc: BaseException) -> str:

@@ -187,6 +187,27 @@ def test_a_cancel_with_nothing_shown_still_says_so() -> None:
     assert "interrupted" not in "".join(committed)
 
 
+def test_a_refused_or_paused_turn_keeps_its_answer_with_a_note() -> None:
+    view, committed = make_view()
+    view.handle(TextDelta("Step one: take"))
+    view.handle(
+        MessageComplete(
+            Message("assistant", (Text("Step one: take"),), stop_reason="refusal"),
+            Usage(),
+        )
+    )
+    view.handle(TurnComplete(StopReason.REFUSED, "Step one: take", 1, 0, Usage()))
+    lines = "".join(committed).splitlines()
+    assert lines[:2] == [
+        "Step one: take",
+        "  ⊘ refused: the provider's content filter withheld or cut the answer",
+    ]
+    assert lines[2].startswith("[refused]")
+    view, committed = make_view()
+    view.handle(TurnComplete(StopReason.PAUSED, "", 1, 0, Usage()))
+    assert "".join(committed).startswith("  ⊘ paused: the provider paused its own")
+
+
 def test_markdown_shows_html_in_an_answer_as_the_text_it_is() -> None:
     pytest.importorskip("rich")
     painter = Painter(color=True, width=lambda: 80)

@@ -239,10 +239,12 @@ def responses_body(
     tool_calls: Sequence[tuple[str, str, Sequence[str]]] = (),
     usage: dict[str, Any] | None = None,
     model: str = "gpt-test",
+    incomplete: str | None = None,
 ) -> bytes:
     """A Responses stream as the API writes it: reasoning items (summary pieces,
     encrypted content), one message of text pieces, then function calls (call_id,
-    name, argument fragments), ``response.completed`` with usage."""
+    name, argument fragments), ``response.completed`` with usage (with
+    ``incomplete``, ``response.incomplete`` with that ``incomplete_details.reason``)."""
     seq = iter(range(10**6))
 
     def ev(kind: str, **fields: Any) -> bytes:
@@ -294,5 +296,9 @@ def responses_body(
              "usage": usage or {"input_tokens": 10, "output_tokens": 5,
                                 "input_tokens_details": {"cached_tokens": 0},
                                 "output_tokens_details": {"reasoning_tokens": 0}}}  # fmt: skip
+    if incomplete is not None:
+        final.update(status="incomplete", incomplete_details={"reason": incomplete})
+        out.append(ev("response.incomplete", response=final))
+        return b"".join(out)
     out.append(ev("response.completed", response=final))
     return b"".join(out)

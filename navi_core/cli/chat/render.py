@@ -50,6 +50,7 @@ from ...events import (
     TurnComplete,
 )
 from .._terminal_text import tail_rows, terminal_safe, wrap
+from ..console import STOP_NOTES
 from .profiles import Price
 
 __all__ = ["Painter", "TurnView", "status_line"]
@@ -317,6 +318,8 @@ class TurnView:
                 case TurnComplete() as done:
                     if done.stop_reason is StopReason.CANCELLED:
                         self._interrupted()
+                    elif done.stop_reason in STOP_NOTES:
+                        self._stopped(done.stop_reason)
                     seconds = time.monotonic() - self._started
                     self.commit(status_line(done, seconds, self.price, p) + "\n\n")
                 case _:
@@ -342,6 +345,14 @@ class TurnView:
         if self._thinking.strip() or self._text.strip() or self._writing:
             self._complete_response()
         self.commit(p.style("33", "  ⏹ interrupted") + "\n")
+
+    def _stopped(self, reason: StopReason) -> None:
+        """A turn the provider stopped (refused, paused): what it showed stays, with
+        a note saying so."""
+        p = self.painter
+        if self._thinking.strip() or self._text.strip() or self._writing:
+            self._complete_response()
+        self.commit(p.style("33", f"  ⊘ {reason}: {STOP_NOTES[reason]}") + "\n")
 
     def _tool_finished(self, f: ToolFinished) -> None:
         p = self.painter
