@@ -8,7 +8,12 @@ One list of secret-looking names (``SECRET_WORDS``) decides which query paramete
   cleanly is cut down rather than kept); ``environment_proxy``: the proxy the environment
   sends a URL through, as an error may name it;
 - ``request_secrets``: the values a request carries that must never appear in an
-  error message (credential headers, bearer tokens, credentials in the URL);
+  error message (credential headers, bearer tokens, credentials in the URL, the
+  credentials of the proxies it may go through: ``proxy_secrets``,
+  ``environment_proxy_secrets``, ``client_secrets``);
+- ``process_secrets``: the credentials a child process is started with (secret-looking
+  variables, URL passwords, secret-looking options' values in its arguments);
+- ``check_url_credentials``: a base URL's user info refused beside an API key;
 - ``secret_forms``: every spelling of a secret that text may carry (stripped,
   repr'd, JSON-escaped, percent-encoded), so ``redact`` finds it in any of them;
 - ``check_headers``: header names and values refused when the provider is made (a
@@ -22,8 +27,10 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import pairwise
 from typing import Any, Final
 from urllib.parse import (
     parse_qsl,
@@ -42,12 +49,19 @@ __all__ = [
     "REDACTED",
     "SECRET_PARAMS",
     "SECRET_WORDS",
+    "SECRET_NAME_WORDS",
     "check_headers",
+    "check_url_credentials",
+    "client_secrets",
     "clip",
     "environment_proxy",
+    "environment_proxy_secrets",
     "header_secrets",
     "looks_secret",
+    "looks_secret_option",
     "looks_secret_param",
+    "process_secrets",
+    "proxy_secrets",
     "public_url",
     "public_wire",
     "redact",
@@ -67,10 +81,17 @@ SECRET_WORDS: Final = (
     "auth",
     "sig",
     "cookie",
+    "credential",
+    "passphrase",
 )
-"""A query parameter, ``;param`` or header whose name contains one of these (in any
-case) holds a credential: ``api_key``, ``X-Auth-Token``, ``authorization``, ``sig``
-(signed URLs), ``cookie``..."""
+"""A query parameter, ``;param``, header or variable whose name contains one of these
+(in any case) holds a credential: ``api_key``, ``X-Auth-Token``, ``authorization``,
+``sig`` (signed URLs), ``cookie``, ``GOOGLE_CREDENTIALS``, ``GPG_PASSPHRASE``..."""
+
+SECRET_NAME_WORDS: Final = ("pat", "dsn", "pass", "pw", "pwd")
+"""Words that name a credential only as a whole word of a name (``GITHUB_PAT``,
+``githubPat``, ``SENTRY_DSN``, ``DB_PASS``, ``DB_PWD``), never inside one (``PATH``,
+``pattern``, ``bypass``); the variable ``PWD`` alone is the working directory."""
 
 SECRET_PARAMS: Final = ("code",)
 """Query parameters that are credentials by name alone, not by a word they contain
@@ -85,10 +106,56 @@ MAX_MESSAGE_CHARS: Final = 500
 _MIN_SECRET_CHARS: Final = 4
 
 
+_CAMEL: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_NOT_WORD: Final = re.compile(r"[^a-z0-9]+")
+
+
+def _words(name: str) -> list[str]:
+    """The words of a name: split at anything not a letter or digit, and camelCase."""
+    return _NOT_WORD.split(_CAMEL.sub("_", name).lower())
+
+
 def looks_secret(name: str) -> bool:
-    """True when ``name`` (a parameter or header name) looks like it names a secret."""
+    """True when ``name`` (a parameter, header or variable name) looks like it names
+    a secret: it contains one of ``SECRET_WORDS`` or has a word of
+    ``SECRET_NAME_WORDS``."""
     lowered = name.lower()
-    return any(word in lowered for word in SECRET_WORDS)
+    if any(word in lowered for word in SECRET_WORDS):
+        return True
+    return lowered != "pwd" and any(w in SECRET_NAME_WORDS for w in _words(name))
+
+
+#: the last word of an option that names where a secret is, or what kind, not the
+#: secret itself: ``--token-file PATH``, ``--api-key-env VAR``, ``--auth-type basic``
+_NOT_SECRET_VALUES: Final = frozenset(
+    {"file", "path", "dir", "url", "uri", "endpoint", "host", "port", "env", "var",
+     "name", "id", "type", "mode", "kind", "format", "method", "scheme", "header",
+     "timeout", "ttl", "expiry", "length", "size", "count", "limit"}
+)  # fmt: skip
+
+
+def looks_secret_option(name: str) -> bool:
+    """True when a command-line option or ``NAME=value`` name (``--api-key``,
+    ``--token``, ``-Dapi.key``, ``DB_PASSWORD``) says its value is a secret.
+
+    Stricter than ``looks_secret``, as an option is often a word, not a label: a
+    word of the name must end with one of ``SECRET_WORDS`` (``apikey``,
+    ``accessTokens``, ``oauth``; not ``keyword``, ``author``) or be one of
+    ``SECRET_NAME_WORDS`` or ``authorization``; and the name is no negation
+    (``--no-auth``) and does not end with a word of where or what kind the secret is
+    (``--token-file``, ``--api-key-env``, ``--auth-type``, ``--token-url``).
+    """
+    words = [w for w in _words(name) if w]
+    if not words or words[0] == "no" or words[-1] in _NOT_SECRET_VALUES:
+        return False
+    return any(_secret_word(w) for w in words)
+
+
+def _secret_word(word: str) -> bool:
+    if word in SECRET_NAME_WORDS or word == "authorization":
+        return True
+    stem = word[:-1] if word.endswith("s") else word
+    return any(stem.endswith(w) for w in SECRET_WORDS)
 
 
 def looks_secret_param(name: str) -> bool:
@@ -333,23 +400,253 @@ def url_secrets(url: str, public: str) -> set[str]:
 
 def header_secrets(headers: Mapping[str, str]) -> set[str]:
     """The values of secret-looking headers, and the token of any ``Bearer`` or
-    ``Basic`` credential whatever header carries it."""
+    ``Basic`` credential whatever header carries it (a ``Basic`` one also decoded:
+    ``user:password`` and the password, as a server may echo them)."""
     found = {v for k, v in headers.items() if v and looks_secret(k)}
     for value in headers.values():
         scheme, _, token = value.partition(" ")
+        token = token.strip()
         if token and scheme.lower() in ("bearer", "basic"):
             found.add(token)
+            if scheme.lower() == "basic":
+                found |= _basic_parts(token)
     return found
 
 
+def _basic_parts(token: str) -> set[str]:
+    """``user:password`` and the password a Basic token holds; empty when it is not
+    base64 of UTF-8 text with a colon."""
+    try:
+        pair = base64.b64decode(token, validate=True).decode("utf-8")
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        return set()
+    user, colon, password = pair.partition(":")
+    return {pair, password or user} if colon else set()
+
+
+def _credentials(user: str, password: str) -> set[str]:
+    """A user name and password as text may carry them: the password (the user name
+    when there is none: it is then the credential), ``user:password``, and the token
+    of the Basic credentials httpx makes of them."""
+    pair = f"{user}:{password}"
+    token = base64.b64encode(pair.encode("utf-8", "surrogatepass")).decode("ascii")
+    return {password or user, pair, token}
+
+
+def _userinfo(url: str) -> tuple[str, str | None] | None:
+    """The user name and password (None without a ``:``) written before ``url``'s
+    host, percent-encoded as written; None when it has no user info. When the host
+    does not parse out of it cleanly (a password holding ``/``, ``?`` or ``#``)
+    everything from ``://`` up to the last ``@`` counts: it fails closed."""
+    rest = url.partition("://")[2]
+    if "@" not in rest:
+        return None
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:
+        netloc = ""
+    info = (netloc if "@" in netloc else rest).rpartition("@")[0]
+    user, colon, password = info.partition(":")
+    return user, password if colon else None
+
+
+def proxy_secrets(proxy: str) -> set[str]:
+    """The credentials in a proxy URL's user info (``http://user:pass@host:port``, the
+    scheme optional, as in ``HTTP_PROXY``): the password (a lone user name when there
+    is none), ``user:pass`` and the token of the ``Proxy-Authorization: Basic``
+    header httpx makes of them, each as written and percent-decoded."""
+    info = _userinfo(proxy if "://" in proxy else f"http://{proxy}")
+    if info is None:
+        return set()
+    user, password = info[0], info[1] or ""
+    if not (user or password):
+        return set()
+    found = _credentials(user, password)
+    found |= _credentials(unquote(user), unquote(password))
+    found.discard(":")
+    return found
+
+
+def environment_proxy_secrets() -> set[str]:
+    """The credentials of every proxy the environment names (``HTTP_PROXY``,
+    ``HTTPS_PROXY``, ``ALL_PROXY``..., in either case; ``NO_PROXY`` is not consulted:
+    a credential is one whichever host it is used for). An httpx client that trusts
+    the environment sends them as ``Proxy-Authorization`` to its proxy."""
+    import urllib.request  # what httpx reads the environment with
+
+    found: set[str] = set()
+    for scheme, proxy in urllib.request.getproxies().items():
+        if scheme != "no" and isinstance(proxy, str):
+            found |= proxy_secrets(proxy)
+    return found
+
+
+def _decoded(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else ""
+
+
+def client_secrets(client: object) -> set[str]:
+    """The credentials an ``httpx.Client`` adds to every request on its own: its
+    secret-looking default headers, a ``BasicAuth``'s, and those of each proxy it
+    mounted (``proxy=``, ``mounts=``, a ``transport=`` given a proxy, the
+    environment's as the client read them when it was made): a ``Proxy-Authorization``
+    header, or a SOCKS proxy's user and password.
+
+    Read from httpx's and httpcore's internals, each looked up with a default: what a
+    version does not have is skipped, never an error.
+    """
+    found: set[str] = set()
+    headers = getattr(client, "headers", None)
+    if isinstance(headers, Mapping):  # httpx.Headers
+        found |= header_secrets({_decoded(k): _decoded(v) for k, v in headers.items()})
+    basic = getattr(getattr(client, "auth", None), "_auth_header", None)
+    if isinstance(basic, str):
+        found |= header_secrets({"authorization": basic})
+    transports = [getattr(client, "_transport", None)]
+    mounts = getattr(client, "_mounts", None)
+    if isinstance(mounts, Mapping):
+        transports += mounts.values()
+    for transport in transports:
+        pool = getattr(transport, "_pool", None)
+        for pair in getattr(pool, "_proxy_headers", None) or ():
+            if isinstance(pair, tuple) and len(pair) == 2:
+                found |= header_secrets({_decoded(pair[0]): _decoded(pair[1])})
+        auth = getattr(pool, "_proxy_auth", None)  # a SOCKS proxy's
+        if isinstance(auth, tuple) and len(auth) == 2:
+            found |= _credentials(_decoded(auth[0]), _decoded(auth[1]))
+    found.discard("")
+    return found
+
+
+def _ordered_forms(found: Iterable[str]) -> tuple[str, ...]:
+    """Every spelling of each secret (``secret_forms``), longest first."""
+    forms = {form for secret in found if secret for form in secret_forms(secret)}
+    return tuple(sorted(forms, key=lambda s: (-len(s), s)))
+
+
 def request_secrets(
-    headers: Mapping[str, str], url: str, public: str
+    headers: Mapping[str, str], url: str, public: str, client: object = None
 ) -> tuple[str, ...]:
     """Every secret a request to ``url`` with ``headers`` carries, longest first (so
-    a secret that holds another is redacted whole); ``public`` is ``public_url(url)``."""
+    a secret that holds another is redacted whole); ``public`` is ``public_url(url)``.
+
+    A request to an ``http(s)`` URL may go through a proxy, which gets credentials of
+    its own (a proxy may echo them in an error): those of every proxy the environment
+    names (``environment_proxy_secrets``) are among them, and with ``client`` (the
+    ``httpx.Client`` it is sent with) those it adds itself (``client_secrets``).
+    """
     found = header_secrets(headers) | url_secrets(url, public)
-    forms = {form for secret in found for form in secret_forms(secret)}
-    return tuple(sorted(forms, key=lambda s: (-len(s), s)))
+    if url[:8].lower().startswith(("http://", "https://")):
+        found |= environment_proxy_secrets()
+    if client is not None:
+        found |= client_secrets(client)
+    return _ordered_forms(found)
+
+
+#: a URL inside text: an argument, a variable's value (``--dsn=postgres://...``)
+_URL_IN_TEXT: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
+#: a whole argument ``--name=value``, ``-Dname=value`` or ``NAME=value``
+_ASSIGNED: Final = re.compile(
+    r"-*(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<value>.+)", re.S
+)
+#: ``name=value`` inside text: a connection string (``host=db password=x``,
+#: ``Server=x;Password=y``), a query, ``--set=api_key=x``
+_PAIR: Final = re.compile(
+    r"(?:^|(?<=[\s;&?=]))(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<value>[^\s;&]+)"
+)
+
+
+def _text_secrets(text: str) -> set[str]:
+    """The credentials an argument or a variable's value holds (``process_secrets``)."""
+    found = header_secrets({"": text})  # "Bearer X", "Basic X"
+    for match in _URL_IN_TEXT.finditer(text):
+        url = match.group()
+        info = _userinfo(url)
+        if info is not None and info[1]:
+            user, password = info[0], info[1]
+            found |= _credentials(user, password)
+            found |= _credentials(unquote(user), unquote(password))
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            continue
+        query = parse_qsl(parts.query.replace(";", "&"), keep_blank_values=True)
+        found.update(v for k, v in query if v and looks_secret_param(k))
+    assigned = _ASSIGNED.fullmatch(text)
+    if assigned and looks_secret_option(assigned["name"]):
+        found.add(assigned["value"])
+    for pair in _PAIR.finditer(text):
+        if looks_secret_option(pair["name"]):
+            found.add(pair["value"])
+    head, colon, rest = text.partition(":")  # a header: "Authorization: Bearer X"
+    header = colon and rest.strip() and not rest.startswith("//")  # not a URL
+    if header and _TOKEN.fullmatch(head) and looks_secret(head):
+        found |= header_secrets({head: rest.strip()})
+    return found
+
+
+def process_secrets(
+    command: Sequence[str], env: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
+    """Every spelling of the credentials a child process is started with (``command``
+    its argv, ``env`` the variables given it), longest first.
+
+    - the value of each variable whose name looks secret (``looks_secret``:
+      ``API_KEY``, ``GITHUB_PAT``, ``DB_PASS``...);
+    - in each argument and each variable's value: the password of any URL's user info
+      (``postgresql://bob:PASS@db/x``, also as ``bob:PASS`` and Basic credentials),
+      secret-looking query values, a ``Bearer``/``Basic`` token, and the value of a
+      secret-looking name (``looks_secret_option``) given as ``--name=value``,
+      ``NAME=value``, ``name=value`` inside a connection string, or a header
+      ``Name: value``;
+    - the argument after an option whose name looks secret (``--api-key XYZ``),
+      unless it is an option itself.
+
+    Nothing else is taken: a path, a model name, a user name stay as they are.
+    """
+    argv = [os.fsdecode(a) for a in command]  # a Path or bytes, as Popen takes them
+    found = header_secrets(env or {})
+    for text in (*argv, *(env or {}).values()):
+        found |= _text_secrets(text)
+    for option, value in pairwise(argv):
+        if (
+            option.startswith("-")
+            and "=" not in option
+            and not value.startswith("-")
+            and looks_secret_option(option)
+        ):
+            found.add(value)
+    return _ordered_forms(found)
+
+
+def check_url_credentials(base_url: str, api_key: str | None) -> None:
+    """Refuse a base URL with user info given together with an API key.
+
+    httpx sends a URL's user info as Basic credentials in the ``Authorization``
+    header: in place of a bearer key, or beside an ``x-api-key``, so the key given is
+    silently not the credential used. The message shows neither of them.
+
+    Raises:
+        ValueError: ``base_url`` has user info and ``api_key`` is given.
+    """
+    if not api_key or not isinstance(base_url, str):
+        return
+    try:
+        parts = urlsplit(base_url)
+        credentials = "@" in parts.netloc and bool(parts.username or parts.password)
+    except ValueError:  # the provider refuses such a URL itself
+        return
+    if credentials:
+        raise ValueError(
+            f"base_url {public_url(base_url)!r} carries credentials (user info before "
+            "'@') and an api_key is given too: httpx would send the URL's as Basic "
+            "credentials in the Authorization header, in place of the key or beside "
+            "it. Give one of them, not both; a gateway that needs credentials of its "
+            "own besides the key takes them in a header: headers={...}. (Neither value "
+            "is shown.)"
+        )
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

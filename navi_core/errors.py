@@ -3,7 +3,8 @@
 NaviError
 ├── ProviderError(message, status_code, retry_after_ms)     retryable: ClassVar[bool]
 │   ├── RateLimited · Overloaded · ServerError · TransportError · MalformedStream  (True)
-│   │   └── IncompleteResponse  (MalformedStream) no terminal marker: cut off, not done
+│   │   ├── IncompleteResponse  (MalformedStream) no terminal marker: cut off, not done
+│   │   └── NotAnEventStream    (MalformedStream, False) a web page or XML with a 2xx
 │   └── AuthFailed · BadRequest · ContextOverflow                                 (False)
 ├── StreamPoisoned          a Stream failed earlier; ``__cause__`` is that failure
 ├── EmptyAssistantResponse  the model answered with nothing at all
@@ -35,6 +36,7 @@ __all__ = [
     "EmptyAssistantResponse",
     "IncompleteResponse",
     "MalformedStream",
+    "NotAnEventStream",
     "NaviError",
     "NoCompactionPrompt",
     "NothingToCompact",
@@ -155,6 +157,17 @@ class IncompleteResponse(MalformedStream):
     request) leaves half an answer that looks whole; it is retried like a dropped
     connection and never reported as ``END_TURN``.
     """
+
+
+class NotAnEventStream(MalformedStream):
+    """A 2xx response that is a web page or an XML document, not an event stream: a
+    captive portal's or a proxy's login page, or a wrong ``base_url``. The message
+    names the media type, the URL and the start of the page's text.
+
+    A login page stays one however often it is asked for: not retried.
+    """
+
+    retryable = False
 
 
 class AuthFailed(ProviderError):

@@ -1,7 +1,6 @@
 """The user guide works as written: README.md and every page under docs/.
 
-* Every Python block runs as pasted (from a scratch folder), and passes ruff; what a
-  block says it prints (its ``#>`` lines) is what it prints. A block
+* Every Python block runs as pasted (from a scratch folder), and passes ruff; a block
   that needs a server or a key says so with ``test="skip" reason="..."`` and is only
   linted and compiled. A block that only includes a file of ``examples/``
   (``--8<-- "examples/NAME.py"``) is not run here: ``tests/test_examples.py`` runs
@@ -114,10 +113,7 @@ def test_python_block(
         return
     monkeypatch.chdir(tmp_path)  # files the examples write (navi.db, ...) land here
     try:
-        if "#>" in example.source:  # what it prints is said: check it
-            evaluator.run_print_check(example)
-        else:
-            evaluator.run(example)
+        evaluator.run(example)
     except Exception as e:
         # the example's code objects carry markdown positions that CPython 3.11's
         # traceback formatting trips over: report the page's line instead

@@ -43,6 +43,9 @@ PASSWORD = f"pw/{MARK}+x"
 QUERY_KEY = f"qk {MARK}&="  # needs percent-encoding in a URL
 AZURE_CODE = f"az-{MARK}-code=="
 LOGGERS = ("navi_core", "httpx", "httpcore")
+#: the key as a header: ``api_key=`` beside URL user info is refused (httpx would send
+#: the user info in its place), and the hunt sends both
+BEARER = {"authorization": f"Bearer {KEY}"}
 
 
 def _free_port() -> int:
@@ -98,7 +101,7 @@ def test_no_secret_leaves_the_library(
             logging.getLogger(name).setLevel(logging.DEBUG)
         try:
             with (
-                OpenAIChat("m", _url(loopback.url), KEY) as provider,
+                OpenAIChat("m", _url(loopback.url), headers=BEARER) as provider,
                 SQLiteStore(tmp_path / "navi.db") as store,
             ):
                 recorder = Recorder(provider, tmp_path / "hunt.jsonl")
@@ -115,7 +118,7 @@ def test_no_secret_leaves_the_library(
             # a transport error to a closed port, credentials in its URL
             closed = _url(f"http://127.0.0.1:{_free_port()}")
             with (
-                Anthropic("m", closed, KEY) as dead,
+                Anthropic("m", closed, headers={"x-api-key": KEY}) as dead,
                 Agent(dead, config=config) as agent2,
                 pytest.raises(ProviderError) as down,
                 agent2.run("hello") as s2,
@@ -193,7 +196,7 @@ def test_no_secret_in_postgres(
         )
         with caplog.at_level(logging.DEBUG):
             with (
-                OpenAIChat("m", _url(loopback.url), KEY) as provider,
+                OpenAIChat("m", _url(loopback.url), headers=BEARER) as provider,
                 PostgresStore(dsn) as store,
             ):
                 with Agent(provider, store=store, config=config) as agent:

@@ -3,8 +3,8 @@
 Each request of a batch is posted on a thread of its own, so the calls overlap as they
 do over stdio; the event-stream answers are read with the core's ``SSEDecoder``. The
 URL is shown only in its public form, and the credentials the requests carry (headers,
-URL user info, secret query values) are redacted from everything the server says
-before it becomes an error or a result.
+URL user info, secret query values, a proxy's credentials) are redacted from everything
+the server, or a proxy on the way, says before it becomes an error or a result.
 """
 
 from __future__ import annotations
@@ -80,7 +80,10 @@ class HTTPTransport:
             "accept": "application/json, text/event-stream",
             "content-type": "application/json",
         }
-        self._fixed_secrets = request_secrets(self._headers, url, self.url)
+        # with the credentials of the proxies the requests may go through
+        self._fixed_secrets = request_secrets(
+            self._headers, url, self.url, self._client
+        )
         protect(self._fixed_secrets)  # httpx logs each request
         self._auth = auth
         self._max = max_message_bytes

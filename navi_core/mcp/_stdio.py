@@ -29,7 +29,7 @@ from typing import IO, Any, Final
 
 import orjson
 
-from .._secrets import redact
+from .._secrets import process_secrets, redact
 from ._wire import (
     CLOSE_WAIT,
     MAX_MESSAGE_BYTES,
@@ -60,8 +60,10 @@ class StdioTransport:
 
     The process is started here, watched by a reader thread (its exit fails every call
     in flight at once) and ended by ``close()``: stdin closed, then terminate, then
-    kill, each given ``CLOSE_WAIT`` seconds. ``secrets`` (the spellings of the values
-    given in ``env`` that look like credentials) are redacted from what it says.
+    kill, each given ``CLOSE_WAIT`` seconds. The credentials it is started with
+    (``process_secrets``: secret-looking variables of ``env``, URL passwords and
+    secret-looking options' values in ``command`` and in ``env``'s values), with
+    ``secrets``, are redacted from what it says and from its name in messages.
     """
 
     def __init__(
@@ -75,9 +77,10 @@ class StdioTransport:
     ) -> None:
         if isinstance(command, str) or not command:
             raise ValueError("command must be a non-empty list of argv strings")
+        found = {*secrets, *process_secrets(command, env)}
+        self.secrets = tuple(sorted(found, key=lambda s: (-len(s), s)))
         shown = [os.path.basename(a) for a in command[:2]]
-        self.name = " ".join(shown)
-        self.secrets = tuple(secrets)
+        self.name = redact(" ".join(shown), self.secrets)  # "server --token=..."
         self._max = max_message_bytes
         try:
             self._proc = subprocess.Popen(
@@ -90,9 +93,8 @@ class StdioTransport:
                 bufsize=0,
             )
         except OSError as exc:
-            raise MCPError(
-                f"cannot start the MCP server {command[0]!r}: {exc}"
-            ) from exc
+            text = f"cannot start the MCP server {command[0]!r}: {exc}"
+            raise MCPError(redact(text, self.secrets)) from exc
         assert self._proc.stdin is not None
         self._stdin = self._proc.stdin.fileno()
         if _NONBLOCKING:

@@ -101,9 +101,11 @@ class MCPTools:
             declined.
         roots: directories the server may work in, answered to ``roots/list``.
 
-    Credentials (``headers``, URL user info and secret query values, ``env`` values
-    whose names look secret) are redacted from everything the server says before it
-    becomes a result or an error, and the URL is shown only in its public form.
+    Credentials (``headers``, URL user info and secret query values, a proxy's
+    credentials, ``env`` values whose names look secret, and in ``command``'s arguments
+    and ``env``'s values URL passwords and the values of secret-looking options such
+    as ``--token=...``) are redacted from everything the server says before it becomes
+    a result or an error, and the URL is shown only in its public form.
 
     Raises:
         MCPError: the server could not be started, reached or understood.

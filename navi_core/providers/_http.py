@@ -32,6 +32,8 @@ from ._dialogue import well_formed
 from ._http_errors import (
     MAX_RETRY_AFTER_MS,
     map_transport_errors,
+    markup_type,
+    not_a_stream,
     parse_retry_after,
     read_capped,
     scrubbed,
@@ -289,7 +291,7 @@ class HTTPProvider:
         merged.update({k.lower(): v for k, v in (headers or {}).items()})
         check_headers(merged)  # a bad key fails here, before any request or log
         self._headers = merged
-        self._secrets = request_secrets(merged, root, self._wire.base_url)
+        self._secrets = request_secrets(merged, root, self._wire.base_url, client)
         protect(self._secrets)
         self._timeout = to_httpx_timeout(timeout)
         self._owns_client = client is None
@@ -446,6 +448,16 @@ class HTTPProvider:
                 raise error_for_stream(kind, clip(redact(message, self._secrets)))
             raise MalformedStream(
                 f"expected an event stream, got {ctype}", status_code=status
+            )
+        if markup_type(ctype):
+            # A web page or XML with a 2xx: a captive portal's or a proxy's login page
+            # (a final error, not a cut-off stream). text/plain and a missing content
+            # type are read as a stream: servers send streams as those.
+            body = read_capped(response)
+            if tap is not None:
+                tap.chunk(body)
+            raise not_a_stream(
+                ctype, body, url=self._url, status=status, secrets=self._secrets
             )
 
     def close(self) -> None:

@@ -12,11 +12,16 @@ response into the mapped error and, where the cause is a common set-up mistake, 
 so: a 404 from a base URL without ``/v1`` (or, for Anthropic, with one) shows the URL
 tried and the base URL to use instead, and a server that does not have the model
 (OpenAI ``model_not_found``, vLLM "does not exist", Ollama "not found, try pulling it
-first") names the model and the server, with ``ollama pull`` for Ollama.
+first") names the model and the server, with ``ollama pull`` for Ollama. An error body
+that says nothing (``{}``, an ``error`` object without a message) gives the status line
+and the URL instead, with what else the body held. ``not_a_stream`` names a 2xx
+response that is a web page or XML (a captive portal's or a proxy's login page) by its
+content type, its URL and the start of its text: a ``NotAnEventStream`` (not retried).
 """
 
 from __future__ import annotations
 
+import codecs
 import copy
 import email.utils
 import math
@@ -26,19 +31,23 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timezone
-from typing import Protocol
+from html.parser import HTMLParser
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
+import orjson
 
 from .._secrets import MAX_MESSAGE_CHARS, clip, environment_proxy, public_url, redact
-from ..errors import ProviderError, TransportError
+from ..errors import NotAnEventStream, ProviderError, TransportError
 from .errormap import error_for_status, provider_message, shorten
 
 __all__ = [
     "MAX_RETRY_AFTER_MS",
     "RawBody",
     "map_transport_errors",
+    "markup_type",
+    "not_a_stream",
     "parse_retry_after",
     "read_capped",
     "scrubbed",
@@ -187,21 +196,85 @@ def status_error(
     (``base_url``: the public API root the provider was given).
 
     The provider's own message is kept (redacted, clipped); a missing model or a base
-    URL that misses (or doubles) ``/v1`` is said in words first.
+    URL that misses (or doubles) ``/v1`` is said in words first. A body with no
+    message of its own (none, ``{}``, an ``error`` that is empty or has no
+    ``message``) gives the status line and the URL, after it what else the body held
+    (``_besides_a_message``).
     """
     message, kind = provider_message(body, secrets)
-    if not message:  # the reason phrase is the server's text too: it may echo a key
+    rest = _besides_a_message(body, secrets)
+    bare = not message or rest is not None
+    if bare:  # the reason phrase is the server's text too: it may echo a key
         message = redact(f"HTTP {status} {reason}".rstrip(), secrets)
-    shown = public_url(url)
+        if rest:
+            message = f"{message}: {rest}"
+    shown = redact(public_url(url), secrets)  # a gateway may carry the key in its path
     missing = _MODEL_MISSING.search(message) or (kind == "model_not_found")
     if status in (400, 404) and missing:
         message = _model_missing(message, base_url)
-    elif status == 404:
-        suffix = f" (POST {shown}){_url_hint(base_url, api_style)}"
+    elif status == 404 or bare:
+        hint = _url_hint(base_url, api_style) if status == 404 else ""
+        suffix = f" (POST {shown}){hint}"
         message = shorten(message, max(MAX_MESSAGE_CHARS - len(suffix), 80)) + suffix
     return error_for_status(
         status, shorten(message), retry_after_ms=retry_after_ms, kind=kind
     )
+
+
+#: top-level fields that only say "this is an error" (Anthropic's ``type``, vLLM's
+#: ``object``): no news next to the status line
+_ERROR_MARKERS = {("type", "error"), ("object", "error")}
+
+
+def _besides_a_message(body: bytes, secrets: Sequence[str] = ()) -> str | None:
+    """What a JSON error body holds besides a message, when it has none: ``""`` for
+    ``{}``, ``[]``, ``null`` or ``{"error": {}}``; ``"type: rate_limit_error"`` for
+    ``{"error": {"type": "rate_limit_error"}}``. None when the body has a message (or
+    is not such JSON): then that is the message.
+
+    An ``error`` that is null, empty, or an object with no ``message`` (nor
+    ``detail``) has none; the fields of that object come first, then the body's
+    others, empty values left out, redacted, cut to size."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if _said(data) is None:
+        return ""
+    if not isinstance(data, dict) or "error" not in data:
+        return None  # a flat message, FastAPI's detail, or fields read as the message
+    err = data["error"]
+    if isinstance(err, dict):
+        if any(_said(err.get(name)) is not None for name in ("message", "detail")):
+            return None
+        fields = _said(err) or {}
+    elif _said(err) is None:
+        fields = {}
+    else:
+        return None  # an error string (Ollama's), or something else said there
+    for key, value in data.items():
+        kept = _said(value)
+        if key == "error" or key in fields or kept is None:
+            continue
+        if (key, kept) not in _ERROR_MARKERS:
+            fields[key] = kept
+    if not fields:
+        return ""
+    return provider_message(orjson.dumps(fields), secrets)[0]
+
+
+def _said(value: Any) -> Any:
+    """``value`` without its empty parts (null, blank text, empty lists and objects),
+    or None when nothing is left."""
+    if isinstance(value, dict):
+        pairs = ((k, _said(v)) for k, v in value.items())
+        return {k: v for k, v in pairs if v is not None} or None
+    if isinstance(value, list):
+        items = [v for v in map(_said, value) if v is not None]
+        return items or None
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
 
 
 def _model_missing(message: str, root: str) -> str:
@@ -303,6 +376,114 @@ def read_capped(response: RawBody) -> bytes:
     except httpx.HTTPError:
         pass
     return b"".join(parts)[:_MAX_ERROR_BODY]
+
+
+#: media types that cannot be an event stream: web pages and XML (a captive portal's
+#: or a proxy's login page, an XML error document). ``text/plain``, no content type
+#: and any other one are still read as a stream: servers send streams as those.
+_MARKUP = re.compile(
+    r"text/html|application/xhtml\+xml|(?:text|application)/xml"
+    r"|[a-z0-9!#$&^_.+-]+/[a-z0-9!#$&^_.+-]+\+xml"
+)
+_EXCERPT_CHARS = 160
+
+
+def markup_type(content_type: str) -> str | None:
+    """The media type of a ``content-type`` (lowercase, no parameters) when it is a
+    web page or XML, which cannot be an event stream; None for any other."""
+    media = content_type.partition(";")[0].strip().lower()
+    return media if _MARKUP.fullmatch(media) else None
+
+
+def not_a_stream(
+    content_type: str,
+    body: bytes,
+    *,
+    url: str,
+    status: int,
+    secrets: Sequence[str] = (),
+) -> NotAnEventStream:
+    """The error for a 2xx response to ``url`` that is a web page or XML
+    (``markup_type``): its media type, where the request went and the start of the
+    page's text, as a reader sees it, in quotes; secrets redacted before it is cut.
+
+    A login page stays a login page however often it is asked for: it is not
+    retried (``NotAnEventStream``).
+    """
+    media = markup_type(content_type) or content_type
+    where = public_url(url)
+    message = f"expected an event stream, got {media} from POST {where}"
+    text = _excerpt(redact(_page_text(body, _charset(content_type)), secrets))
+    if text:
+        message += f': "{text}"'
+    return NotAnEventStream(clip(redact(message, secrets)), status_code=status)
+
+
+def _charset(content_type: str) -> str:
+    """The ``charset`` a ``content-type`` names, when Python knows it; else UTF-8."""
+    for param in content_type.split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            try:
+                return codecs.lookup(value.strip().strip("\"'")).name
+            except LookupError:
+                break
+    return "utf-8"
+
+
+def _page_text(body: bytes, charset: str) -> str:
+    """The text of a page or XML document: no tags, scripts, styles or comments,
+    character references decoded, blanks collapsed."""
+    try:
+        markup = body.decode(charset, "replace")
+    except LookupError:  # a codec that is not a text encoding ("base64")
+        markup = body.decode("utf-8", "replace")
+    reader = _PageText()
+    reader.feed(markup)
+    reader.close()
+    return " ".join("".join(reader.parts).split())
+
+
+def _excerpt(text: str) -> str:
+    """The start of ``text``, cut after a whole word and marked when cut."""
+    if len(text) <= _EXCERPT_CHARS:
+        return text
+    head = text[: _EXCERPT_CHARS + 1]
+    head = head.rsplit(" ", 1)[0] if " " in head else head[:_EXCERPT_CHARS]
+    return head.rstrip() + "…"
+
+
+class _PageText(HTMLParser):
+    """Collects the text a reader of a page sees: a tag that starts a block or a
+    line ends a word, an inline one (``<b>``, ``<a>``) does not."""
+
+    _HIDDEN = frozenset({"script", "style", "template"})
+    _INLINE = frozenset(
+        {"a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "dfn", "em", "font",
+         "i", "kbd", "mark", "q", "s", "samp", "small", "span", "strong", "sub", "sup",
+         "time", "tt", "u", "var"}
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._hidden = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._HIDDEN:
+            self._hidden += 1
+        elif tag not in self._INLINE:
+            self.parts.append(" ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._HIDDEN:
+            self._hidden = max(0, self._hidden - 1)
+        elif tag not in self._INLINE:
+            self.parts.append(" ")
+
+    def handle_data(self, data: str) -> None:
+        if not self._hidden:
+            self.parts.append(data)
 
 
 def scrubbed(exc: ProviderError, secrets: Sequence[str]) -> ProviderError:

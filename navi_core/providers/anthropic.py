@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from .. import core
+from .._secrets import check_url_credentials
 from ..config import Pricing, Timeout
 from ..conversation import (
     Block,
@@ -93,6 +94,7 @@ class Anthropic(HTTPProvider):
             raise ValueError("max_tokens must be at least 1")
         if base_url is None:
             base_url = os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        check_url_credentials(base_url, api_key)  # they would go beside the key
         if api_key is None:
             api_key = os.environ.get("ANTHROPIC_API_KEY") or None
         auth = {"anthropic-version": anthropic_version}

@@ -19,6 +19,7 @@ import orjson
 
 from .. import core
 from .._ids import new_id
+from .._secrets import check_url_credentials
 from ..config import Pricing, Timeout
 from ..conversation import (
     CompactionSummary,
@@ -62,9 +63,14 @@ def openai_endpoint(
     base_url: str | None, api_key: str | None
 ) -> tuple[str, dict[str, str]]:
     """The base URL and auth header of an OpenAI-style provider: the arguments, else
-    ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, else the public API without a key."""
+    ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, else the public API without a key.
+
+    Raises:
+        ValueError: an ``api_key`` given with a base URL that has user info.
+    """
     if base_url is None:
         base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    check_url_credentials(base_url, api_key)  # the URL's would replace the key
     if api_key is None:
         api_key = os.environ.get("OPENAI_API_KEY") or None
     return base_url, ({"authorization": f"Bearer {api_key}"} if api_key else {})

@@ -6,19 +6,31 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import traceback
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from faultkit import run_turn
 from loopback import LoopbackServer, Reply
-from wire_streams import drain, request
+from wire_streams import drain, openai_body, request
 
-from navi_core import OpenAIChat
+from navi_core import Agent, OpenAIChat
 from navi_core._secrets import environment_proxy
-from navi_core.config import Timeout
-from navi_core.errors import BadRequest, ServerError, TransportError
+from navi_core.config import Config, RetryPolicy, Timeout
+from navi_core.errors import (
+    BadRequest,
+    MalformedStream,
+    NotAnEventStream,
+    ProviderError,
+    RateLimited,
+    ServerError,
+    TransportError,
+)
 from navi_core.providers.errormap import error_fields, provider_message, shorten
 
 KEY = "sk-test-secret-key-123456"
@@ -35,7 +47,7 @@ def test_a_refused_connection_names_the_url_without_credentials() -> None:
     port = _dead_port()
     base = f"http://me:hunter2pass@127.0.0.1:{port}/v1?api_key={KEY}"
     with (
-        OpenAIChat("m", base, api_key=KEY) as provider,
+        OpenAIChat("m", base) as provider,  # the key in the query string
         pytest.raises(TransportError) as caught,
     ):
         drain(provider, request("hi"))
@@ -296,3 +308,249 @@ def test_a_long_body_without_a_message_never_shows_part_of_the_key() -> None:
     message, _ = provider_message(body, [key])
     assert "sk-proj" not in message and "ABCDEFGHIJ" not in message
     assert "echo:" in message
+
+
+# A 200 that is a web page, and an error body that says nothing: over real loopback
+# HTTP, through navi_core's own plain-HTTP connections and through an httpx.Client.
+
+SECRET = "sk-test-SECRET123"
+CLIENTS = ["own connections", "an httpx.Client"]
+
+
+def _everything(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc)) + repr(exc) + str(exc)
+
+
+@contextmanager
+def _provider(loopback: LoopbackServer, through: str) -> Iterator[OpenAIChat]:
+    """An OpenAIChat with the key ``SECRET``, sending through its own connections
+    (the plain-HTTP client) or through an ``httpx.Client`` passed as ``client=``."""
+    client = httpx.Client() if through == "an httpx.Client" else None
+    try:
+        with OpenAIChat(
+            "m", loopback.url + "/v1", api_key=SECRET, client=client
+        ) as provider:
+            assert (provider._plain is None) == (client is not None)  # the path tested
+            yield provider
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _page(text: str, ctype: str = "text/html; charset=utf-8") -> Reply:
+    return Reply(body=(text.encode(),), headers=(("content-type", ctype),))
+
+
+#: a captive portal's login page, echoing the key it saw (scripts and styles are no text)
+PORTAL = (
+    "<!DOCTYPE html><html><head><style>body { color: red }</style>"
+    "<script>var token = 'sk-test-SECRET123';</script></head>"
+    "<body><h1>Please log in to the Wi-Fi</h1>"
+    "<p>Your request (<b>Bearer sk-test-SECRET123</b>) was held &amp; kept.</p>"
+    "</body></html>"
+)
+
+
+@pytest.mark.parametrize("through", CLIENTS)
+def test_a_web_page_instead_of_a_stream_is_named_and_not_retried(
+    loopback: LoopbackServer, through: str
+) -> None:
+    """A captive portal's page sent with a 200 was an ``IncompleteResponse``
+    ("response ended before its terminator"), retried as a cut-off stream."""
+    loopback.add(*[_page(PORTAL)] * 4)
+    config = Config(retry=RetryPolicy(max_attempts=4, initial_delay_ms=1, jitter=False))
+    with (
+        _provider(loopback, through) as provider,
+        Agent(provider, config=config) as agent,
+        pytest.raises(ProviderError) as caught,
+    ):
+        run_turn(agent, "hi")
+    error = caught.value
+    assert type(error) is NotAnEventStream
+    assert error.message == (
+        f"expected an event stream, got text/html from POST {loopback.url}"
+        '/v1/chat/completions: "Please log in to the Wi-Fi Your request '
+        '([REDACTED]) was held & kept."'
+    )
+    assert error.status_code == 200
+    assert not error.retryable
+    assert len(loopback.requests) == 1  # not retried
+    assert "SECRET123" not in _everything(error)
+
+
+@pytest.mark.parametrize("through", CLIENTS)
+@pytest.mark.parametrize(
+    ("ctype", "body", "shown", "excerpt"),
+    [
+        pytest.param(
+            "application/xhtml+xml",
+            "<html><body><p>Sign in to continue</p></body></html>",
+            "application/xhtml+xml",
+            "Sign in to continue",
+            id="xhtml",
+        ),
+        pytest.param(
+            "application/xml",
+            '<?xml version="1.0"?><Error><Code>AccessDenied</Code>'
+            "<Message>Access Denied</Message></Error>",
+            "application/xml",
+            "AccessDenied Access Denied",
+            id="xml",
+        ),
+        pytest.param(
+            "text/xml; charset=utf-8",
+            "<error><reason>maintenance window</reason></error>",
+            "text/xml",
+            "maintenance window",
+            id="text-xml",
+        ),
+        pytest.param(
+            "application/problem+xml",
+            "<problem><title>Forbidden</title></problem>",
+            "application/problem+xml",
+            "Forbidden",
+            id="problem-xml",
+        ),
+        pytest.param(
+            "Text/HTML;charset=ISO-8859-1",
+            "<html><body>Accès refusé " + "word " * 200 + "</body></html>",
+            "text/html",
+            "Accès refusé " + "word " * 28 + "word…",  # cut after a whole word
+            id="html-latin-1-long",
+        ),
+        pytest.param(
+            "text/html", "<html><body>  </body></html>", "text/html", None, id="blank"
+        ),
+    ],
+)
+def test_markup_is_refused_and_real_streams_still_pass(
+    loopback: LoopbackServer,
+    through: str,
+    ctype: str,
+    body: str,
+    shown: str,
+    excerpt: str | None,
+) -> None:
+    """Only content types that cannot be an event stream are refused: a stream sent as
+    text/plain, application/octet-stream or with no content type is read as before."""
+    encoding = "latin-1" if "8859" in ctype else "utf-8"
+    loopback.add(
+        Reply(body=(body.encode(encoding),), headers=(("content-type", ctype),)),
+        Reply.sse(openai_body(["plain"]), headers=(("content-type", "text/plain"),)),
+        Reply.sse(openai_body(["none"]), headers=()),
+        Reply.sse(
+            openai_body(["octets"]),
+            headers=(("content-type", "application/octet-stream"),),
+        ),
+        Reply.sse(openai_body(["sse"])),
+    )
+    with _provider(loopback, through) as provider:
+        with pytest.raises(MalformedStream) as caught:
+            provider.open(request("hi"))
+        assert type(caught.value) is NotAnEventStream
+        assert not caught.value.retryable
+        expected = (
+            f"expected an event stream, got {shown} from POST {loopback.url}"
+            "/v1/chat/completions"
+        )
+        if excerpt is not None:
+            expected += f': "{excerpt}"'
+        assert caught.value.message == expected
+        answers = [drain(provider, request("hi"))[1] for _ in range(4)]
+    assert [a.text for a in answers] == ["plain", "none", "octets", "sse"]
+
+
+@pytest.mark.parametrize("through", CLIENTS)
+@pytest.mark.parametrize(
+    ("reply", "kind", "said"),
+    [
+        pytest.param(Reply.json(429, {}), RateLimited, "", id="429-empty-object"),
+        pytest.param(
+            Reply.json(400, {"error": {}}), BadRequest, "", id="400-empty-error"
+        ),
+        pytest.param(
+            Reply.json(503, {"error": None, "detail": ""}),
+            ServerError,
+            "",
+            id="503-null-error",
+        ),
+        pytest.param(
+            Reply.json(
+                400, {"error": {"message": "", "type": "invalid_request_error"}}
+            ),
+            BadRequest,
+            ": type: invalid_request_error",
+            id="400-no-message-but-a-type",
+        ),
+        pytest.param(
+            Reply.json(
+                429,
+                {
+                    "type": "error",
+                    "error": {"type": "rate_limit_error", "code": None},
+                    "echo": SECRET,
+                },
+            ),
+            RateLimited,
+            ": type: rate_limit_error; echo: [REDACTED]",
+            id="429-anthropic-shape-echoing-the-key",
+        ),
+        pytest.param(
+            Reply(status=400, body=(b"[]",), headers=(), chunked=False),
+            BadRequest,
+            "",
+            id="400-empty-list",
+        ),
+    ],
+)
+def test_an_error_body_without_a_message_gives_the_status_and_the_url(
+    loopback: LoopbackServer,
+    through: str,
+    reply: Reply,
+    kind: type[ProviderError],
+    said: str,
+) -> None:
+    """``{}`` was ``RateLimited: {}`` and ``{"error": {}}`` ``BadRequest: error: {}``;
+    a real message stays as it is, and neither shows the key."""
+    real = {"error": {"message": "Rate limit reached for gpt-4o"}}
+    loopback.add(reply, Reply.json(429, real))
+    with _provider(loopback, through) as provider:
+        with pytest.raises(ProviderError) as bare:
+            provider.open(request("hi"))
+        with pytest.raises(RateLimited) as kept:
+            provider.open(request("hi"))
+    reason = HTTPStatus(reply.status).phrase
+    assert type(bare.value) is kind
+    assert bare.value.message == (
+        f"HTTP {reply.status} {reason}{said} (POST {loopback.url}/v1/chat/completions)"
+    )
+    assert kept.value.message == "Rate limit reached for gpt-4o"
+    for error in (bare.value, kept.value):
+        assert "SECRET123" not in _everything(error)
+    assert len(loopback.requests) == 2
+
+
+@pytest.mark.parametrize("through", CLIENTS)
+def test_a_key_in_the_reason_phrase_of_a_bare_error_is_redacted(
+    loopback: LoopbackServer, through: str
+) -> None:
+    loopback.add(
+        Reply(
+            status=429,
+            body=(b"{}",),
+            headers=(),
+            chunked=False,
+            reason=f"Slow {SECRET}",
+        ),
+        Reply(status=404, body=(b'{"error": {}}',), headers=(), chunked=False),
+    )
+    with _provider(loopback, through) as provider:
+        with pytest.raises(RateLimited) as limited:
+            provider.open(request("hi"))
+        with pytest.raises(BadRequest) as missing:
+            provider.open(request("hi"))
+    url = f"{loopback.url}/v1/chat/completions"
+    assert limited.value.message == f"HTTP 429 Slow [REDACTED] (POST {url})"
+    assert "SECRET123" not in _everything(limited.value)
+    # a 404 says where it went once, with its base-URL hint
+    assert missing.value.message == f"HTTP 404 Not Found (POST {url})"

@@ -5,14 +5,28 @@ value b'Bearer sk-...\\n'`` (the key in the message, repr, traceback, logs and e
 ``ProviderRetry``; retried four times); a key in a reason phrase with no body, or as
 the ``code`` of a 200 JSON error body, was shown as is; a non-ASCII key raised a raw
 ``UnicodeEncodeError`` holding it; credentials in a base URL (user info,
-``?api-key=``, ``;token=``, Azure's ``?code=``) were printed by httpx's INFO line.
+``?api-key=``, ``;token=``, Azure's ``?code=``) were printed by httpx's INFO line;
+a proxy's credentials (``HTTP_PROXY=http://user:pass@...``, or a ``client=`` with a
+proxy) that the proxy echoed in its error reached the error, ``navi-core run``'s
+output and a cassette; ``api_key=`` beside a base URL with user info was silently
+replaced by the URL's Basic credentials.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
+import os
+import subprocess
+import sys
+import threading
 import traceback
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
+import httpx
 import pytest
 from faultkit import openai_stream, run_turn
 from loopback import LoopbackServer, Reply
@@ -20,6 +34,8 @@ from loopback import LoopbackServer, Reply
 from navi_core import Agent, AuthFailed, Config, ProviderError, RetryPolicy
 from navi_core.providers.anthropic import Anthropic
 from navi_core.providers.openai_chat import OpenAIChat
+from navi_core.providers.openai_responses import OpenAIResponses
+from navi_core.testing import Recorder
 
 KEY = "sk-proj-SENTINEL9f8e7d6c5b4a"
 FAST = Config(retry=RetryPolicy(max_attempts=2, initial_delay_ms=1, jitter=False))
@@ -107,3 +123,153 @@ def test_credentials_in_a_base_url_stay_out_of_httpx_logs(
     # the request itself still carried every credential
     (request,) = loopback.requests
     assert secret in request.path
+
+
+# -- a proxy's credentials ------------------------------------------------------------
+
+PROXY_PAIR = "user:pass"
+PROXY_BASIC = base64.b64encode(PROXY_PAIR.encode()).decode()
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+#: goes through the proxy: the name never resolves, the proxy answers for it
+BEHIND_PROXY = "http://api.example.invalid/v1"
+
+
+class _ProxyServer(ThreadingHTTPServer):
+    seen: list[str]
+
+
+class _EchoProxy(BaseHTTPRequestHandler):
+    """Refuses every request with a 400 JSON error quoting the ``Proxy-Authorization``
+    it was sent, decoded too, and the request's ``Authorization``."""
+
+    server: _ProxyServer
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        sent = self.headers.get("proxy-authorization") or ""
+        self.server.seen.append(sent)
+        try:
+            decoded = base64.b64decode(sent.partition(" ")[2]).decode()
+        except ValueError:
+            decoded = ""
+        auth = self.headers.get("authorization")
+        message = f"proxy refused: {sent} decoded={decoded} for {auth}"
+        body = json.dumps({"error": {"message": message}}).encode()
+        self.send_response(400)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def echo_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The URL, with ``user:pass`` in it, of an echoing proxy on loopback."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    server = _ProxyServer(("127.0.0.1", 0), _EchoProxy)
+    server.seen = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{PROXY_PAIR}@127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+    # the credentials went where they belong
+    assert server.seen and set(server.seen) == {f"Basic {PROXY_BASIC}"}
+
+
+def _proxy_leaks(text: str) -> list[str]:
+    return [s for s in ("pass", PROXY_PAIR, PROXY_BASIC, "SENTINEL") if s in text]
+
+
+@pytest.mark.parametrize(
+    "how", ["HTTP_PROXY", "ALL_PROXY", "client proxy=", "client transport="]
+)
+def test_a_proxy_s_credentials_stay_out_of_errors_and_cassettes(
+    echo_proxy: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, how: str
+) -> None:
+    client: httpx.Client | None = None
+    if how.isupper():
+        monkeypatch.setenv(how, echo_proxy)
+    elif how == "client proxy=":
+        client = httpx.Client(proxy=echo_proxy)
+    else:
+        client = httpx.Client(transport=httpx.HTTPTransport(proxy=echo_proxy))
+    cassette = tmp_path / "proxied.jsonl"
+    try:
+        with (
+            OpenAIChat("m", BEHIND_PROXY, KEY, client=client) as provider,
+            Agent(Recorder(provider, cassette), config=FAST) as agent,
+            pytest.raises(ProviderError) as info,
+        ):
+            run_turn(agent, "hi")
+    finally:
+        if client is not None:
+            client.close()
+    error = info.value
+    recorded = cassette.read_text()
+    for text in (str(error), recorded):
+        assert "proxy refused: " in text and "[REDACTED]" in text
+    assert _proxy_leaks(str(error) + repr(error) + recorded) == []
+
+
+def test_run_prints_a_proxy_s_error_without_its_credentials(
+    echo_proxy: str, tmp_path: Path
+) -> None:
+    env = {**os.environ, "HTTP_PROXY": echo_proxy, "OPENAI_API_KEY": KEY}
+    for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"):
+        env.pop(name, None)
+    flags = ["--model", "m", "--base-url", BEHIND_PROXY, "--db", str(tmp_path / "n.db")]
+    result = subprocess.run(
+        [sys.executable, "-m", "navi_core", "run", "hi", *flags],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "proxy refused: " in result.stderr and "[REDACTED]" in result.stderr
+    assert _proxy_leaks(result.stdout + result.stderr) == []
+
+
+# -- a base URL's user info --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "userinfo", ["gw:gw-SENTINEL-pw", "gw-SENTINEL-token"], ids=["password", "user"]
+)
+@pytest.mark.parametrize("make", [OpenAIChat, OpenAIResponses, Anthropic])
+def test_url_credentials_beside_an_api_key_are_refused(
+    make: type, userinfo: str
+) -> None:
+    """httpx would send the user info as Basic credentials in place of the key (or
+    beside Anthropic's x-api-key): refused when the provider is made."""
+    url = f"http://{userinfo}@gateway.example/v1"
+    with pytest.raises(ValueError, match="Give one of them") as info:
+        make("m", base_url=url, api_key=KEY)
+    message = str(info.value)
+    assert "headers=" in message and "'http://gateway.example/v1'" in message
+    assert "SENTINEL" not in _everything(info.value)
+
+
+def test_url_credentials_alone_go_as_basic_credentials(
+    loopback: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a key the URL's user info is the credential: sent as httpx sends it
+    (a provider's own plain-http client leaves such a URL to httpx)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    loopback.add(Reply.sse(openai_stream("ok")))
+    base = loopback.url.replace("://", "://gw:gw%2Fpw@") + "/v1"
+    with OpenAIChat("m", base) as provider, Agent(provider) as agent:
+        _, done = run_turn(agent, "hi")
+    assert done.response == "ok"
+    (request,) = loopback.requests
+    basic = base64.b64encode(b"gw:gw/pw").decode()
+    assert request.headers["authorization"] == f"Basic {basic}"

@@ -166,7 +166,7 @@ def test_loggers_report_requests_retries_and_tool_failures(
     )
     caplog.set_level(logging.DEBUG, logger="navi_core")
     url = loopback.url.replace("http://", f"http://user:{KEY}@")
-    with Anthropic("claude-x", url, KEY) as provider:
+    with Anthropic("claude-x", url) as provider:  # the key as the URL's password
         agent = Agent(provider, tools=[broken], config=FAST)
         with agent.run("open /x") as stream:
             list(stream)
