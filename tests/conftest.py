@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from echo_proxy import PROXY_VARIABLES, serving
 from loopback import LoopbackServer
 from sqlite_watch import SQLiteWatch
 
@@ -79,3 +80,15 @@ def sqlite_closed(request: pytest.FixtureRequest) -> Iterator[None]:
     if left:
         watch.close_all()
         pytest.fail(f"SQLite connections left open, opened at: {', '.join(left)}")
+
+
+@pytest.fixture
+def echo_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The URL, with ``user:pass`` in it, of a loopback proxy that refuses every
+    request and echoes the credentials it was sent (``echo_proxy.py``); no proxy
+    variable of the environment is left set."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    with serving() as url:
+        yield url

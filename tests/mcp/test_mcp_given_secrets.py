@@ -15,18 +15,14 @@ reached the events, the store and the command's output.
 
 from __future__ import annotations
 
-import base64
-import json
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
+from echo_proxy import proxy_leaks
 
 from navi_core import Agent, AnyEvent, Scripted, Text, ToolFinished, ToolUse
 from navi_core._secrets import process_secrets
@@ -35,63 +31,7 @@ from navi_core.mcp._http import HTTPTransport
 from navi_core.store.sqlite import SQLiteStore
 
 SERVER = str(Path(__file__).with_name("echo_argv_server.py"))
-PROXY_PAIR = "user:pass"
-PROXY_BASIC = base64.b64encode(PROXY_PAIR.encode()).decode()
 KEY = "sk-mcp-proxied-SENTINEL-41"
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
-
-
-class _ProxyServer(ThreadingHTTPServer):
-    seen: list[str]
-
-
-class _EchoProxy(BaseHTTPRequestHandler):
-    """Refuses every request with a 400 JSON error quoting the ``Proxy-Authorization``
-    it was sent, decoded too, and the request's ``Authorization``."""
-
-    server: _ProxyServer
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        sent = self.headers.get("proxy-authorization") or ""
-        self.server.seen.append(sent)
-        try:
-            decoded = base64.b64decode(sent.partition(" ")[2]).decode()
-        except ValueError:
-            decoded = ""
-        auth = self.headers.get("authorization")
-        message = f"proxy refused: {sent} decoded={decoded} for {auth}"
-        body = json.dumps({"error": {"message": message}}).encode()
-        self.send_response(400)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def echo_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The URL, with ``user:pass`` in it, of an echoing proxy on loopback."""
-    for name in PROXY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.lower(), raising=False)
-    server = _ProxyServer(("127.0.0.1", 0), _EchoProxy)
-    server.seen = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://{PROXY_PAIR}@127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-    assert server.seen and set(server.seen) == {f"Basic {PROXY_BASIC}"}
-
-
-def _proxy_leaks(text: str) -> list[str]:
-    return [s for s in ("pass", PROXY_PAIR, PROXY_BASIC, "SENTINEL") if s in text]
 
 
 def test_an_environment_proxy_s_credentials_stay_out_of_the_error(
@@ -104,7 +44,7 @@ def test_an_environment_proxy_s_credentials_stay_out_of_the_error(
     error = info.value
     assert "HTTP 400" in str(error) and "proxy refused: " in str(error)
     assert "[REDACTED]" in str(error)
-    assert _proxy_leaks(str(error) + repr(error)) == []
+    assert proxy_leaks(str(error) + repr(error)) == []
 
 
 def test_a_client_s_proxy_credentials_stay_out_of_the_error(echo_proxy: str) -> None:
@@ -117,7 +57,7 @@ def test_a_client_s_proxy_credentials_stay_out_of_the_error(echo_proxy: str) -> 
         transport.close()
     error = info.value
     assert "proxy refused: " in str(error) and "[REDACTED]" in str(error)
-    assert _proxy_leaks(str(error) + repr(error)) == []
+    assert proxy_leaks(str(error) + repr(error)) == []
 
 
 # -- stdio: the command's arguments and the values of its variables ------------------

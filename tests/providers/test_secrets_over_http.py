@@ -15,19 +15,16 @@ replaced by the URL's Basic credentials.
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import os
 import subprocess
 import sys
-import threading
 import traceback
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
+from echo_proxy import proxy_leaks
 from faultkit import openai_stream, run_turn
 from loopback import LoopbackServer, Reply
 
@@ -127,65 +124,8 @@ def test_credentials_in_a_base_url_stay_out_of_httpx_logs(
 
 # -- a proxy's credentials ------------------------------------------------------------
 
-PROXY_PAIR = "user:pass"
-PROXY_BASIC = base64.b64encode(PROXY_PAIR.encode()).decode()
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
 #: goes through the proxy: the name never resolves, the proxy answers for it
 BEHIND_PROXY = "http://api.example.invalid/v1"
-
-
-class _ProxyServer(ThreadingHTTPServer):
-    seen: list[str]
-
-
-class _EchoProxy(BaseHTTPRequestHandler):
-    """Refuses every request with a 400 JSON error quoting the ``Proxy-Authorization``
-    it was sent, decoded too, and the request's ``Authorization``."""
-
-    server: _ProxyServer
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        sent = self.headers.get("proxy-authorization") or ""
-        self.server.seen.append(sent)
-        try:
-            decoded = base64.b64decode(sent.partition(" ")[2]).decode()
-        except ValueError:
-            decoded = ""
-        auth = self.headers.get("authorization")
-        message = f"proxy refused: {sent} decoded={decoded} for {auth}"
-        body = json.dumps({"error": {"message": message}}).encode()
-        self.send_response(400)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def echo_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The URL, with ``user:pass`` in it, of an echoing proxy on loopback."""
-    for name in PROXY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.lower(), raising=False)
-    server = _ProxyServer(("127.0.0.1", 0), _EchoProxy)
-    server.seen = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://{PROXY_PAIR}@127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-    # the credentials went where they belong
-    assert server.seen and set(server.seen) == {f"Basic {PROXY_BASIC}"}
-
-
-def _proxy_leaks(text: str) -> list[str]:
-    return [s for s in ("pass", PROXY_PAIR, PROXY_BASIC, "SENTINEL") if s in text]
 
 
 @pytest.mark.parametrize(
@@ -216,7 +156,7 @@ def test_a_proxy_s_credentials_stay_out_of_errors_and_cassettes(
     recorded = cassette.read_text()
     for text in (str(error), recorded):
         assert "proxy refused: " in text and "[REDACTED]" in text
-    assert _proxy_leaks(str(error) + repr(error) + recorded) == []
+    assert proxy_leaks(str(error) + repr(error) + recorded) == []
 
 
 def test_run_prints_a_proxy_s_error_without_its_credentials(
@@ -236,7 +176,7 @@ def test_run_prints_a_proxy_s_error_without_its_credentials(
     )
     assert result.returncode == 1, result.stderr
     assert "proxy refused: " in result.stderr and "[REDACTED]" in result.stderr
-    assert _proxy_leaks(result.stdout + result.stderr) == []
+    assert proxy_leaks(result.stdout + result.stderr) == []
 
 
 # -- a base URL's user info --------------------------------------------------------------
