@@ -97,6 +97,17 @@ def outcome(stream: Stream, timeout: float | None) -> list[object]:
         seen.append(shape(ev))
 
 
+def ended_as_cancel(events: list[object]) -> object:
+    """The response of the cancelled ``TurnComplete`` that ``events`` (an ``outcome``)
+    ends with."""
+    done = events[-1]
+    assert isinstance(done, tuple) and done[:2] == (
+        "TurnComplete",
+        StopReason.CANCELLED,
+    )
+    return done[2]
+
+
 def close_in_thread(stream: Stream) -> threading.Event:
     """Close ``stream`` on a new thread; the event is set once ``close()`` returned."""
     closed = threading.Event()
@@ -240,12 +251,7 @@ def test_a_read_that_closes_its_own_stream_does_not_deadlock() -> None:
     assert not t.is_alive(), "next() deadlocked on a close from inside its read"
     (events,) = seen
     assert ("TextDelta", "two") in events  # the read that was under way returned
-    done = events[-1]  # ended as a cancel: the answer so far is kept
-    assert isinstance(done, tuple) and done[:3] == (
-        "TurnComplete",
-        StopReason.CANCELLED,
-        "onetwo",
-    )
+    assert ended_as_cancel(events) == "onetwo"  # the answer so far is kept
     assert stream.next() is None
     assert agent.conversation.messages[-1].text == "onetwo"
 
@@ -274,12 +280,7 @@ def test_a_close_from_another_thread_waits_for_the_read_under_way() -> None:
     assert not driver.is_alive()
     (events,) = got
     assert ("TextDelta", "two") in events  # the read under way returned its event
-    done = events[-1]  # ended as a cancel: the answer so far is kept
-    assert isinstance(done, tuple) and done[:3] == (
-        "TurnComplete",
-        StopReason.CANCELLED,
-        "onetwo",
-    )
+    assert ended_as_cancel(events) == "onetwo"  # the answer so far is kept
     assert stream.next() is None
 
 
@@ -353,9 +354,4 @@ def test_a_close_from_another_thread_waits_while_a_failed_read_is_handled(
     assert waited, "close() ran while next() was handling the failed read"
     (events,) = got
     assert isinstance(events, list)
-    done = events[-1]  # the failed attempt's text is discarded, not kept
-    assert isinstance(done, tuple) and done[:3] == (
-        "TurnComplete",
-        StopReason.CANCELLED,
-        "",
-    )
+    assert ended_as_cancel(events) == ""  # the failed attempt's text is dropped
