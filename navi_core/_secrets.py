@@ -130,7 +130,8 @@ def looks_secret(name: str) -> bool:
 _NOT_SECRET_VALUES: Final = frozenset(
     {"file", "path", "dir", "url", "uri", "endpoint", "host", "port", "env", "var",
      "name", "id", "type", "mode", "kind", "format", "method", "scheme", "header",
-     "timeout", "ttl", "expiry", "length", "size", "count", "limit"}
+     "timeout", "ttl", "expiry", "length", "size", "count", "limit", "prefix",
+     "suffix", "stdin", "required", "enabled", "disabled"}
 )  # fmt: skip
 
 
@@ -552,10 +553,29 @@ _ASSIGNED: Final = re.compile(
     r"-*(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<value>.+)", re.S
 )
 #: ``name=value`` inside text: a connection string (``host=db password=x``,
-#: ``Server=x;Password=y``), a query, ``--set=api_key=x``
+#: ``password='x y'``, ``Server=x;Password=y``), a query, ``--set=api_key=x``
 _PAIR: Final = re.compile(
-    r"(?:^|(?<=[\s;&?=]))(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<value>[^\s;&]+)"
+    r"(?:^|(?<=[\s;&?=]))(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)="
+    r"(?P<value>'[^']*'|\"[^\"]*\"|[^\s;&]+)"
 )
+#: ``Name=value`` of a ``;``-separated connection string, whose values may hold spaces
+_SEMI_PAIR: Final = re.compile(
+    r"(?:^|(?<=;))\s*(?P<name>[A-Za-z_][A-Za-z0-9_. \-]*?)\s*=(?P<value>[^;]+)"
+)
+#: values an option or a variable says nothing secret with (``--auth none``)
+_PLAIN_VALUES: Final = frozenset(
+    {"true", "false", "none", "null", "yes", "no", "on", "off", "auto", "default"}
+)
+
+
+def _if_secret(value: str) -> set[str]:
+    """``{value}`` when the value of a secret-looking option or pair can be a secret:
+    at least 8 characters, not a number, a path or a word such as ``true``. An
+    option's name is a guess (``--max-tokens 1024``, ``--tls-key /etc/key.pem``), and a
+    short common value taken for a secret would be blanked out of every result."""
+    plain = value.lower() in _PLAIN_VALUES or value.isdigit()
+    path = value.startswith(("/", "./", "../", "~"))
+    return set() if plain or path or len(value) < 8 else {value}
 
 
 def _text_secrets(text: str) -> set[str]:
@@ -576,10 +596,14 @@ def _text_secrets(text: str) -> set[str]:
         found.update(v for k, v in query if v and looks_secret_param(k))
     assigned = _ASSIGNED.fullmatch(text)
     if assigned and looks_secret_option(assigned["name"]):
-        found.add(assigned["value"])
+        found |= _if_secret(assigned["value"])
     for pair in _PAIR.finditer(text):
         if looks_secret_option(pair["name"]):
-            found.add(pair["value"])
+            found |= _if_secret(pair["value"].strip("'\""))
+    if ";" in text:  # "Server=db;Password=my secret pw;": a value runs to the ";"
+        for pair in _SEMI_PAIR.finditer(text):
+            if looks_secret_option(pair["name"]):
+                found |= _if_secret(pair["value"].strip())
     head, colon, rest = text.partition(":")  # a header: "Authorization: Bearer X"
     header = colon and rest.strip() and not rest.startswith("//")  # not a URL
     if header and _TOKEN.fullmatch(head) and looks_secret(head):
@@ -604,11 +628,20 @@ def process_secrets(
     - the argument after an option whose name looks secret (``--api-key XYZ``),
       unless it is an option itself.
 
-    Nothing else is taken: a path, a model name, a user name stay as they are.
+    An option's or a pair's value counts only when it can be a secret (``_if_secret``:
+    8 characters or more, not a number, a path or ``true``): a path, a model name, a
+    user name stay as they are, and so do the words of the protocol.
     """
     argv = [os.fsdecode(a) for a in command]  # a Path or bytes, as Popen takes them
-    found = header_secrets(env or {})
-    for text in (*argv, *(env or {}).values()):
+    env = env or {}
+    # a name with a word of SECRET_WORDS (API_KEY) is sure; one with a word of
+    # SECRET_NAME_WORDS (DB_PASS=user) holds a secret only if its value can be one
+    sure = {k: v for k, v in env.items() if any(w in k.lower() for w in SECRET_WORDS)}
+    found = header_secrets(sure)
+    for name, value in env.items():
+        if name not in sure and looks_secret(name):
+            found |= _if_secret(value)
+    for text in (*argv, *env.values()):
         found |= _text_secrets(text)
     for option, value in pairwise(argv):
         if (
@@ -617,7 +650,7 @@ def process_secrets(
             and not value.startswith("-")
             and looks_secret_option(option)
         ):
-            found.add(value)
+            found |= _if_secret(value)
     return _ordered_forms(found)
 
 

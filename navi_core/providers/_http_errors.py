@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timezone
 from html.parser import HTMLParser
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -413,14 +413,27 @@ def not_a_stream(
     media = markup_type(content_type) or content_type
     where = public_url(url)
     message = f"expected an event stream, got {media} from POST {where}"
-    text = _excerpt(redact(_page_text(body, _charset(content_type)), secrets))
+    text = _excerpt(redact(_page_text(body, _charset(content_type, body)), secrets))
     if text:
         message += f': "{text}"'
     return NotAnEventStream(clip(redact(message, secrets)), status_code=status)
 
 
-def _charset(content_type: str) -> str:
-    """The ``charset`` a ``content-type`` names, when Python knows it; else UTF-8."""
+_BOMS: Final = (
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def _charset(content_type: str, body: bytes = b"") -> str:
+    """The charset of a page: its byte order mark's, else the one its
+    ``content-type`` names (when Python knows it), else UTF-8."""
+    for bom, name in _BOMS:
+        if body.startswith(bom):
+            return name
     for param in content_type.split(";")[1:]:
         name, _, value = param.partition("=")
         if name.strip().lower() == "charset":

@@ -158,6 +158,8 @@ def test_a_server_name_in_messages_hides_an_argument_s_secret() -> None:
         (["--header", "Authorization: Bearer hdr-123456"], "hdr-123456"),
         (["https://h/x?api_key=q-123456&v=2"], "q-123456"),
         (["--set=api_key=set-123456"], "set-123456"),
+        (["host=db password='s3cret pwB'"], "s3cret pwB"),
+        (["Server=db;User Id=sa;Password=my secret pw;"], "my secret pw"),
     ],
 )
 def test_what_an_argument_holds_as_a_credential(argv: list[str], secret: str) -> None:
@@ -177,10 +179,26 @@ def test_what_an_argument_holds_as_a_credential(argv: list[str], secret: str) ->
         ["--author", "Jane Doe", "--keywords", "python"],
         ["ssh://deploy@host/repo", "https://host/users/@me"],
         ["--api-key", "--verbose"],
+        # an option's name is a guess: a value that cannot be a secret is none
+        ["--max-tokens", "100000000", "--auth", "none", "--auth-required", "true"],
+        ["--pass", "time", "--password-stdin", "serve", "--key-prefix", "myapp"],
+        ["--tls-key", "/etc/ssl/private/server.key", "--sort-key", "name"],
     ],
 )
 def test_what_an_argument_does_not_hold(argv: list[str]) -> None:
     assert process_secrets(["server", *argv]) == ()
+
+
+def test_a_variable_named_like_a_password_with_a_plain_value_holds_none() -> None:
+    """``DB_PASS=user`` would blank ``user`` out of every path in every result."""
+    assert process_secrets(["server"], {"DB_PASS": "user", "X_PW": "true"}) == ()
+    assert process_secrets(["server"], {"API_KEY": "abcd"}) != ()  # a sure name
+
+
+def test_an_option_value_never_renames_the_protocol_s_fields() -> None:
+    """``--sort-key name`` (the value a word of JSON-RPC) leaves the tools as listed."""
+    with MCPTools([sys.executable, SERVER, "--sort-key", "name"]) as tools:
+        assert [t.name for t in tools.tools()] == ["whoami"]
 
 
 @pytest.mark.parametrize(

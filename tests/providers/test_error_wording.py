@@ -380,13 +380,14 @@ def test_a_web_page_instead_of_a_stream_is_named_and_not_retried(
 
 @pytest.mark.parametrize("through", CLIENTS)
 @pytest.mark.parametrize(
-    ("ctype", "body", "shown", "excerpt"),
+    ("ctype", "body", "shown", "excerpt", "encoding"),
     [
         pytest.param(
             "application/xhtml+xml",
             "<html><body><p>Sign in to continue</p></body></html>",
             "application/xhtml+xml",
             "Sign in to continue",
+            "utf-8",
             id="xhtml",
         ),
         pytest.param(
@@ -395,6 +396,7 @@ def test_a_web_page_instead_of_a_stream_is_named_and_not_retried(
             "<Message>Access Denied</Message></Error>",
             "application/xml",
             "AccessDenied Access Denied",
+            "utf-8",
             id="xml",
         ),
         pytest.param(
@@ -402,6 +404,7 @@ def test_a_web_page_instead_of_a_stream_is_named_and_not_retried(
             "<error><reason>maintenance window</reason></error>",
             "text/xml",
             "maintenance window",
+            "utf-8",
             id="text-xml",
         ),
         pytest.param(
@@ -409,6 +412,7 @@ def test_a_web_page_instead_of_a_stream_is_named_and_not_retried(
             "<problem><title>Forbidden</title></problem>",
             "application/problem+xml",
             "Forbidden",
+            "utf-8",
             id="problem-xml",
         ),
         pytest.param(
@@ -416,10 +420,24 @@ def test_a_web_page_instead_of_a_stream_is_named_and_not_retried(
             "<html><body>Accès refusé " + "word " * 200 + "</body></html>",
             "text/html",
             "Accès refusé " + "word " * 28 + "word…",  # cut after a whole word
+            "latin-1",
             id="html-latin-1-long",
         ),
         pytest.param(
-            "text/html", "<html><body>  </body></html>", "text/html", None, id="blank"
+            "text/html",
+            "<html><body>  </body></html>",
+            "text/html",
+            None,
+            "utf-8",
+            id="blank",
+        ),
+        pytest.param(  # no charset: its byte order mark says UTF-16
+            "text/html",
+            "<p>Log in: système</p>",
+            "text/html",
+            "Log in: système",
+            "utf-16",
+            id="html-utf-16-bom",
         ),
     ],
 )
@@ -430,10 +448,10 @@ def test_markup_is_refused_and_real_streams_still_pass(
     body: str,
     shown: str,
     excerpt: str | None,
+    encoding: str,
 ) -> None:
     """Only content types that cannot be an event stream are refused: a stream sent as
     text/plain, application/octet-stream or with no content type is read as before."""
-    encoding = "latin-1" if "8859" in ctype else "utf-8"
     loopback.add(
         Reply(body=(body.encode(encoding),), headers=(("content-type", ctype),)),
         Reply.sse(openai_body(["plain"]), headers=(("content-type", "text/plain"),)),
