@@ -53,9 +53,9 @@ for line in sys.stdin.buffer:
             answer(rid, {"content": [{"type": "text", "text": str(os.getpid())}]})
         elif name == "deaf":  # never reads its input again
             time.sleep(3600)
-        elif name == "shut":  # answers, closes its input, and runs on
+        elif name == "shut":  # closes its input, answers, and runs on (closed
+            os.close(0)         # first: no request sent after the answer is read)
             answer(rid, {"content": [{"type": "text", "text": "closed"}]})
-            os.close(0)
             time.sleep(3600)
         elif name == "ignore":  # never answers, reads on
             pass
