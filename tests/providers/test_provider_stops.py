@@ -61,6 +61,19 @@ def _anthropic(loopback: LoopbackServer) -> Anthropic:
     return Anthropic("claude-test", loopback.url, KEY)
 
 
+def _refused_once(
+    events: list[Event], agent: Agent, loopback: LoopbackServer, text: str
+) -> None:
+    """The turn ended REFUSED after one request, ``text`` its answer and stored with
+    the stop reason "refusal"."""
+    done = _done(events)
+    assert done.stop_reason is StopReason.REFUSED
+    assert done.response == text
+    stored = _last(agent)
+    assert (stored.text, stored.stop_reason) == (text, "refusal")
+    assert len(loopback.requests) == 1
+
+
 def _last(agent: Agent) -> Message:
     return agent.conversation.messages[-1]
 
@@ -97,12 +110,7 @@ def test_anthropic_refusal_ends_the_turn_refused(loopback: LoopbackServer) -> No
     with _anthropic(loopback) as provider:
         agent = Agent(provider, config=FAST)
         events = _events(agent.run("how?"))
-    done = _done(events)
-    assert done.stop_reason is StopReason.REFUSED
-    assert done.response == "Sure, the first part"
-    stored = _last(agent)
-    assert (stored.text, stored.stop_reason) == ("Sure, the first part", "refusal")
-    assert len(loopback.requests) == 1
+    _refused_once(events, agent, loopback, "Sure, the first part")
 
 
 def test_an_anthropic_refusal_with_no_text_is_refused_not_empty(
@@ -133,12 +141,7 @@ def test_responses_content_filter_ends_the_turn_refused(
     with OpenAIResponses("gpt-test", loopback.url + "/v1", KEY) as provider:
         agent = Agent(provider, config=FAST)
         events = _events(agent.run("how?"))
-    done = _done(events)
-    assert done.stop_reason is StopReason.REFUSED
-    assert done.response == "Part of it"
-    stored = _last(agent)
-    assert (stored.text, stored.stop_reason) == ("Part of it", "refusal")
-    assert len(loopback.requests) == 1
+    _refused_once(events, agent, loopback, "Part of it")
 
 
 @dataclass
