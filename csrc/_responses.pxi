@@ -3,9 +3,10 @@
 #
 # The parser takes the twin's steps (a fast path, _terminal, _generic) with the twin's
 # reader, ResponsesReader, as its generic path. The fast path scans the delta events
-# (text, refusal, reasoning, function-call arguments) with the strict scanner of
+# (text, reasoning, function-call arguments) with the strict scanner of
 # _fast_scan.pxi and steps over the events that mean nothing to the parser (the
-# ".done" echoes of what the deltas already said); everything else goes to the reader.
+# ".done" echoes of what the deltas already said); everything else goes to the reader,
+# refusal deltas too: the reader remembers one came, to end the response "refusal".
 # A [DONE] before any terminal event raises the twin's done_too_soon error.
 
 from navi_core._responses_py import ResponsesReader, done_too_soon
@@ -93,9 +94,7 @@ cdef class OpenAIResponsesParser(Parser):
             return False
         if e.type.flags & _ESCAPED:  # it may still name one of ours: the reader decides
             return False
-        if _is(p, &e.type, b"response.output_text.delta", 26) or _is(
-            p, &e.type, b"response.refusal.delta", 22
-        ):
+        if _is(p, &e.type, b"response.output_text.delta", 26):
             if e.delta_st != 2:
                 return False
             if _nonempty(&e.delta):

@@ -4,7 +4,8 @@
 # Only the fast path differs: here it is _fast, a strict scanner over the bytes of the
 # common chunks (the C-only _fast_scan.pxi and _fast_shapes.pxi). _generic hands the
 # payload to the twin's own reader (OpenAIChatReader, AnthropicReader): the generic
-# orjson path exists once, in Python, and the fast path shares the reader's state.
+# orjson path exists once, in Python, and the fast path shares the reader's state
+# (its model, started tool calls, whether a refusal piece came: see its finish).
 
 from cpython.bytes cimport (
     PyBytes_AS_STRING,
@@ -110,6 +111,7 @@ cdef class OpenAIChatParser(Parser):
             out.append((_TEXT, _text(p, &c.content)))
         if c.refusal_st == 2 and _nonempty(&c.refusal):
             out.append((_TEXT, _text(p, &c.refusal)))
+            self._reader.refused = True
         if c.call_st:
             index = c.call_index if c.call_index_st == 2 else 0
             if index not in self._tools:
@@ -120,7 +122,7 @@ cdef class OpenAIChatParser(Parser):
             if c.call_args_st == 2 and _nonempty(&c.call_args):
                 out.append((_TOOL_ARGS, index, _text(p, &c.call_args)))
         if c.finish_st == 2:
-            out.append((_FINISH, _text(p, &c.finish)))
+            out.append((_FINISH, self._reader.finish(_text(p, &c.finish))))
         return True
 
 

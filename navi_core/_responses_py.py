@@ -7,12 +7,15 @@ Text, refusal and reasoning-summary deltas become ``TEXT`` / ``THINKING``; a
 before it, and its argument deltas are found by ``output_index``; a finished reasoning
 item (with ``encrypted_content``) becomes one ``REASONING_ITEM`` carrying the item as
 JSON, to be sent back unchanged; a message item after one that said something starts
-with a paragraph break (models that comment before answering send two); ``response.completed`` / ``response.incomplete`` give
-usage (cached and reasoning tokens) and end the stream, ``error`` and
-``response.failed`` are ``ERROR`` deltas. A chat-style ``data: [DONE]`` is no terminator:
-after a terminal event (some compatible servers send one) it is never read, and before
-one it ends a stream the server cut short, an ``IncompleteResponse``. The generic reader
-is shared by both twins; the compiled one scans the delta events in C.
+with a paragraph break (models that comment before answering send two);
+``response.completed`` / ``response.incomplete`` give usage (cached and reasoning
+tokens) and end the stream; a completed response that streamed refusal pieces and no
+function call ends with ``FINISH`` "refusal" (OpenAI refuses through that field, not
+through a status); ``error`` and ``response.failed`` are ``ERROR`` deltas. A
+chat-style ``data: [DONE]`` is no terminator: after a terminal event (some compatible
+servers send one) it is never read, and before one it ends a stream the server cut
+short, an ``IncompleteResponse``. The generic reader is shared by both twins; the
+compiled one scans the delta events in C.
 """
 
 from __future__ import annotations
@@ -41,9 +44,9 @@ from .errors import IncompleteResponse
 
 __all__ = ["OpenAIResponsesParser", "ResponsesReader", "done_too_soon"]
 
-_TEXT_EVENTS: Final = frozenset(
-    {"response.output_text.delta", "response.refusal.delta"}
-)
+_TEXT: Final = "response.output_text.delta"
+_REFUSAL: Final = "response.refusal.delta"
+_TEXT_EVENTS: Final = frozenset({_TEXT, _REFUSAL})
 _THINKING_EVENTS: Final = frozenset(
     {"response.reasoning_summary_text.delta", "response.reasoning_text.delta"}
 )
@@ -64,9 +67,11 @@ _INCOMPLETE: Final = {"max_output_tokens": "max_tokens", "content_filter": "refu
 
 class ResponsesReader(Reader):
     """What a Responses stream event means, by its ``type``. ``calls`` and
-    ``streamed`` are never rebound: the compiled parser's fast path shares them."""
+    ``streamed`` are never rebound: the compiled parser's fast path shares them.
+    Refusal deltas are read here only (no fast path), so ``refused`` is the reader's."""
 
-    __slots__ = ("_spoke", "_tools", "calls", "finished", "model", "streamed")
+    __slots__ = ("_spoke", "_tools", "calls", "finished", "model", "refused",
+                 "streamed")  # fmt: skip
 
     def __init__(self) -> None:
         self.calls: dict[Any, int] = {}  # output_index -> tool ordinal
@@ -75,6 +80,7 @@ class ResponsesReader(Reader):
         self.finished = False  # a terminal event was read: ignore the rest
         self._tools = 0
         self._spoke = False  # a message item with text has finished
+        self.refused = False  # a non-empty refusal delta arrived
 
     def apply(self, obj: dict[str, Any], out: list[Any]) -> Slot | None:
         kind = obj.get("type")
@@ -84,6 +90,8 @@ class ResponsesReader(Reader):
             text = string(obj.get("delta"))
             if text:
                 out.append((TEXT, text))
+                if kind == _REFUSAL:
+                    self.refused = True
                 return obj, "delta"
         elif kind in _THINKING_EVENTS:
             text = string(obj.get("delta"))
@@ -169,6 +177,8 @@ class ResponsesReader(Reader):
             reason = (response.get("incomplete_details") or {}).get("reason")
             reason = string(reason or "max_output_tokens")
             out.append((FINISH, _INCOMPLETE.get(reason, reason)))
+        elif self.refused and not self._tools:  # a plain end of a refusal
+            out.append((FINISH, "refusal"))
         usage = response.get("usage")
         if usage is not None:
             prompt = count(usage.get("input_tokens"))
@@ -197,7 +207,8 @@ class OpenAIResponsesParser(Parser):
     def _dispatch(self, data: bytes, out: list[Any]) -> None:
         # The fast path, inline (the compiled twin's is _fast): every event carries a
         # new sequence number, so no learned template fits; a delta event is read
-        # straight from its object, anything else goes the generic way.
+        # straight from its object, anything else (a refusal delta too: the reader
+        # remembers it) goes the generic way.
         try:
             obj = loads(data)
         except JSONDecodeError:
@@ -206,7 +217,7 @@ class OpenAIResponsesParser(Parser):
             kind = obj.get("type")
             delta = obj.get("delta")
             if type(delta) is str and type(kind) is str:
-                if kind in _TEXT_EVENTS:
+                if kind == _TEXT:
                     if delta:
                         out.append((TEXT, delta))
                     return

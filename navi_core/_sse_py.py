@@ -45,13 +45,22 @@ _PROBE_JSON: Final = orjson.dumps(_PROBE)[1:-1]
 
 class OpenAIChatReader(Reader):
     """What a chat-completions chunk means. ``tools`` is never rebound: the compiled
-    parser's fast path shares that set, and reads and sets ``model``."""
+    parser's fast path shares that set, reads and sets ``model``, sets ``refused`` and
+    reports its finish reasons through ``finish``."""
 
-    __slots__ = ("model", "tools")
+    __slots__ = ("model", "refused", "tools")
 
     def __init__(self) -> None:
         self.model = ""
         self.tools: set[int] = set()  # indexes of the tool calls already started
+        self.refused = False  # a non-empty ``refusal`` piece arrived
+
+    def finish(self, reason: str) -> str:
+        """The finish reason to report for ``reason``: "refusal" for a plain "stop"
+        of a response that refused (OpenAI's ``refusal`` field) and called no tool."""
+        if reason == "stop" and self.refused and not self.tools:
+            return "refusal"
+        return reason
 
     @staticmethod
     def _kind(error: dict[str, Any]) -> str:
@@ -88,7 +97,7 @@ class OpenAIChatReader(Reader):
                         slot = self._delta(delta, out)
                     reason = choice.get("finish_reason")
                     if reason is not None:
-                        out.append((FINISH, string(reason)))
+                        out.append((FINISH, self.finish(string(reason))))
                     break
         usage = obj.get("usage")
         if type(usage) is dict:
@@ -113,6 +122,7 @@ class OpenAIChatReader(Reader):
         text = delta.get("refusal")
         if text:
             out.append((TEXT, string(text)))
+            self.refused = True
         calls = delta.get("tool_calls")
         if calls:
             slot = self._tool_calls(calls, out)

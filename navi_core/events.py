@@ -68,9 +68,11 @@ class StopReason(str, enum.Enum):
     BUDGET = "budget"
     #: the provider withheld or cut the answer: a content filter (chat completions
     #: ``finish_reason: "content_filter"``, Responses ``incomplete_details.reason:
-    #: "content_filter"``) or a refusal (Anthropic ``stop_reason: "refusal"``). What
-    #: streamed is kept (stop reason ``"refusal"``), a tool call in it does not run,
-    #: and a structured answer is not reviewed (``output`` is None)
+    #: "content_filter"``) or a refusal (Anthropic ``stop_reason: "refusal"``; OpenAI's
+    #: ``refusal`` field, chat ``delta.refusal`` or Responses
+    #: ``response.refusal.delta``, in an answer that ends plainly with no tool call).
+    #: What streamed is kept (stop reason ``"refusal"``), a tool call in it does not
+    #: run, and a structured answer is not reviewed (``output`` is None)
     REFUSED = "refused"
     #: the provider paused a long turn of its own server-side tools (Anthropic
     #: ``stop_reason: "pause_turn"``); navi_core keeps no server-tool blocks, so it

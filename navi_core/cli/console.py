@@ -39,7 +39,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: what a turn that ended for the provider's reason says after its answer (the
 #: commands show it: ``run``, ``demo``, the chat)
 STOP_NOTES: Final[Mapping[StopReason, str]] = {
-    StopReason.REFUSED: "the provider's content filter withheld or cut the answer",
+    StopReason.REFUSED: "the model refused, or the provider's content filter withheld the answer",
     StopReason.PAUSED: "the provider paused its own server tools' turn; navi-core "
     "cannot continue it",
 }

@@ -8,9 +8,9 @@ The turn runs on a worker thread so that Ctrl-C, which Python delivers to the ma
 thread, cancels it (``Stream.cancel``): what was written stays, marked as interrupted,
 and the program exits with 130. A second Ctrl-C leaves at once.
 
-A turn the provider refused (``StopReason.REFUSED``: its content filter withheld or cut
-the answer) is said under what streamed and exits with 3, so a script does not take
-the partial text for the answer.
+A refused turn (``StopReason.REFUSED``: the model refused, or the provider's content
+filter withheld or cut the answer) is said under what streamed and exits with 3, so a
+script does not take the partial text for the answer.
 """
 
 from __future__ import annotations

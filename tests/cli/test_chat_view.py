@@ -200,7 +200,7 @@ def test_a_refused_or_paused_turn_keeps_its_answer_with_a_note() -> None:
     lines = "".join(committed).splitlines()
     assert lines[:2] == [
         "Step one: take",
-        "  ⊘ refused: the provider's content filter withheld or cut the answer",
+        "  ⊘ refused: the model refused, or the provider's content filter withheld the answer",
     ]
     assert lines[2].startswith("[refused]")
     view, committed = make_view()

@@ -137,7 +137,8 @@ openai_choice = st.fixed_dictionaries(
     {"index": st.sampled_from([0, 0, 0, 1]), "delta": openai_delta},
     optional={
         "logprobs": st.none(),
-        "finish_reason": st.none() | st.sampled_from(["stop", "length", "tool_calls"]),
+        "finish_reason": st.none()
+        | st.sampled_from(["stop", "length", "tool_calls", "content_filter"]),
     },
 )
 openai_usage = st.fixed_dictionaries(
@@ -173,6 +174,33 @@ def frame(payloads: list[bytes], eol: bytes) -> bytes:
 def openai_stream(draw: st.DrawFn) -> bytes:
     style = draw(st.integers(0, 3))
     chunks = [dumps(c, style) for c in draw(st.lists(openai_chunk, max_size=12))]
+    return frame([*chunks, b"[DONE]"], draw(EOLS))
+
+
+# A refusal: OpenAI's refusal pieces (empty or null ones too) among text, maybe a tool
+# call, then a finish (maybe in the last piece's chunk): a plain "stop" of a response
+# that refused and called no tool is reported "refusal", whichever twin read what.
+refusal_delta = st.fixed_dictionaries(
+    {"refusal": st.none() | WORDS | st.sampled_from(["", "I'm sorry", " I can't."])},
+    optional={
+        "role": st.just("assistant"),
+        "content": st.none() | st.just(""),
+        "tool_calls": st.lists(tool_call, max_size=1),
+    },
+)
+
+
+@st.composite
+def refusal_stream(draw: st.DrawFn) -> bytes:
+    style = draw(st.integers(0, 3))
+    deltas = draw(st.lists(refusal_delta | openai_delta, min_size=1, max_size=8))
+    reason = draw(st.sampled_from(["stop", "stop", "length", "tool_calls", "error"]))
+    choices: list[dict[str, Any]] = [{"index": 0, "delta": d} for d in deltas]
+    if draw(st.booleans()):
+        choices[-1]["finish_reason"] = reason
+    else:
+        choices.append({"index": 0, "delta": {}, "finish_reason": reason})
+    chunks = [dumps({"model": "gpt-4o", "choices": [c]}, style) for c in choices]
     return frame([*chunks, b"[DONE]"], draw(EOLS))
 
 
@@ -259,6 +287,18 @@ def test_openai_twins_agree(
     py, cy = both_cores
     expected = outcome(py.OpenAIChatParser(), [raw])
     assert expected[1] is None
+    assert outcome(cy.OpenAIChatParser(), split(raw, cuts)) == expected
+
+
+@DIFF
+@given(raw=refusal_stream(), cuts=CUTS)
+def test_openai_refusals_agree(
+    both_cores: tuple[ModuleType, ModuleType], raw: bytes, cuts: list[int]
+) -> None:
+    py, cy = both_cores
+    expected = outcome(py.OpenAIChatParser(), [raw])
+    assert expected[1] is None
+    assert outcome(py.OpenAIChatParser(), split(raw, cuts)) == expected
     assert outcome(cy.OpenAIChatParser(), split(raw, cuts)) == expected
 
 

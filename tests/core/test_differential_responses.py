@@ -125,6 +125,7 @@ responses_event = st.one_of(
     event("response.content_part.added", part=st.just({"type": "output_text"})),
     event("response.function_call_arguments.done", arguments=WORDS),
     event("response.reasoning_summary_text.done", text=WORDS),
+    event("response.refusal.done", refusal=WORDS),
     event("error", code=st.sampled_from(["server_error", "x"]), message=WORDS),
 )
 terminal = st.one_of(
@@ -175,6 +176,35 @@ def test_responses_twins_agree(
 ) -> None:
     py, cy = both_cores
     expected = outcome(py.OpenAIResponsesParser(), [raw])
+    assert outcome(cy.OpenAIResponsesParser(), split(raw, cuts)) == expected
+
+
+# A refusal: refusal deltas (empty ones too) among text, maybe a function call, then
+# an end: a completed response that refused and called nothing is a "refusal".
+refusal_event = st.one_of(
+    delta_event("response.refusal.delta"),
+    delta_event("response.refusal.delta"),
+    delta_event("response.output_text.delta"),
+    event("response.refusal.done", refusal=WORDS),
+    event("response.output_item.added", output_index=INDEX, item=function_call),
+)
+
+
+@st.composite
+def refusal_stream(draw: st.DrawFn) -> bytes:
+    events = draw(st.lists(refusal_event, min_size=1, max_size=8))
+    events.append(draw(terminal))
+    return framed(events, draw(st.integers(0, 3)), draw(EOLS))
+
+
+@DIFF
+@given(raw=refusal_stream(), cuts=CUTS)
+def test_responses_refusals_agree(
+    both_cores: tuple[ModuleType, ModuleType], raw: bytes, cuts: list[int]
+) -> None:
+    py, cy = both_cores
+    expected = outcome(py.OpenAIResponsesParser(), [raw])
+    assert outcome(py.OpenAIResponsesParser(), split(raw, cuts)) == expected
     assert outcome(cy.OpenAIResponsesParser(), split(raw, cuts)) == expected
 
 

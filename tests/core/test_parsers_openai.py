@@ -60,10 +60,10 @@ def fixture(name: str) -> bytes:
             (USAGE, 14, 30, 0, 0, 0),
         ),
         ("openai/finish_length.sse", '{"', "length", (USAGE, 79, 1, 0, 0, 0)),
-        (
+        (  # the refusal field's pieces, then a plain "stop": a refusal
             "openai/refusal.sse",
             "I'm sorry, I can't assist with that request.",
-            "stop",
+            "refusal",
             (USAGE, 79, 11, 0, 0, 0),
         ),
         (
@@ -181,6 +181,38 @@ def test_reasoning_fields(core: ModuleType) -> None:
 def test_refusal_and_null_content(core: ModuleType) -> None:
     raw = sse(chunk({"content": None, "refusal": "no"}), chunk({"content": ""}))
     assert parse(core, raw) == [(MODEL, "m"), (TEXT, "no")]
+
+
+@pytest.mark.parametrize(
+    ("deltas", "finish", "expected"),
+    [
+        ([{"refusal": "I can't"}, {"refusal": " help."}], "stop", "refusal"),
+        ([{"content": "Sure", "refusal": "no"}], "stop", "refusal"),  # one chunk
+        ([{"content": "Hi", "refusal": None}, {"refusal": ""}], "stop", "stop"),
+        ([{"refusal": "no"}], "length", "length"),
+        ([{"refusal": "no"}], "content_filter", "content_filter"),
+        ([{"refusal": "no"}], "tool_calls", "tool_calls"),
+        (  # a tool call in the response: what the finish says, not a refusal
+            [{"refusal": "no"}, {"tool_calls": [{"index": 0, "id": "c"}]}],
+            "stop",
+            "stop",
+        ),
+    ],
+)
+def test_a_refusal_piece_makes_a_plain_stop_a_refusal(
+    core: ModuleType, deltas: list[dict[str, Any]], finish: str, expected: str
+) -> None:
+    """OpenAI refuses through the ``refusal`` field and ends with "stop"; an empty or
+    null field (the first chunk of every gpt-4o stream) refuses nothing."""
+    raw = sse(*(chunk(d) for d in deltas), chunk({}, finish), b"[DONE]")
+    got = parse(core, raw)
+    assert got[-2:] == [(FINISH, expected), (DONE,)]
+
+
+def test_a_refusal_in_another_choice_refuses_nothing(core: ModuleType) -> None:
+    other = {"index": 1, "delta": {"refusal": "no"}, "finish_reason": None}
+    raw = sse({"choices": [other]}, chunk({"content": "Hi"}, "stop"))
+    assert parse(core, raw) == [(MODEL, "m"), (TEXT, "Hi"), (FINISH, "stop")]
 
 
 def test_whole_tool_call_in_one_chunk(core: ModuleType) -> None:

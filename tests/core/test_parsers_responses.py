@@ -173,6 +173,51 @@ def test_incomplete_is_a_finish_reason(core: ModuleType) -> None:
     ]
 
 
+def refusal(text: str) -> dict[str, Any]:
+    return {"type": "response.refusal.delta", "output_index": 0, "delta": text}
+
+
+def test_refusal_deltas_end_a_completed_response_as_a_refusal(
+    core: ModuleType,
+) -> None:
+    raw = sse(
+        refusal("I can't"),
+        refusal(" help."),
+        {"type": "response.refusal.done", "refusal": "I can't help."},
+        completed(input_tokens=4, output_tokens=3),
+    )
+    assert parse(core, raw) == [
+        (TEXT, "I can't"),
+        (TEXT, " help."),
+        (MODEL, "m"),
+        (FINISH, "refusal"),
+        (USAGE, 4, 3, 0, 0, 0),
+        (DONE,),
+    ]
+
+
+def test_what_a_refusal_does_not_change(core: ModuleType) -> None:
+    """An empty refusal delta refuses nothing; a response cut at the token limit or
+    one with a function call ends as it would without the refusal."""
+    empty = sse(refusal(""), {"type": "response.output_text.delta", "delta": "Hi"},
+                completed())  # fmt: skip
+    assert FINISH not in [d[0] for d in parse(core, empty)]
+    cut = sse(
+        refusal("no"),
+        {"type": "response.incomplete",
+         "response": {"model": "m", "status": "incomplete",
+                      "incomplete_details": {"reason": "max_output_tokens"}}},
+    )  # fmt: skip
+    assert (FINISH, "max_tokens") in parse(core, cut)
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+    called = sse(
+        refusal("no"),
+        {"type": "response.output_item.done", "output_index": 1, "item": call},
+        completed(),
+    )
+    assert FINISH not in [d[0] for d in parse(core, called)]
+
+
 def test_summary_parts_are_separated(core: ModuleType) -> None:
     part = "response.reasoning_summary_part.added"
     text = "response.reasoning_summary_text.delta"

@@ -1,9 +1,9 @@
 """Responses the provider stopped, over real HTTP on loopback: a content filter or a
 refusal ends the turn ``REFUSED`` (chat completions ``finish_reason:
 "content_filter"``, Anthropic ``stop_reason: "refusal"``, Responses
-``incomplete_details.reason: "content_filter"``), Anthropic's ``pause_turn`` ends it
-``PAUSED``, and a bare chat ``finish_reason: "error"`` is a ``ServerError``, retried.
-``navi-core run`` and the piped chat say so."""
+``incomplete_details.reason: "content_filter"``, OpenAI's refusal field in either
+API), Anthropic's ``pause_turn`` ends it ``PAUSED``, and a bare chat ``finish_reason:
+"error"`` is a ``ServerError``, retried. ``navi-core run`` and the piped chat say so."""
 
 from __future__ import annotations
 
@@ -16,7 +16,13 @@ from pathlib import Path
 import orjson
 import pytest
 from loopback import LoopbackServer, Reply
-from wire_streams import anthropic_body, fixture, openai_body, responses_body
+from wire_streams import (
+    anthropic_body,
+    fixture,
+    openai_body,
+    openai_chunk,
+    responses_body,
+)
 
 from navi_core import (
     Agent,
@@ -142,6 +148,85 @@ def test_responses_content_filter_ends_the_turn_refused(
         agent = Agent(provider, config=FAST)
         events = _events(agent.run("how?"))
     _refused_once(events, agent, loopback, "Part of it")
+
+
+def test_chat_refusal_field_ends_the_turn_refused(loopback: LoopbackServer) -> None:
+    """The recorded gpt-4o refusal: its pieces come in ``delta.refusal``, then a plain
+    ``finish_reason: "stop"``."""
+    loopback.add(Reply.sse(fixture("openai/refusal.sse")))
+    with _chat(loopback) as provider:
+        agent = Agent(provider, config=FAST)
+        events = _events(agent.run("how?"))
+    _refused_once(
+        events, agent, loopback, "I'm sorry, I can't assist with that request."
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(fixture("openai/text_with_usage.sse"), id="recorded-null"),
+        pytest.param(
+            openai_chunk({"role": "assistant", "content": None, "refusal": ""})
+            + openai_body(["Hello", " there."]),
+            id="empty",
+        ),
+    ],
+)
+def test_an_empty_chat_refusal_field_is_a_plain_answer(
+    loopback: LoopbackServer, body: bytes
+) -> None:
+    loopback.add(Reply.sse(body))
+    with _chat(loopback) as provider:
+        agent = Agent(provider, config=FAST)
+        done = _done(_events(agent.run("hi")))
+    assert done.stop_reason is StopReason.END_TURN and done.response
+    assert (_last(agent).text, _last(agent).stop_reason) == (done.response, "end_turn")
+
+
+def _responses_refusal(pieces: list[str]) -> bytes:
+    """A Responses stream as the API refuses: a message item whose one content part is
+    a refusal, streamed as ``response.refusal.delta`` events, then a completed
+    response (status "completed", no ``incomplete_details``)."""
+    seq = iter(range(100))
+    response: dict[str, object] = {"id": "resp_r", "object": "response",
+                                   "model": "gpt-test", "status": "in_progress",
+                                   "output": [], "usage": None}  # fmt: skip
+    message: dict[str, object] = {"id": "msg_r", "type": "message", "role": "assistant",
+                                  "status": "in_progress", "content": []}  # fmt: skip
+    where: dict[str, object] = {"item_id": "msg_r", "output_index": 0,
+                                "content_index": 0}  # fmt: skip
+    part = {"type": "refusal", "refusal": "".join(pieces)}
+
+    def ev(kind: str, **members: object) -> bytes:
+        return _sse(kind, {"type": kind, "sequence_number": next(seq), **members})
+
+    usage = {"input_tokens": 12, "output_tokens": 9}
+    return b"".join(
+        [
+            ev("response.created", response=response),
+            ev("response.output_item.added", output_index=0, item=message),
+            ev("response.content_part.added", **where,
+               part={"type": "refusal", "refusal": ""}),
+            *(ev("response.refusal.delta", **where, delta=piece) for piece in pieces),
+            ev("response.refusal.done", **where, refusal=part["refusal"]),
+            ev("response.content_part.done", **where, part=part),
+            ev("response.output_item.done", output_index=0,
+               item={**message, "status": "completed", "content": [part]}),
+            ev("response.completed",
+               response={**response, "status": "completed", "usage": usage}),
+        ]
+    )  # fmt: skip
+
+
+def test_responses_refusal_deltas_end_the_turn_refused(
+    loopback: LoopbackServer,
+) -> None:
+    loopback.add(Reply.sse(_responses_refusal(["I'm sorry, ", "I can't help."])))
+    with OpenAIResponses("gpt-test", loopback.url + "/v1", KEY) as provider:
+        agent = Agent(provider, config=FAST)
+        events = _events(agent.run("how?"))
+    _refused_once(events, agent, loopback, "I'm sorry, I can't help.")
 
 
 @dataclass
@@ -384,7 +469,10 @@ def test_run_says_a_chat_content_filter_refused_and_exits_3(
     assert result.returncode == 3, result.stderr
     out = result.stdout
     assert "assistant: Step one: take\n" in out
-    assert "[refused: the provider's content filter withheld or cut the answer]" in out
+    assert (
+        "[refused: the model refused, or the provider's content filter withheld the answer]"
+        in out
+    )
     assert "[refused] 1 response" in out and "[end_turn]" not in out
     stored = _stored(db)
     assert [(m.role, m.text, m.stop_reason) for m in stored] == [
@@ -403,7 +491,9 @@ def test_run_says_an_anthropic_refusal_refused_and_exits_3(
         loopback.url, "--db", str(tmp_path / "navi.db"), cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 3, result.stderr
-    assert "[refused: the provider's content filter" in result.stdout
+    assert (
+        "[refused: the model refused, or the provider's content filter" in result.stdout
+    )
     assert "[refused] 1 response" in result.stdout
 
 
@@ -455,5 +545,8 @@ def test_piped_chat_notes_a_refused_answer(
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "Step one: take" in out
-    assert "⊘ refused: the provider's content filter withheld or cut the answer" in out
+    assert (
+        "⊘ refused: the model refused, or the provider's content filter withheld the answer"
+        in out
+    )
     assert "[refused]" in out and "Hello." in out
