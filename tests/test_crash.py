@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).parent / "store"))
 # tests/store is on sys.path (line above) but not on the MYPYPATH of this directory
 from storekit import child_env
 
+_MCP_SERVER = str(Path(__file__).parent / "mcp_server.py")
+
 _CHILD = textwrap.dedent(
     """
     import sys, time
@@ -49,9 +51,19 @@ _CHILD = textwrap.dedent(
         return "slow finished"
 
     script = [[ToolUse("c1", "fast", "{}")], [ToolUse("c2", "slow", "{}")], [Text("done")]]
+    tools = [fast, slow]
     if mode == "parallel":
         script = [[ToolUse("c1", "fast", "{}"), ToolUse("c2", "slow", "{}")], [Text("done")]]
-    agent = Agent(Scripted(script), tools=[fast, slow], store=SQLiteStore(db))
+    elif mode == "mcp":  # one batch of a stdio MCP server: echo answers, nap sleeps
+        from navi_core.mcp import MCPTools
+        tools = [MCPTools(command=[sys.executable, sys.argv[4]])]
+        script = [
+            [ToolUse("c1", "echo", '{"text": "fast finished"}'),
+             ToolUse("c2", "nap", '{"seconds": 60}')],
+            [Text("done")],
+        ]
+        mode = "parallel"
+    agent = Agent(Scripted(script), tools=tools, store=SQLiteStore(db))
     print(agent.session_id, flush=True)
     stream = agent.run("run fast, then slow")
     if mode == "prompt-only":
@@ -88,6 +100,7 @@ def run_and_kill(tmp_path: Path) -> Iterator[Callable[..., str]]:
                 str(tmp_path / "navi.db"),
                 str(tmp_path / "marker"),
                 mode,
+                _MCP_SERVER,
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -205,6 +218,30 @@ def test_kill_while_a_batch_runs_keeps_the_results_that_finished(
         assert answered.tool_results == provider.requests[0][2].tool_results
         assert store.approvals(session_id) == []
     assert ran_here == []
+
+
+def test_kill_while_an_mcp_batch_runs_keeps_the_calls_that_answered(
+    run_and_kill: Callable[..., str], tmp_path: Path
+) -> None:
+    """One batch to an MCP server: ``echo`` answered while ``nap`` still slept. The
+    batch was saved as ``echo`` answered, so after the kill its result is kept."""
+    session_id = run_and_kill("mcp", "marker.fast")
+    with SQLiteStore(tmp_path / "navi.db") as store:
+        states = {a.call_id: a.state.value for a in store.approvals(session_id)}
+        assert states == {"c1": "done", "c2": "running"}
+        provider = Scripted([[Text("done")]])
+        with (
+            Agent(provider, store=store, session=session_id) as agent,
+            agent.resume() as stream,
+        ):
+            assert isinstance(list(stream)[-1], TurnComplete)
+        kept, cut = store.load(session_id).messages[2].tool_results
+        assert (kept.tool_use_id, kept.text, kept.is_error) == (
+            "c1",
+            "fast finished",
+            False,
+        )
+        assert cut.tool_use_id == "c2" and cut.is_error and "interrupted" in cut.text
 
 
 def test_kill_after_the_prompt_was_stored_then_resume_answers_it(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -69,6 +69,25 @@ _MAX_ROUNDS: Final = 10
 _PROBE_WAIT: Final = 10.0
 #: seconds between looks at a waiting call's cancel signal
 _POLL: Final = 0.05
+#: seconds between looks at the other calls of a batch while one is waited for
+_NOTICE: Final = 0.01
+#: ``_outcome``'s word for a call sent again with the input it asked for
+_AGAIN: Final = object()
+
+
+class _Waiting:
+    """A tool call of a batch not answered yet: its request now, what it was sent
+    with, and how many ``input_required`` rounds it took."""
+
+    __slots__ = ("call", "context", "params", "rounds")
+
+    def __init__(
+        self, call: Call, params: dict[str, Any], context: ToolContext | None
+    ) -> None:
+        self.call = call
+        self.params = params
+        self.context = context
+        self.rounds = 0
 
 
 class MCPTools:
@@ -194,52 +213,77 @@ class MCPTools:
     def call_batch_with(
         self, calls: Sequence[ToolCall], contexts: Sequence[ToolContext | None]
     ) -> Sequence[Any]:
-        """``call_batch`` with each call's ``ToolContext``: its progress notifications
-        are reported through ``emit`` (and reset the idle limit), its elicitations
-        are published to the stream, and once ``cancelled`` is set the server is told
+        """``call_batch`` with each call's ``ToolContext`` (see
+        ``call_batch_as_completed``), the answers in the calls' order."""
+        out: list[Any] = [None] * len(calls)
+        for k, value in self.call_batch_as_completed(calls, contexts):
+            out[k] = value
+        return out
+
+    def call_batch_as_completed(
+        self, calls: Sequence[ToolCall], contexts: Sequence[ToolContext | None]
+    ) -> Iterator[tuple[int, Any]]:
+        """Send every call, then yield ``(index, answer)`` as each answer comes, so a
+        quick call is reported (and kept) while a slow one still runs.
+
+        With a call's ``ToolContext``, its progress notifications are reported through
+        ``emit`` (and reset the idle limit), its elicitations are published to the
+        stream, and once ``cancelled`` is set the server is told
         (``notifications/cancelled``) and the call ends at once."""
         with self._lock:
             if self._closed:
-                return [MCPError("this MCPTools was closed") for _ in calls]
+                closed = MCPError("this MCPTools was closed")
+                yield from ((k, closed) for k in range(len(calls)))
+                return
             try:
                 transport = self._live_transport()
                 if self._stale:
                     self._refresh()
             except MCPError as exc:
-                return [exc for _ in calls]
+                yield from ((k, exc) for k in range(len(calls)))
+                return
             live = [c for c in contexts if c is not None]
             self._contexts.extend(live)
-            pending: list[tuple[Call, dict[str, Any]] | Exception] = []
-            for c, context in zip(calls, contexts, strict=True):
+            waiting: dict[int, _Waiting] = {}
+            refused: list[tuple[int, Exception]] = []
+            for k, (c, context) in enumerate(zip(calls, contexts, strict=True)):
                 name = self._names.get(c.name)
                 if name is None:
-                    pending.append(MCPError(f"the server has no tool {c.name!r}"))
+                    refused.append((k, MCPError(f"the server has no tool {c.name!r}")))
                     continue
                 problems = errors(self._schemas.get(c.name, {}), c.arguments)
                 if problems:
                     text = f"invalid arguments: {summary(problems)}"
-                    pending.append(ArgumentError(text))
+                    refused.append((k, ArgumentError(text)))
                     continue
                 params = {"name": name, "arguments": dict(c.arguments)}
                 call = self._start(transport, "tools/call", params, context)
-                pending.append((call, params))
+                waiting[k] = _Waiting(call, params, context)
         # waiting needs no lock: another agent's batch may share the connection
-        out: list[Any] = []
         try:
-            for item, context in zip(pending, contexts, strict=True):
-                if isinstance(item, Exception):
-                    out.append(item)
-                    continue
-                try:
-                    result = self._finish(transport, *item, context)
-                    out.append(result_value(result, self.read_resource))
-                except MCPError as exc:
-                    out.append(exc)
+            yield from refused
+            while waiting:
+                first = next(iter(waiting.values()))
+                # the first call's answer ends the wait; the others are looked at
+                # each _NOTICE, so one that answers first is not held up by it
+                first.call.done.wait(_POLL if len(waiting) == 1 else _NOTICE)
+                for k, w in list(waiting.items()):
+                    if not w.call.done.is_set():
+                        self._watch(transport, w.call, w.context)
+                        continue
+                    try:
+                        result = self._outcome(transport, w)
+                        if result is _AGAIN:
+                            continue
+                        value = result_value(result, self.read_resource)
+                    except MCPError as exc:
+                        value = exc
+                    del waiting[k]
+                    yield k, value
         finally:
             with self._lock:
                 for context in live:
                     self._contexts.remove(context)
-        return out
 
     # -- resources and prompts ----------------------------------------------------------
 
@@ -337,6 +381,22 @@ class MCPTools:
         deadline = time.monotonic() + self.timeout
         return transport.start(method, self._params(params), deadline, progress)
 
+    def _watch(
+        self, transport: Transport, call: Call, context: ToolContext | None
+    ) -> None:
+        """Give up on ``call`` (and tell the server) once the turn is cancelled or
+        after ``timeout`` idle seconds; it then ends with that error."""
+        if context is not None and context.cancelled.is_set():
+            transport.cancel(call, "the turn was cancelled")
+        elif self._asking:
+            return
+        elif time.monotonic() > max(call.touched, self._asked_at) + self.timeout:
+            transport.cancel(
+                call,
+                f"the MCP server did not answer in time (no answer or progress "
+                f"within {self.timeout:g} seconds)",
+            )
+
     def _finish(
         self,
         transport: Transport,
@@ -346,41 +406,38 @@ class MCPTools:
     ) -> Any:
         """The final result of ``call``: waited for under the idle limit and the
         cancel signal, its ``input_required`` rounds answered and sent again."""
-        for round_ in range(_MAX_ROUNDS):
-            result = self._await(transport, call, context)
-            if not (
-                isinstance(result, dict)
-                and result.get("resultType") == "input_required"
-            ):
+        w = _Waiting(call, params, context)
+        while True:
+            while not w.call.done.wait(_POLL):
+                self._watch(transport, w.call, context)
+            result = self._outcome(transport, w)
+            if result is not _AGAIN:
                 return result
-            if not result.get("inputRequests"):  # the server is not ready: wait a bit
-                time.sleep(min(0.05 * 2**round_, 0.25))
-            again = dict(params)
-            again["inputResponses"] = self._input(result.get("inputRequests"), context)
-            if result.get("requestState") is not None:
-                again["requestState"] = result["requestState"]
-            call = self._start(transport, call.method, again, context)
-        raise MCPError(f"{call.method}: the server asked for input {_MAX_ROUNDS} times")
 
-    def _await(
-        self, transport: Transport, call: Call, context: ToolContext | None
-    ) -> Any:
-        """Wait for ``call`` while it shows life; give up on it (and tell the
-        server) after ``timeout`` idle seconds or once the turn is cancelled."""
-        while not call.done.wait(_POLL):
-            if context is not None and context.cancelled.is_set():
-                transport.cancel(call, "the turn was cancelled")
-            elif self._asking:
-                continue
-            elif time.monotonic() > max(call.touched, self._asked_at) + self.timeout:
-                transport.cancel(
-                    call,
-                    f"the MCP server did not answer in time (no answer or progress "
-                    f"within {self.timeout:g} seconds)",
-                )
+    def _outcome(self, transport: Transport, w: _Waiting) -> Any:
+        """The answer of ``w``'s call, which came; ``_AGAIN`` when it asked for input
+        (``input_required``): the input is given and the call sent again."""
+        call = w.call
         if call.error is not None:
             raise call.error
-        return call.result
+        result = call.result
+        if not (
+            isinstance(result, dict) and result.get("resultType") == "input_required"
+        ):
+            return result
+        if w.rounds >= _MAX_ROUNDS - 1:
+            raise MCPError(
+                f"{call.method}: the server asked for input {_MAX_ROUNDS} times"
+            )
+        if not result.get("inputRequests"):  # the server is not ready: wait a bit
+            time.sleep(min(0.05 * 2**w.rounds, 0.25))
+        again = dict(w.params)
+        again["inputResponses"] = self._input(result.get("inputRequests"), w.context)
+        if result.get("requestState") is not None:
+            again["requestState"] = result["requestState"]
+        w.call = self._start(transport, call.method, again, w.context)
+        w.rounds += 1
+        return _AGAIN
 
     def _input(self, requests: Any, context: ToolContext | None) -> dict[str, Any]:
         """Answers to the requests an ``input_required`` result carries."""

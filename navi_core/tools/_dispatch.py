@@ -1,7 +1,8 @@
 """Runs one response's tool calls: grouped by owner, concurrent, results in model order.
 
 Each call to a plain ``Tool`` is its own group; every call to one ``ToolSource`` forms
-one batch run on one thread. Groups run concurrently on the agent's thread pool and
+one batch run on one thread (reported call by call when the source yields its calls
+as they finish: ``call_batch_as_completed``). Groups run concurrently on the agent's thread pool and
 report back through a queue, so the Stream can return ``ToolStarted``/``ToolFinished``
 as calls start and finish while the result message keeps the model's order.
 
@@ -303,53 +304,87 @@ class Dispatch:
             for i, _ in calls:
                 self._ran[i] = True
         t0 = time.perf_counter()
+        batch = [c for _, c in calls]
+        reported = [False] * len(calls)
+        as_completed = getattr(source, "call_batch_as_completed", None)
+        method = "call_batch" if as_completed is None else "call_batch_as_completed"
         try:
-            # a source that takes the calls' contexts hears of progress and cancel
-            with_contexts = getattr(source, "call_batch_with", None)
-            if with_contexts is not None:
+            if as_completed is not None:  # each call reported as it finishes
                 contexts = [self._context(i) for i, _ in calls]
-                values = list(with_contexts([c for _, c in calls], contexts))
+                for k, value in as_completed(batch, contexts):
+                    if not (type(k) is int and 0 <= k < len(calls)) or reported[k]:
+                        raise RuntimeError(
+                            f"{type(source).__name__}.{method} reported call {k!r} "
+                            f"twice or out of range ({len(calls)} calls)"
+                        )
+                    reported[k] = True
+                    i, call = calls[k]
+                    if not self._settle(i, call, value, time.perf_counter() - t0):
+                        return
+                values: list[Any] = []
             else:
-                values = list(source.call_batch([c for _, c in calls]))
-            if len(values) > len(calls):
-                raise RuntimeError(
-                    f"{type(source).__name__}.call_batch returned {len(values)} "
-                    f"results for {len(calls)} calls"
-                )
+                # a source that takes the calls' contexts hears of progress and cancel
+                with_contexts = getattr(source, "call_batch_with", None)
+                if with_contexts is not None:
+                    contexts = [self._context(i) for i, _ in calls]
+                    values = list(with_contexts(batch, contexts))
+                else:
+                    values = list(source.call_batch(batch))
+                if len(values) > len(calls):
+                    raise RuntimeError(
+                        f"{type(source).__name__}.call_batch returned {len(values)} "
+                        f"results for {len(calls)} calls"
+                    )
         except ABORTING as exc:
             self._inbox.put(("abort", exc))
             return
         except BaseException as exc:
             seconds = time.perf_counter() - t0
             get_logger("navi_core.tools").warning(
-                "%s.call_batch failed", type(source).__name__, exc_info=exc
+                "%s.%s failed", type(source).__name__, method, exc_info=exc
             )
-            for i, call in calls:
-                text = ResultText.failed(call.name, exc)
-                self._finished(i, (TextPart(text),), True, seconds, pooled)
+            for (i, call), done in zip(calls, reported, strict=True):
+                if not done:  # what was reported before the failure stands
+                    text = ResultText.failed(call.name, exc)
+                    self._finished(i, (TextPart(text),), True, seconds, pooled)
             return
         seconds = time.perf_counter() - t0
         # Fewer results than calls: the answered ones are kept, the rest marked.
+        unanswered = [
+            (i, call)
+            for (i, call), done in zip(calls, reported, strict=True)
+            if not done
+        ]
+        given = len(values) + len(calls) - len(unanswered)
         missing = RuntimeError(
-            f"{type(source).__name__}.call_batch returned no result for this call "
-            f"({len(values)} results for {len(calls)} calls)"
+            f"{type(source).__name__}.{method} returned no result for this call "
+            f"({given} results for {len(calls)} calls)"
         )
-        values += [missing] * (len(calls) - len(values))
-        for (i, call), value in zip(calls, values, strict=True):
-            parts: tuple[Part, ...]
-            if isinstance(value, ABORTING):
-                self._inbox.put(("abort", value))
+        values += [missing] * (len(unanswered) - len(values))
+        for (i, call), value in zip(unanswered, values, strict=True):
+            if not self._settle(i, call, value, seconds, pooled):
                 return
-            if isinstance(value, BaseException):
-                text = failure_text(call.name, value)
+
+    def _settle(
+        self, i: int, call: ToolCall, value: Any, seconds: float, pooled: bool = False
+    ) -> bool:
+        """Report what a source gave for call ``i``: a value, or an exception as an
+        error result. False when it was one that aborts the turn (reported so)."""
+        parts: tuple[Part, ...]
+        if isinstance(value, ABORTING):
+            self._inbox.put(("abort", value))
+            return False
+        if isinstance(value, BaseException):
+            text = failure_text(call.name, value)
+            parts, error = (TextPart(text),), True
+        else:
+            try:
+                parts, error = to_parts(value, self._limits), False
+            except Exception as exc:
+                text = ResultText.unusable(call.name, exc)
                 parts, error = (TextPart(text),), True
-            else:
-                try:
-                    parts, error = to_parts(value, self._limits), False
-                except Exception as exc:
-                    text = ResultText.unusable(call.name, exc)
-                    parts, error = (TextPart(text),), True
-            self._finished(i, parts, error, seconds, pooled)
+        self._finished(i, parts, error, seconds, pooled)
+        return True
 
     @property
     def done(self) -> bool:

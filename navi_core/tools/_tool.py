@@ -350,6 +350,11 @@ class ToolSource(Protocol):
     a value (as a tool would return) or an exception instance (an error result). A
     source whose calls return at once may set an attribute ``inline = True``: its batch
     then runs on the thread that drives the turn, as an inline ``Tool``'s calls do.
+
+    Optional, used instead when defined: ``call_batch_with(calls, contexts)`` (each
+    call's ``ToolContext`` too), or ``call_batch_as_completed(calls, contexts)``, a
+    generator of ``(index, item)`` as each call finishes, so each is reported and
+    saved then rather than when the slowest is done (``MCPTools``).
     """
 
     def tools(self) -> Sequence[ToolSpec]:

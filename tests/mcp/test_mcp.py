@@ -146,6 +146,22 @@ def test_stdio_hung_call_times_out_and_the_others_still_answer() -> None:
         assert (add.text, add.is_error) == ("3", False)
 
 
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_quick_call_finishes_while_a_slow_one_of_its_batch_runs(
+    transport: str, http_url: str
+) -> None:
+    """The batch's calls report as they answer: ``add`` (second in the model's
+    order) finishes before ``nap`` (first) ends; the results keep the model's order."""
+    tools = MCPTools(STDIO) if transport == "stdio" else MCPTools(url=http_url)
+    with tools:
+        results, events = turn(tools, call("nap", seconds=1.5), call("add", a=1, b=2))
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert [e.name for e in finished] == ["add", "nap"]
+    add, nap = finished
+    assert add.seconds < 1.0 <= nap.seconds
+    assert [r.text for r in results] == ["slept 1.5", "3"]
+
+
 def test_close_ends_the_server_process_and_later_calls_are_errors() -> None:
     tools = MCPTools(STDIO)
     pid = tools.call_batch([ToolCall("p", "pid", {})])[0]

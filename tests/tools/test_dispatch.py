@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -26,6 +26,7 @@ from navi_core import (
     Text,
     Tool,
     ToolCall,
+    ToolContext,
     ToolDispatchComplete,
     ToolDispatchStart,
     ToolFinished,
@@ -226,6 +227,84 @@ def test_source_may_return_an_exception_for_one_call() -> None:
     ok, err = agent.conversation.messages[2].tool_results
     assert ok.text == "fine" and not ok.is_error
     assert err.is_error and "KeyError" in err.text
+
+
+class AsCompletedSource(RecordingSource):
+    """Reports its calls as they finish: the last call first, then the first only
+    once the test lets it (``release``); ``reports`` overrides what it yields."""
+
+    def __init__(
+        self, names: Sequence[str], reports: list[tuple[Any, object]] | None = None
+    ) -> None:
+        super().__init__(names)
+        self.release = threading.Event()
+        self._reports = reports
+
+    def call_batch_as_completed(
+        self, calls: Sequence[ToolCall], contexts: Sequence[ToolContext]
+    ) -> Iterator[tuple[Any, object]]:
+        assert [c.call_id for c in contexts] == [c.id for c in calls]
+        if self._reports is not None:
+            for k, value in self._reports:
+                if isinstance(value, BaseException) and k is None:
+                    raise value
+                yield k, value
+            return
+        yield len(calls) - 1, "quick"
+        assert self.release.wait(5)
+        yield 0, "slow"
+
+
+def test_a_source_that_reports_as_completed_has_each_call_finish_on_its_own() -> None:
+    """The quick call's ``ToolFinished`` comes while the slow one still runs; the
+    result message keeps the model's order."""
+    src = AsCompletedSource(["s_a", "s_b"])
+    agent = Agent(
+        Scripted([[ToolUse("1", "s_a", "{}"), ToolUse("2", "s_b", "{}")], "done"]),
+        tools=[src],
+    )
+    seen: list[str] = []
+    with agent.run("go") as stream:
+        for event in stream:
+            if isinstance(event, ToolFinished):
+                seen.append(event.call_id)
+                src.release.set()  # the slow call ends only after "2" was reported
+    assert seen == ["2", "1"]
+    assert [r.text for r in agent.conversation.messages[2].tool_results] == [
+        "slow",
+        "quick",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("reports", "texts"),
+    [
+        # a failure after one report: that report stands, the rest are errors
+        (
+            [(1, "b done"), (None, ConnectionError("backend down"))],
+            ["backend down", "b done"],
+        ),
+        # a call left unreported is answered with what went missing
+        ([(0, "a done")], ["a done", "returned no result for this call"]),
+        # an index reported twice or out of range fails the calls not reported
+        ([(0, "a"), (0, "again")], ["a", "reported call 0 twice or out of range"]),
+        ([(5, "x")], ["reported call 5", "reported call 5"]),
+        # an exception for one call is that call's error result
+        ([(0, KeyError("gone")), (1, "b")], ["KeyError", "b"]),
+    ],
+)
+def test_what_an_as_completed_source_gets_wrong_is_answered_per_call(
+    reports: list[tuple[Any, object]], texts: list[str]
+) -> None:
+    src = AsCompletedSource(["s_a", "s_b"], reports)
+    agent, _, _ = run_turn(
+        [src], [ToolUse("1", "s_a", "{}"), ToolUse("2", "s_b", "{}")]
+    )
+    results = agent.conversation.messages[2].tool_results
+    assert [r.tool_use_id for r in results] == ["1", "2"]
+    for result, text in zip(results, texts, strict=True):
+        assert text in result.text
+        assert result.is_error == (text not in ("a done", "b done", "a", "b"))
 
 
 @pytest.mark.parametrize("exc", [Cancelled("stop"), KeyboardInterrupt(), MemoryError()])
