@@ -145,7 +145,28 @@ def is_context_overflow(text: str) -> bool:
     ("prompt too long; exceeded max context length", "exceeds the context length"),
     and the servers of ``OVERFLOW_WORDING`` (LM Studio, Gemini, xAI, TGI).
     """
-    return _OVERFLOW.search(text) is not None
+    return _OVERFLOW.search(text) is not None and not _output_alone_too_large(text)
+
+
+#: (output limit, window) in the wordings that name both: vLLM's
+#: "'max_tokens' ... is too large: 5000. This model's maximum context length is 4096",
+#: TGI's "must be <= 4096. Given: 4000 `inputs` tokens and 200 `max_new_tokens`"
+_OUTPUT_LIMITS = (
+    re.compile(r"is too large: (?P<out>\d+)\. This model's maximum context length is "
+               r"(?P<window>\d+)"),
+    re.compile(r"must be <= (?P<window>\d+)\. Given: \d+ `inputs` tokens and "
+               r"(?P<out>\d+) `max_new_tokens`"),
+)  # fmt: skip
+
+
+def _output_alone_too_large(text: str) -> bool:
+    """True when the error says the output limit alone fills the window: a request
+    no compaction can fix (the prompt is not what is too long)."""
+    for pattern in _OUTPUT_LIMITS:
+        found = pattern.search(text)
+        if found is not None:
+            return int(found["out"]) >= int(found["window"])
+    return False
 
 
 def error_for_status(

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 from faultkit import drive, openai_stream
 from loopback import LoopbackServer, Reply
 
 from navi_core import (
     Agent,
+    BadRequest,
     Compacted,
     CompactionConfig,
+    CompactionStarted,
     Config,
     ContextOverflow,
     Message,
@@ -27,6 +30,7 @@ from navi_core import (
 from navi_core.providers.errormap import (
     OVERFLOW_WORDING,
     OverflowWording,
+    error_for_status,
     is_context_overflow,
 )
 from navi_core.providers.openai_chat import OpenAIChat
@@ -66,6 +70,31 @@ def test_near_misses_stay_bad_requests() -> None:
         assert not is_context_overflow(text)
 
 
+_VLLM_OUTPUT = (
+    "'max_tokens' or 'max_completion_tokens' is too large: {out}. This model's "
+    "maximum context length is 4096 tokens and your request has {prompt} input tokens "
+    "({out} > 4096 - {prompt})."
+)
+_TGI_OUTPUT = (
+    "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. "
+    "Given: {prompt} `inputs` tokens and {out} `max_new_tokens`"
+)
+
+
+@pytest.mark.parametrize("wording", [_VLLM_OUTPUT, _TGI_OUTPUT])
+def test_an_output_limit_that_alone_fills_the_window_is_a_bad_request(
+    wording: str,
+) -> None:
+    """Compaction cannot help when ``max_tokens`` alone is the window or more; when
+    the prompt is what pushes the sum over, it can."""
+    too_big = wording.format(out=5000, prompt=100)
+    assert not is_context_overflow(too_big)
+    assert type(error_for_status(400, too_big)) is BadRequest
+    tight = wording.format(out=1000, prompt=3500)
+    assert is_context_overflow(tight)
+    assert type(error_for_status(400, tight)) is ContextOverflow
+
+
 @pytest.mark.parametrize(
     "case",
     OVERFLOW_WORDING,
@@ -94,3 +123,37 @@ def test_overflow_compacts_over_http(
     assert retry.status_code == case.status
     assert done.response == "Restart nginx."
     assert len(loopback.requests) == 3
+
+
+def test_a_vllm_output_limit_error_fails_the_turn_without_compacting(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    """vLLM's 400 for a ``max_tokens`` above the window: one request, no summary
+    request, and the turn fails with the server's words."""
+    body = {
+        "object": "error",
+        "message": _VLLM_OUTPUT.format(out=5000, prompt=100),
+        "type": "BadRequestError",
+        "code": 400,
+    }
+    loopback.add(
+        Reply(
+            status=400,
+            body=(orjson.dumps(body),),
+            headers=(("content-type", "application/json"),),
+            chunked=False,
+        )
+    )
+    config = Config(compaction=CompactionConfig(keep_verbatim=10, prompt="Summarise."))
+    with (
+        OpenAIChat("m", loopback.url + "/v1", "sk-test-overflow") as provider,
+        SQLiteStore(tmp_path / "navi.db") as store,
+    ):
+        sid = store.create().id
+        store.append(sid, [m.with_wire(provider.wire) for m in HISTORY])
+        with Agent(provider, store=store, session=sid, config=config) as agent:
+            stream = agent.run("How do I restart it?")
+            with pytest.raises(BadRequest, match="is too large: 5000"), stream:
+                for event in stream:
+                    assert not isinstance(event, CompactionStarted)
+    assert len(loopback.requests) == 1
