@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Union
 
 from . import _pydantic as pydantic_types
 from ._fast_validation import Check, compile_schema
-from ._schema import convert
+from ._schema import converted
 
 __all__ = ["CallPlan"]
 
@@ -80,7 +80,7 @@ class CallPlan:
         context parameter.
 
         Raises:
-            TypeError, ValueError: a value does not convert (from ``convert``).
+            ConversionError: a value does not convert (from ``convert``).
         """
         if self._plain and type(arguments) is dict:
             return arguments.copy()
@@ -92,6 +92,6 @@ class CallPlan:
                 continue
             target = targets.get(key)
             if target is not None and isinstance(value, target[1]):
-                value = convert(target[0], value)
+                value = converted(target[0], value, key)
             out[key] = value
         return out

@@ -16,6 +16,7 @@ __all__ = [
     "has_validators",
     "is_model",
     "is_pydantic_metadata",
+    "path_text",
     "schema",
     "validate",
 ]
@@ -71,20 +72,26 @@ def validate(tp: Any, value: Any) -> Any:
     return _pydantic().TypeAdapter(tp).validate_python(value)
 
 
-def error_lines(exc: BaseException) -> list[str] | None:
-    """A pydantic ``ValidationError`` as "`path`: message" lines, else None."""
+def error_lines(exc: BaseException, root: str = "") -> list[str] | None:
+    """A pydantic ``ValidationError`` as "`path`: message" lines, else None; ``root``
+    starts every path (the parameter the validated value was)."""
     pydantic = _pydantic()
     if pydantic is None or not isinstance(exc, pydantic.ValidationError):
         return None
     lines = []
     for err in exc.errors(include_url=False):
-        path = ""
-        for part in err.get("loc", ()):
-            path = (
-                f"{path}[{part}]"
-                if isinstance(part, int)
-                else (f"{path}.{part}" if path else str(part))
-            )
+        path = path_text(err.get("loc", ()), root)
         where = f"`{path}`" if path else "the value"
         lines.append(f"{where}: {err.get('msg', 'invalid')}")
     return lines
+
+
+def path_text(parts: Iterable[str | int], start: str = "") -> str:
+    """A value's place as a path: ``start``, then ``.key`` per key, ``[i]`` per index."""
+    path = start
+    for part in parts:
+        if isinstance(part, int):
+            path = f"{path}[{part}]"
+        else:
+            path = f"{path}.{part}" if path else str(part)
+    return path

@@ -23,8 +23,10 @@ from ..errors import ToolRegistrationError
 from . import _pydantic as pydantic_types
 
 __all__ = [
+    "ConversionError",
     "annotated_description",
     "convert",
+    "converted",
     "hoist_defs",
     "function_schema",
     "parse_docstring",
@@ -316,10 +318,10 @@ def convert(tp: Any, value: Any) -> Any:
         and isinstance(value, dict)
     ):
         hints = typing.get_type_hints(tp, include_extras=True)
-        return tp(**{k: convert(hints.get(k, Any), v) for k, v in value.items()})
+        return tp(**{k: converted(hints.get(k, Any), v, k) for k, v in value.items()})
     if isinstance(tp, type) and typing.is_typeddict(tp) and isinstance(value, dict):
         hints = typing.get_type_hints(tp, include_extras=True)
-        return {k: convert(hints.get(k, Any), v) for k, v in value.items()}
+        return {k: converted(hints.get(k, Any), v, k) for k, v in value.items()}
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if tp is int and isinstance(value, float) and value.is_integer():
@@ -327,13 +329,41 @@ def convert(tp: Any, value: Any) -> Any:
     if isinstance(value, list):
         if origin is tuple or tp is tuple:
             if args and not (len(args) == 2 and args[1] is Ellipsis):
-                return tuple(convert(a, v) for a, v in zip(args, value, strict=False))
+                pairs = zip(args, value, strict=False)
+                return tuple(converted(a, v, i) for i, (a, v) in enumerate(pairs))
             inner = args[0] if args else Any
-            return tuple(convert(inner, v) for v in value)
+            return tuple(converted(inner, v, i) for i, v in enumerate(value))
         if origin in (list, Sequence) and args:
-            return [convert(args[0], v) for v in value]
+            return [converted(args[0], v, i) for i, v in enumerate(value)]
         if origin in (set, frozenset) and args:
-            return origin(convert(args[0], v) for v in value)
+            return origin(converted(args[0], v, i) for i, v in enumerate(value))
     if isinstance(value, dict) and origin in (dict, Mapping) and len(args) == 2:
-        return {k: convert(args[1], v) for k, v in value.items()}
+        return {k: converted(args[1], v, k) for k, v in value.items()}
     return value
+
+
+class ConversionError(ValueError):
+    """A value inside the arguments did not convert to its annotated type: where
+    (``path``: keys and indexes from the parameter down) and why (``cause``, e.g. a
+    pydantic ``ValidationError`` whose own paths start at that place)."""
+
+    def __init__(self, path: tuple[str | int, ...], cause: Exception) -> None:
+        self.path = path
+        self.cause = cause
+        super().__init__(f"{self.where}: {cause}")
+
+    @property
+    def where(self) -> str:
+        """The path as text: ``person.addresses[1].number``."""
+        return pydantic_types.path_text(self.path)
+
+
+def converted(tp: Any, value: Any, key: str | int) -> Any:
+    """``convert(tp, value)`` for the item ``key`` of a bigger value: a failure
+    becomes a ``ConversionError`` whose path starts with ``key``."""
+    try:
+        return convert(tp, value)
+    except ConversionError as exc:
+        raise ConversionError((key, *exc.path), exc.cause) from exc.cause
+    except (TypeError, ValueError) as exc:
+        raise ConversionError((key,), exc) from exc

@@ -24,7 +24,13 @@ from ..errors import ToolRegistrationError
 from . import _pydantic as pydantic_types
 from ._call_plan import CallPlan
 from ._context import ToolContext, context_parameters
-from ._schema import function_schema, parse_docstring, schema_for, type_hints
+from ._schema import (
+    ConversionError,
+    function_schema,
+    parse_docstring,
+    schema_for,
+    type_hints,
+)
 from ._timeouts import call_with_idle_limit
 from ._validation import ArgumentError, errors, summary
 
@@ -207,9 +213,10 @@ class Tool(Generic[P, R]):
                 raise ArgumentError(f"invalid arguments: {summary(problems)}")
         try:
             kwargs = plan.keywords(arguments)
-        except (TypeError, ValueError) as exc:
-            lines = pydantic_types.error_lines(exc) or [str(exc)]
-            raise ArgumentError(f"invalid arguments: {summary(lines)}") from exc
+        except ConversionError as exc:
+            where, cause = exc.where, exc.cause
+            lines = pydantic_types.error_lines(cause, where) or [f"`{where}`: {cause}"]
+            raise ArgumentError(f"invalid arguments: {summary(lines)}") from cause
         limit = self.idle_timeout
         if limit is not None:
             base = context if context is not None else ToolContext("", self.name)

@@ -248,9 +248,18 @@ def test_a_pydantic_validator_failure_is_an_argument_error() -> None:
         """Halve an even number."""
         return value.n // 2
 
-    with pytest.raises(ArgumentError, match=r"`n`: Value error, must be even"):
+    # the path starts at the parameter, as a type error's does
+    with pytest.raises(ArgumentError, match=r"`value\.n`: Value error, must be even"):
         half.invoke({"value": {"n": 3}})
     assert half.invoke({"value": {"n": 4}}) == 2
+
+    @tool
+    def halves(values: list[Even]) -> list[int]:
+        """Halve even numbers."""
+        return [v.n // 2 for v in values]
+
+    with pytest.raises(ArgumentError, match=r"`values\[1\]\.n`: Value error, must be"):
+        halves.invoke({"values": [{"n": 2}, {"n": 3}]})
 
 
 def test_field_description_and_bounds_reach_the_schema() -> None:
