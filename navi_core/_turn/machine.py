@@ -1002,8 +1002,15 @@ class Turn:
         config = self.config
         state = self.request
         if isinstance(exc, ContextOverflow) and not state.overflow_compacted:
-            if config.compaction.prompt is None:
-                raise exc
+            if config.compaction.prompt is None:  # every later turn would fail too
+                raise ContextOverflow(
+                    f"{exc.message} (compaction is off: with "
+                    "Config(compaction=CompactionConfig(prompt=...)) the old turns are "
+                    "summarised when this happens; "
+                    "agent.compact(prompt=..., keep_turns=1) does it now)",
+                    status_code=exc.status_code,
+                    retry_after_ms=exc.retry_after_ms,
+                ) from exc
             self.request = replace(state, overflow_compacted=True)
             pending = plan_compaction(
                 self.host.session,

@@ -148,6 +148,39 @@ def test_second_overflow_over_http_propagates(
     assert len(loopback.requests) == 3
 
 
+def test_with_compaction_off_the_overflow_says_how_to_recover_and_that_works(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    """Default config: the turn fails with the provider's words and what to do; doing
+    it (``agent.compact(prompt=...)``) makes the next turn fit."""
+    loopback.add(
+        Reply.json(400, OPENAI_OVERFLOW),
+        Reply.sse(openai_body(["Staging: port 8443 via nginx."])),
+        Reply.sse(openai_body(["Restart nginx."])),
+    )
+    with (
+        OpenAIChat("gpt-test", loopback.url + "/v1", "sk-test-1234567") as provider,
+        SQLiteStore(tmp_path / "navi.db") as store,
+    ):
+        agent = seeded_agent(provider, store, Config())
+        with (
+            pytest.raises(ContextOverflow) as failed,
+            agent.run("How do I restart the stack?") as stream,
+        ):
+            list(stream)
+        message = str(failed.value)
+        assert message.startswith(OPENAI_OVERFLOW["error"]["message"])
+        assert (
+            "compaction is off" in message
+            and "agent.compact(prompt=..., keep_turns=1)" in message
+        )
+        assert failed.value.status_code == 400
+        assert agent.compact(prompt=PROMPT, keep_turns=1).compacted
+        assert agent.ask("And now?").response == "Restart nginx."
+        agent.close()
+    assert len(loopback.requests) == 3
+
+
 def test_reasoning_tokens_do_not_trigger_a_threshold_compaction(
     loopback: LoopbackServer, tmp_path: Path
 ) -> None:
