@@ -141,9 +141,8 @@ class EventPrinter:
                 self._line(
                     self._style(
                         "33",
-                        f"  [retry {r.attempt}/{r.max_attempts} after "
-                        f"{terminal_safe(r.error)}: "
-                        f"waiting {r.delay_ms} ms]",
+                        f"  [attempt {r.attempt}/{r.max_attempts} failed "
+                        f"({terminal_safe(r.error)}): retrying in {r.delay_ms} ms]",
                     )
                 )
             case CompactionStarted(reason=reason, messages_before=n):

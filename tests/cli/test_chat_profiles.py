@@ -161,10 +161,19 @@ def test_flags_win_over_the_profile(loopback: LoopbackServer, tmp_path: Path) ->
     assert loopback.requests[0].json["model"] == "flag-model"
 
 
-def test_a_missing_key_variable_is_one_error_line(tmp_path: Path) -> None:
+def test_a_missing_key_variable_is_one_usage_error_line(tmp_path: Path) -> None:
+    """A usage error (exit 2), as ``run`` and ``serve`` say it, whether a profile or
+    the flag named the variable."""
+    want = (
+        "error: $CHAT_TEST_KEY is not set (the variable --api-key-env or the "
+        "profile's api_key_env names for the API key)\n"
+    )
     result = piped("hi\n", "--config", str(write_profiles(tmp_path)), cwd=tmp_path)
-    assert result.returncode == 1
-    assert result.stderr == "error: $CHAT_TEST_KEY (api_key_env) is not set\n"
+    assert (result.returncode, result.stderr) == (2, want)
+    result = piped(
+        "hi\n", "--model", "m", "--api-key-env", "CHAT_TEST_KEY", cwd=tmp_path
+    )
+    assert (result.returncode, result.stderr) == (2, want)
 
 
 def test_no_model_says_how_to_name_one(tmp_path: Path) -> None:
@@ -220,7 +229,7 @@ def test_a_retried_answer_is_printed_once(
     assert out.count("Final answer.") == 1
     assert "Draft answer" not in out
     assert "attempt 1 broke off after 24 chars" in out  # 13 + 11
-    assert "retry 1/4 after TransportError" in out
+    assert "attempt 1/4 failed (TransportError): retrying in" in out
     assert len(loopback.requests) == 2
 
 

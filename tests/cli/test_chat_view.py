@@ -61,7 +61,7 @@ def test_a_discarded_attempt_vanishes_and_the_retry_is_committed_once() -> None:
     assert out.count("The answer is") == 1
     assert "The answer is 42." in out
     assert "attempt 1 broke off after 15 chars" in out
-    assert "retry 1/4 after TransportError" in out
+    assert "attempt 1/4 failed (TransportError): retrying in" in out
 
 
 def test_thinking_is_committed_before_the_answer_and_tool_calls_get_a_line() -> None:

@@ -734,6 +734,15 @@ class TestRequest:
         assert "authorization" not in loopback.requests[0].headers
         assert loopback.requests[0].path == "/chat/completions"
 
+    def test_an_empty_key_keeps_the_environment_s_key_from_a_local_server(
+        self, loopback: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env-123")
+        loopback.add(Reply.sse(openai_body(["ok"])))
+        with OpenAIChat("llama", loopback.url, api_key="") as p:
+            drain(p, request("hi"))
+        assert "authorization" not in loopback.requests[0].headers
+
     def test_environment_defaults(
         self, loopback: LoopbackServer, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -525,7 +525,7 @@ def test_run_retries_a_bare_finish_reason_error(
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "assistant: half\n[the response above was discarded]\n" in out
-    assert "[retry 1/4 after ServerError: waiting" in out
+    assert "[attempt 1/4 failed (ServerError): retrying in" in out
     assert "assistant: whole\n[end_turn] 1 response" in out
 
 

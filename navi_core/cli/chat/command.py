@@ -159,7 +159,10 @@ def open_provider(s: ChatSettings, demo: DemoScript | None = None) -> Provider:
     if s.api_key_env:
         api_key = os.environ.get(s.api_key_env) or None
         if api_key is None:
-            raise UsageError(f"${s.api_key_env} (api_key_env) is not set")
+            raise UsageError(
+                f"${s.api_key_env} is not set (the variable --api-key-env or the "
+                "profile's api_key_env names for the API key)"
+            )
     assert s.model is not None
     if s.provider == "responses":
         cls = getattr(importlib.import_module("navi_core"), "OpenAIResponses", None)
@@ -277,7 +280,7 @@ def _chat(
         store.close()
         _close_sources(list(tools))
         print(error_line(exc), file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, UsageError) else 1
     if demo is not None:
         script = demo
         chat.before_turn = lambda prompt: script.feed(

@@ -296,9 +296,9 @@ class TurnView:
                     self.commit(
                         p.style(
                             "33",
-                            f"  ↺ retry {r.attempt}/{r.max_attempts} after "
-                            f"{terminal_safe(r.error)}"
-                            f", waiting {r.delay_ms} ms\n",
+                            f"  ↺ attempt {r.attempt}/{r.max_attempts} failed "
+                            f"({terminal_safe(r.error)}): retrying in "
+                            f"{r.delay_ms} ms\n",
                         )
                     )
                 case Steered(message=m):
