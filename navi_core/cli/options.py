@@ -17,6 +17,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._secrets import public_url
 from ..errors import NaviError
 from ..providers.base import Provider
 from ..store.base import SessionStore
@@ -222,8 +223,8 @@ def provider_choice(
     """Read ``add_provider_arguments``' flags; ``environ`` defaults to ``os.environ``.
 
     Raises:
-        UsageError: the flags name two APIs or two base URLs, or ``--api-key-env``
-            names a variable that is unset or empty.
+        UsageError: the flags name two APIs or two base URLs, a base URL that is
+            not http(s), or ``--api-key-env`` names a variable that is unset or empty.
     """
     openai_url: str | None = args.openai_base_url
     anthropic_url: str | None = args.anthropic_base_url
@@ -236,6 +237,11 @@ def provider_choice(
     urls = [u for u in (args.base_url, openai_url, anthropic_url) if u is not None]
     if len(urls) > 1:
         raise UsageError("give one base URL (--base-url), not both")
+    if urls and not urls[0].startswith(("http://", "https://")):
+        raise UsageError(
+            f"the base URL must start with http:// or https://: "
+            f"{public_url(urls[0])!r} (e.g. http://127.0.0.1:11434/v1)"
+        )
     api_key = None
     var: str | None = args.api_key_env
     if var is not None:

@@ -165,11 +165,24 @@ def test_the_provider_flags_are_documented_once_for_every_command(
         (["--openai-base-url", "u", "--anthropic-base-url", "v"], "not both"),
         (["--base-url", "u", "--openai-base-url", "v"], "one base URL"),
         (["--api-key-env", "NAVI_TEST_UNSET"], "$NAVI_TEST_UNSET is not set"),
+        (["--base-url", "localhost:1/v1"], "http:// or https://: 'localhost:1/v1'"),
+        # user info in a URL without a scheme is not echoed
+        (["--base-url", "u:pw-1234567@h/v1"], "http:// or https://: 'h/v1'"),
     ],
 )
 def test_contradictory_or_missing_provider_flags(argv: list[str], message: str) -> None:
     with pytest.raises(UsageError, match=re.escape(message)):
         _parse("run", "hi", "--model", "m", *argv)
+
+
+def test_a_base_url_without_a_scheme_is_a_usage_error(tmp_path: Path) -> None:
+    result = navi(
+        "run", "hi", "--model", "m", "--base-url", "localhost:1/v1", "--db", "n.db",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("error: the base URL must start with http://")
+    assert not (tmp_path / "n.db").exists()
 
 
 def test_the_old_compact_spellings_still_choose_the_endpoint() -> None:
