@@ -368,7 +368,8 @@ class Dispatch:
     def _settle(
         self, i: int, call: ToolCall, value: Any, seconds: float, pooled: bool = False
     ) -> bool:
-        """Report what a source gave for call ``i``: a value, or an exception as an
+        """Report what a source gave for call ``i``: a value, a ``ToolResult`` (its parts
+        and error flag as they are; the call decides the id), or an exception as an
         error result. False when it was one that aborts the turn (reported so)."""
         parts: tuple[Part, ...]
         if isinstance(value, ABORTING):
@@ -378,8 +379,11 @@ class Dispatch:
             text = failure_text(call.name, value)
             parts, error = (TextPart(text),), True
         else:
+            error = False
+            if isinstance(value, ToolResult):  # the source's own: its error flag kept
+                value, error = value.parts, value.is_error
             try:
-                parts, error = to_parts(value, self._limits), False
+                parts = to_parts(value, self._limits)
             except Exception as exc:
                 text = ResultText.unusable(call.name, exc)
                 parts, error = (TextPart(text),), True

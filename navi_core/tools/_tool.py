@@ -354,7 +354,8 @@ class ToolSource(Protocol):
     """Several tools served together: all of a response's calls to them come as one batch.
 
     ``call_batch`` runs on one worker thread and returns one item per call, in order:
-    a value (as a tool would return) or an exception instance (an error result). A
+    a value (as a tool would return), a ``ToolResult`` (taken as it is, its error flag
+    too) or an exception instance (an error result). A
     source whose calls return at once may set an attribute ``inline = True``: its batch
     then runs on the thread that drives the turn, as an inline ``Tool``'s calls do.
 

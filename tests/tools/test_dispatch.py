@@ -24,12 +24,14 @@ from navi_core import (
     Stream,
     StreamPoisoned,
     Text,
+    TextPart,
     Tool,
     ToolCall,
     ToolContext,
     ToolDispatchComplete,
     ToolDispatchStart,
     ToolFinished,
+    ToolResult,
     ToolSource,
     ToolSpec,
     ToolStarted,
@@ -227,6 +229,29 @@ def test_source_may_return_an_exception_for_one_call() -> None:
     ok, err = agent.conversation.messages[2].tool_results
     assert ok.text == "fine" and not ok.is_error
     assert err.is_error and "KeyError" in err.text
+
+
+def test_a_source_s_own_tool_results_keep_their_parts_and_error_flag() -> None:
+    """A ``ToolResult`` from ``call_batch`` is the result itself, not data to write
+    as JSON; the call's position decides its id."""
+
+    class Results(RecordingSource):
+        def call_batch(self, calls: Sequence[ToolCall]) -> list[object]:
+            return [
+                ToolResult("ignored", (TextPart("no such key"),), True),
+                ToolResult(calls[1].id, (TextPart("found"),)),
+            ]
+
+    agent, _, _ = run_turn(
+        [Results(["r1", "r2"])], [ToolUse("1", "r1", "{}"), ToolUse("2", "r2", "{}")]
+    )
+    missing, found = agent.conversation.messages[2].tool_results
+    assert (missing.tool_use_id, missing.parts, missing.is_error) == (
+        "1",
+        (TextPart("no such key"),),
+        True,
+    )
+    assert (found.tool_use_id, found.text, found.is_error) == ("2", "found", False)
 
 
 class AsCompletedSource(RecordingSource):
