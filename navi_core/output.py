@@ -84,6 +84,17 @@ class OutputSpec:
             },
         }
 
+    def responses_text_format(self) -> dict[str, Any]:
+        """The Responses API ``text`` field: the same JSON schema as ``format``."""
+        return {
+            "format": {
+                "type": "json_schema",
+                "name": self.name,
+                "schema": self.schema,
+                "strict": self.strict,
+            }
+        }
+
     def anthropic_fields(
         self, tools: list[dict[str, Any]], *, thinking: bool
     ) -> dict[str, Any]:

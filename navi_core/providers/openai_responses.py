@@ -113,6 +113,8 @@ class OpenAIResponses(HTTPProvider):
             body["max_output_tokens"] = config.max_output_tokens
         if config.temperature is not None:
             body["temperature"] = config.temperature
+        if request.output is not None:
+            body["text"] = request.output.responses_text_format()
         body.update(self._options)
         return body
 
@@ -154,6 +156,11 @@ def _assistant(
             item = _reasoning_item(block.signature)
             if item is not None:
                 out.append(item)
+    # a reasoning item must be followed by an item of its response (OpenAI: "provided
+    # without its required following item"): one a response cut off after reasoning
+    # (max_output_tokens) would fail every later request of the session
+    while out and out[-1].get("type") == "reasoning":
+        out.pop()
     return out
 
 
@@ -212,9 +219,12 @@ def _image(part: MediaPart) -> dict[str, Any]:
 
 
 def _tool(spec: ToolSpec) -> dict[str, Any]:
+    # strict said outright: left out, the Responses API makes a tool strict when it
+    # can, filling in optional parameters, which chat completions never does
     return {
         "type": "function",
         "name": spec.name,
         "description": spec.description,
         "parameters": spec.parameters,
+        "strict": False,
     }

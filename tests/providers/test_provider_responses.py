@@ -3,6 +3,7 @@ turns with reasoning items carried back and calls paired with their outputs."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -75,6 +76,9 @@ def test_request_body_is_stateless_and_streamed(loopback: LoopbackServer) -> Non
     assert body["tools"][0]["type"] == "function"
     assert body["tools"][0]["name"] == "calculator"
     assert set(body["tools"][0]["parameters"]["properties"]) == {"a", "b", "op"}
+    # left out, the API would make the tool strict (chat completions never does)
+    assert body["tools"][0]["strict"] is False
+    assert "text" not in body
     assert message.content == (Text("hi"),)
     assert message.wire is not None and message.wire.api_style == "openai-responses"
 
@@ -263,3 +267,50 @@ def test_a_reasoning_item_without_encrypted_content_stays_home(
         events(agent.run("two"))
     kinds = [i.get("type", i.get("role")) for i in loopback.requests[1].json["input"]]
     assert kinds == ["user", "assistant", "user"]
+
+
+def test_a_response_cut_off_after_its_reasoning_does_not_break_the_session(
+    loopback: LoopbackServer,
+) -> None:
+    """Only reasoning, then ``response.incomplete`` (``max_output_tokens``): the
+    reasoning stays stored, but a reasoning item with no item after it is refused by
+    the API, so later requests leave it out; one that a call follows still goes."""
+    loopback.add(
+        Reply.sse(
+            responses_body(
+                reasoning=[(["long ", "thought"], "ENC-CUT")],
+                incomplete="max_output_tokens",
+            )
+        ),
+        Reply.sse(responses_body(["next answer"])),
+    )
+    with OpenAIResponses("o4-mini", loopback.url + "/v1") as provider:
+        agent = Agent(provider, config=FAST)
+        first = events(agent.run("think"))
+        done = first[-1]
+        assert isinstance(done, TurnComplete)
+        assert done.stop_reason is StopReason.MAX_TOKENS
+        (kept,) = agent.conversation.messages[1].content
+        assert isinstance(kept, Thinking) and "ENC-CUT" in (kept.signature or "")
+        events(agent.run("again"))
+    kinds = [i.get("type", i.get("role")) for i in loopback.requests[1].json["input"]]
+    assert kinds == ["user", "user"]
+
+
+@dataclass
+class City:
+    name: str
+    population: int
+
+
+def test_structured_output_asks_for_the_schema_as_the_text_format(
+    loopback: LoopbackServer,
+) -> None:
+    loopback.add(Reply.sse(responses_body(['{"name": "Oslo", "population": 709000}'])))
+    with OpenAIResponses("gpt-5", loopback.url + "/v1") as provider:
+        done = Agent(provider, config=FAST).ask("Largest city in Norway?", output=City)
+    assert done.output == City("Oslo", 709000)
+    text = loopback.requests[0].json["text"]
+    assert text["format"]["type"] == "json_schema"
+    assert text["format"]["name"] == "City" and text["format"]["strict"] is True
+    assert text["format"]["schema"]["required"] == ["name", "population"]
