@@ -166,6 +166,7 @@ def test_the_provider_flags_are_documented_once_for_every_command(
         (["--base-url", "u", "--openai-base-url", "v"], "one base URL"),
         (["--api-key-env", "NAVI_TEST_UNSET"], "$NAVI_TEST_UNSET is not set"),
         (["--base-url", "localhost:1/v1"], "http:// or https://: 'localhost:1/v1'"),
+        (["--base-url", "ftp://host/v1"], "http:// or https://: 'ftp://host/v1'"),
         # user info in a URL without a scheme is not echoed
         (["--base-url", "u:pw-1234567@h/v1"], "http:// or https://: 'h/v1'"),
     ],
