@@ -69,7 +69,7 @@ _MAX_ROUNDS: Final = 10
 _PROBE_WAIT: Final = 10.0
 #: seconds between looks at a waiting call's cancel signal
 _POLL: Final = 0.05
-#: seconds between looks at the other calls of a batch while one is waited for
+#: seconds between the first looks at the other calls of a batch (then doubling)
 _NOTICE: Final = 0.01
 #: ``_outcome``'s word for a call sent again with the input it asked for
 _AGAIN: Final = object()
@@ -262,15 +262,19 @@ class MCPTools:
         # waiting needs no lock: another agent's batch may share the connection
         try:
             yield from refused
+            look = _NOTICE
             while waiting:
                 first = next(iter(waiting.values()))
                 # the first call's answer ends the wait; the others are looked at
-                # each _NOTICE, so one that answers first is not held up by it
-                first.call.done.wait(_POLL if len(waiting) == 1 else _NOTICE)
+                # every ``look`` seconds (from _NOTICE, doubling up to _POLL while
+                # none answers), so one that answers first is not held up by it
+                first.call.done.wait(_POLL if len(waiting) == 1 else look)
+                look = min(look * 2, _POLL)
                 for k, w in list(waiting.items()):
                     if not w.call.done.is_set():
                         self._watch(transport, w.call, w.context)
                         continue
+                    look = _NOTICE
                     try:
                         result = self._outcome(transport, w)
                         if result is _AGAIN:
