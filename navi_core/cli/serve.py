@@ -15,9 +15,12 @@ import ipaddress
 import json
 import os
 import shutil
+import socket
+import sqlite3
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -104,8 +107,9 @@ def register(subcommands: Subcommands) -> None:
         type=float,
         default=10.0,
         metavar="SECONDS",
-        help="a client that has not sent a request's head (and again its body) "
-        "within this long gets 408 and is cut",
+        help="a client that has begun a request but not sent its head (and again "
+        "its body) within this long gets 408 and is cut; one that sent nothing is "
+        "closed",
     )
     server.add_argument(
         "--send-timeout",
@@ -277,7 +281,7 @@ def _check(args: argparse.Namespace) -> ProviderChoice | None:
     if args.pin_workers and not hasattr(os, "sched_setaffinity"):
         raise UsageError("--pin-workers needs Linux (os.sched_setaffinity)")
     host, sep, port = args.bind.rpartition(":")
-    if not sep or not host or not port.isdigit():
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise UsageError(f"--bind wants HOST:PORT, got {args.bind!r}")
     if args.no_auth and not args.no_auth_beyond_loopback and not _loopback(host):
         raise UsageError(
@@ -330,7 +334,8 @@ def _open_store(
 
 
 def command(args: argparse.Namespace) -> int:
-    """``navi-core serve``: runs until SIGTERM or SIGINT; 2 for bad flags."""
+    """``navi-core serve``: runs until SIGTERM or SIGINT; 2 for bad flags, 1 when the
+    store, the provider or the address fails before it listens."""
     try:
         from ..serve.auth import BearerAuth, tokens_from, weak_token
         from ..serve.server import GunicornServer, gunicorn_options
@@ -388,36 +393,47 @@ def command(args: argparse.Namespace) -> int:
         from ..serve.app import ServeApp
 
         store, control = _open_store(args)
-        if profile is not None:
-            provider: Provider | None = open_provider(profile)  # the key, from its env
-        else:
-            provider = None if choice is None else choice.open()
-        return ServeApp(
-            store,
-            provider,
-            provider_factory=_demo_provider if provider is None else None,
-            tools=tools,
-            config=config,
-            system=profile.system if profile is not None else args.system,
-            auth=auth,
-            control=control(),
-            max_body=args.max_body,
-            hosts=_hosts(args),
-            trusted_proxies=args.trusted_proxy,
-        )
+        with ExitStack() as opened:  # closed again when a later part fails
+            opened.callback(store.close)
+            bus = control()
+            opened.callback(bus.close)
+            if profile is not None:
+                provider: Provider | None = open_provider(profile)  # key from its env
+            else:
+                provider = None if choice is None else choice.open()
+            if provider is not None:
+                opened.callback(provider.close)
+            app = ServeApp(
+                store,
+                provider,
+                provider_factory=_demo_provider if provider is None else None,
+                tools=tools,
+                config=config,
+                system=profile.system if profile is not None else args.system,
+                auth=auth,
+                control=bus,
+                max_body=args.max_body,
+                hosts=_hosts(args),
+                trusted_proxies=args.trusted_proxy,
+            )
+            opened.pop_all()
+        return app
 
-    options = gunicorn_options(
-        args.bind,
-        args.workers,
-        args.threads,
-        args.grace,
-        args.timeout,
-        read_timeout=args.read_timeout,
-        send_timeout=args.send_timeout,
-        max_body=args.max_body,
-    )
     arbiter = os.getpid()
     try:
+        listener = _open_first(args, make_app)
+        if isinstance(listener, int):
+            return listener
+        options = gunicorn_options(
+            f"fd://{listener.detach()}",  # gunicorn owns the socket from here
+            args.workers,
+            args.threads,
+            args.grace,
+            args.timeout,
+            read_timeout=args.read_timeout,
+            send_timeout=args.send_timeout,
+            max_body=args.max_body,
+        )
         GunicornServer(make_app, options, args.grace, pin=args.pin_workers).run()
     except (NaviError, ValueError) as exc:
         print(error_line(exc), file=sys.stderr)
@@ -427,3 +443,44 @@ def command(args: argparse.Namespace) -> int:
         if scratch is not None and os.getpid() == arbiter:
             shutil.rmtree(scratch, ignore_errors=True)
     return 0
+
+
+def _open_first(
+    args: argparse.Namespace, make_app: Callable[[], ServeApp]
+) -> socket.socket | int:
+    """Before gunicorn starts: open (and close) a worker's app, then bind ``--bind``;
+    the listening socket, or the exit status after one ``error:`` line.
+
+    What would fail in every worker alike (the store, the control table, the
+    provider) or in gunicorn (an address in use) fails here instead, at once: status
+    1 (2 for a usage error), and nothing says it listens.
+    """
+    from ..serve.server import listen_socket
+
+    try:
+        make_app().close()
+    except UsageError as exc:
+        print(error_line(exc), file=sys.stderr)
+        return 2
+    except _setup_errors() as exc:
+        print(error_line(exc, with_type=False), file=sys.stderr)
+        return 1
+    try:
+        return listen_socket(args.bind)
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        print(f"error: cannot listen on {args.bind}: {reason}", file=sys.stderr)
+        return 1
+
+
+def _setup_errors() -> tuple[type[Exception], ...]:
+    """What opening the store, the control table or the provider raises when the
+    setup is wrong (a path, a DSN, a base URL) rather than the code."""
+    errors: list[type[Exception]] = [NaviError, ValueError, OSError, sqlite3.Error]
+    try:
+        import psycopg  # the postgres extra: its control table may fail on its own
+    except ImportError:
+        pass
+    else:
+        errors.append(psycopg.Error)
+    return tuple(errors)

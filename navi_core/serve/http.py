@@ -3,11 +3,11 @@
 Every error leaves as JSON, ``{"error": code, "message": text, "field": name|null}``,
 with the HTTP status that says what the client can do: 400 names the field of a bad
 body or query, 401 a missing or wrong token, 404 an unknown session, 409 a session
-another worker drives, 413 a body over the limit, 429 a full steering queue or too
-many wrong tokens (with ``Retry-After``), 500 a failure whose details only the server
-log has (an error id names them), 502 a model that failed; served without tokens,
-403 a cross-site request, 415 a body that is not JSON, 421 a ``Host`` this server
-does not answer for.
+another worker drives, 411 a chunked body the WSGI server does not end, 413 a body
+over the limit, 429 a full steering queue or too many wrong tokens (with
+``Retry-After``), 500 a failure whose details only the server log has (an error id
+names them), 502 a model that failed; served without tokens, 403 a cross-site
+request, 415 a body that is not JSON, 421 a ``Host`` this server does not answer for.
 """
 
 from __future__ import annotations
@@ -95,7 +95,13 @@ class Request:
 
     def body(self) -> bytes:
         """The whole body, refused with 413 past ``max_body`` bytes (before reading it
-        when ``Content-Length`` says so, after ``max_body + 1`` bytes otherwise)."""
+        when ``Content-Length`` says so, after ``max_body + 1`` bytes otherwise).
+
+        Without ``Content-Length`` the body is empty (PEP 3333: reading on would wait
+        for bytes that never come) unless the server ends ``wsgi.input`` itself
+        (``wsgi.input_terminated``, as gunicorn does for a chunked body); a chunked
+        body that it does not end is refused with 411.
+        """
         if self._body is not None:
             return self._body
         length_text = self.environ.get("CONTENT_LENGTH") or ""
@@ -110,10 +116,19 @@ class Request:
                 data = stream.read(length) if length else b""
                 if len(data) < length:
                     raise EOFError(f"{len(data)} of {length} bytes")
-            else:
+            elif self.environ.get("wsgi.input_terminated"):
                 data = stream.read(self.max_body + 1)
                 if len(data) > self.max_body:
                     raise self._too_large()
+            elif "chunked" in str(self.environ.get("HTTP_TRANSFER_ENCODING", "")):
+                raise HTTPError(
+                    411,
+                    "length_required",
+                    "this server cannot read a chunked body: send Content-Length",
+                    "body",
+                )
+            else:
+                data = b""
         except HTTPError:
             raise
         except Exception:  # the server's reader: a bad chunk, a cut body

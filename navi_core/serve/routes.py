@@ -3,19 +3,23 @@
 Path segments in braces are parameters; ``public`` routes need no bearer token (the
 chat page and the OpenAPI document hold nothing secret). ``query`` names the query
 parameters an API route takes: any other is a 400 naming it, so a misspelt
-``?limt=5`` is not silently ignored. ``long`` routes (a turn, a compaction) may hold
-their thread for minutes: the worker runs them on threads of their own.
+``?limt=5`` is not silently ignored. ``long`` routes (a compaction) may hold their
+thread for minutes: the worker runs them on threads of their own. A ``streamed``
+route (a turn) answers at once with a body that streams for long: the worker calls
+its handler as soon as the request is read, so the turn is accepted (its prompt
+stored, the session held) and can be cancelled or steered while its body waits for
+one of those threads.
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Final, NamedTuple
+from typing import Final, Literal, NamedTuple
 from urllib.parse import unquote
 
 from .http import HTTPError
 
-__all__ = ["ROUTES", "Route", "is_long", "match_route"]
+__all__ = ["ROUTES", "Route", "match_route", "route_kind"]
 
 
 class Route(NamedTuple):
@@ -25,6 +29,7 @@ class Route(NamedTuple):
     public: bool = False
     query: tuple[str, ...] = ()
     long: bool = False
+    streamed: bool = False
 
 
 _PAGED = ("limit", "cursor")
@@ -37,7 +42,7 @@ ROUTES: Final = (
     Route("POST", "/v1/sessions", "create_session"),
     Route("GET", "/v1/sessions/{session_id}", "get_session"),
     Route("GET", "/v1/sessions/{session_id}/messages", "list_messages", query=_PAGED),
-    Route("POST", "/v1/sessions/{session_id}/turns", "start_turn", long=True),
+    Route("POST", "/v1/sessions/{session_id}/turns", "start_turn", streamed=True),
     Route("POST", "/v1/sessions/{session_id}/cancel", "cancel_turn"),
     Route("POST", "/v1/sessions/{session_id}/steer", "steer_turn"),
     Route("POST", "/v1/sessions/{session_id}/approvals/{call_id}", "decide_approval"),
@@ -94,14 +99,14 @@ def match_route(
     raise HTTPError(404, "not_found", f"no route {path[:200]!r}")
 
 
-def is_long(method: str, target: str) -> bool:
-    """True when the request line's ``method`` and ``target`` (a path with its query,
-    or an absolute URL) name a ``long`` route."""
+def route_kind(method: str, target: str) -> Literal["short", "long", "streamed"]:
+    """Whether the request line's ``method`` and ``target`` (a path with its query, or
+    an absolute URL) name a ``long`` route, a ``streamed`` one, or neither."""
     if "://" in target.split("?", 1)[0]:
         target = "/" + target.split("://", 1)[1].partition("/")[2]
     path = target.split("?", 1)[0]
     parts = tuple(path.strip("/").split("/")) if path.strip("/") else ("",)
-    return any(
-        r.long and r.method == method and _match(r.pattern, parts) is not None
-        for r in ROUTES
-    )
+    for r in ROUTES:
+        if r.method == method and _match(r.pattern, parts) is not None:
+            return "streamed" if r.streamed else "long" if r.long else "short"
+    return "short"

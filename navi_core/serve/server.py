@@ -10,9 +10,11 @@ stderr beside gunicorn's own log, with secrets redacted.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import signal
+import socket
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -24,7 +26,32 @@ from .._logs import SECRET_FILTER
 from .app import ServeApp
 from .worker import worker_class
 
-__all__ = ["GunicornServer", "gunicorn_options"]
+__all__ = ["GunicornServer", "gunicorn_options", "listen_socket"]
+
+
+def listen_socket(bind: str, backlog: int = 2048) -> socket.socket:
+    """A socket listening on ``bind`` (``HOST:PORT``, ``[IPv6]:PORT``) for gunicorn to
+    take as ``fd://N``: an address in use fails here at once, where gunicorn would
+    retry for seconds. A host name is bound as IPv4, as gunicorn binds it.
+
+    Raises:
+        OSError: the address cannot be bound (in use, not this host's, privileged).
+    """
+    host, _, port = bind.rpartition(":")
+    host = host.strip("[]")
+    try:
+        v6 = ipaddress.ip_address(host).version == 6
+    except ValueError:
+        v6 = False
+    sock = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, int(port)))
+        sock.listen(backlog)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def gunicorn_options(

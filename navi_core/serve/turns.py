@@ -130,24 +130,28 @@ class RunningTurn:
     def _frames(self, sock: socket.socket | None) -> Generator[bytes, None, None]:
         """The body; whichever way it ends early (the store, the control bus, a
         fault), its last frame is ``event: error`` unless the client left."""
-        last_write = last_poll = time.monotonic()
+        last_write = time.monotonic()
+        last_poll = -POLL  # the first look comes before the model is asked
         ended = False
         failure: Exception | None = None
         try:
             # sent at once, so the client has the headers before the first event
             yield f": turn of session {self.session_id}\n\n".encode()
             while not ended:
+                # a turn that waited for a thread may have been cancelled or steered
+                # from another worker meanwhile: that is taken before its first pull
+                now = time.monotonic()
+                if now - last_poll >= POLL:
+                    last_poll = now
+                    if not self._watch(sock):
+                        self._stop(ended, "client disconnected")
+                        return  # nobody to tell
                 out, ended = self._pull(POLL)
                 now = time.monotonic()
                 if out:
                     self.events_sent += len(out)
                     last_write = now
                     yield b"".join(out)
-                if not ended and now - last_poll >= POLL:
-                    last_poll = now
-                    if not self._watch(sock):
-                        self._stop(ended, "client disconnected")
-                        return  # nobody to tell
                 if now - last_write >= KEEPALIVE:
                     last_write = now
                     yield b": keep-alive\n\n"

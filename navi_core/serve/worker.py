@@ -6,14 +6,17 @@ for the first byte), then reads the head and body on it, blocking with no time
 limit: a few clients that send slowly, or not at all, hold every thread. This worker
 reads on its event loop instead, without blocking: a request reaches a thread only
 once its head and body are in memory (``framing.RequestFramer``). A client that has
-not sent its request within ``read_timeout`` seconds (the head, and again the body)
-gets ``408`` and is cut; a head over 64 KiB gets ``431``. Idle connections cost no
-thread, only a socket and what they sent; at most ``max_reading`` of them read at
-once, and accepting one more cuts the oldest.
+begun a request but not sent it within ``read_timeout`` seconds (the head, and again
+the body) gets ``408`` and is cut, one that sent nothing is closed without an answer;
+a head over 64 KiB gets ``431``. Idle connections cost no thread, only a socket and
+what they sent; at most ``max_reading`` of them read at once, and accepting one more
+cuts the oldest.
 
 Turns and compactions, which stream or wait on the model for long, run on
 ``cfg.threads`` threads; every other request (cancel, steer, reads, the page) on
-``control_threads`` threads of its own, so it never waits behind long turns. Each
+``control_threads`` threads of its own, so it never waits behind long turns. A turn
+(a ``streamed`` route) is started on a control thread as soon as it is read, and only
+its body waits for a turn thread: from then on it runs, for cancel and steer. Each
 pool holds at most 64 waiting requests (or 4 per thread, if more); past that the
 answer is ``503`` with ``Retry-After``. A client that stops reading its answer is cut
 once a write has waited ``send_timeout`` seconds. The settings are class attributes,
@@ -29,7 +32,7 @@ import queue
 import selectors
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,7 +43,7 @@ from gunicorn.http.errors import NoMoreData
 from gunicorn.workers.base import Worker
 
 from .framing import Frame, HeadTooLarge, RequestFramer
-from .routes import is_long
+from .routes import route_kind
 
 __all__ = ["ServeWorker", "worker_class"]
 
@@ -92,7 +95,18 @@ class _Conn:
     buf: bytearray = field(default_factory=bytearray)
     deadline: float = 0.0
     started: bool = False  # the read_timeout clock runs
-    pool: _Pool | None = None
+
+
+@dataclass(eq=False)
+class _Answer:
+    """A request the app has answered, whose body is still to be written."""
+
+    req: Any
+    parser: Any
+    resp: Any
+    environ: dict[str, Any]
+    body: Iterable[bytes]
+    started: datetime
 
 
 class ServeWorker(Worker):  # type: ignore[misc]
@@ -111,7 +125,9 @@ class ServeWorker(Worker):  # type: ignore[misc]
 
     def init_process(self) -> None:
         self._poller = selectors.DefaultSelector()
-        self._done: queue.SimpleQueue[tuple[_Conn, bool]] = queue.SimpleQueue()
+        # (connection, pools it leaves, keep it | None while another thread serves it)
+        self._done: queue.SimpleQueue[tuple[_Conn, tuple[_Pool, ...], bool | None]]
+        self._done = queue.SimpleQueue()
         self._turns = _Pool(max(1, self.cfg.threads), "navi-turn")
         self._control = _Pool(self.control_threads, "navi-control")
         self._reading: dict[int, _Conn] = {}  # by fd, oldest first
@@ -265,31 +281,55 @@ class ServeWorker(Worker):  # type: ignore[misc]
     def _dispatch(self, conn: _Conn, frame: Frame) -> None:
         self._forget(conn)
         del conn.buf[: frame.size]
-        pool = self._turns if is_long(frame.method, frame.target) else self._control
-        if pool.full:
+        kind = route_kind(frame.method, frame.target)
+        pool = self._turns if kind == "long" else self._control
+        body_pool = self._turns if kind == "streamed" else None
+        if pool.full or (body_pool is not None and body_pool.full):
             self._refuse(conn, _BUSY)
             return
         pool.held += 1
+        if body_pool is not None:
+            body_pool.held += 1  # the body's place, taken now so it cannot be refused
         self._busy += 1
         conn.sock.settimeout(self.send_timeout)  # blocking, each write bounded
-        future = pool.executor.submit(self._handle, conn, frame)
+        self._submit(
+            pool, conn, lambda: self._handle(conn, frame, body_pool), body_pool
+        )
 
-        def done(f: Future[bool]) -> None:
-            keep = not f.cancelled() and f.exception() is None and f.result()
-            self._done.put((conn, keep))
+    def _submit(
+        self,
+        pool: _Pool,
+        conn: _Conn,
+        job: Callable[[], bool | None],
+        also_held: _Pool | None = None,
+    ) -> None:
+        """Run ``job`` on ``pool``; then the loop gives its place back and, unless it
+        handed the connection on (None), keeps (True) or closes the connection. A job
+        that does not hand it on gives back ``also_held``'s place too."""
+
+        def done(f: Future[bool | None]) -> None:
+            try:
+                outcome = f.result()
+            except BaseException:  # cancelled, or what the job let out: close
+                outcome = False
+            left: tuple[_Pool, ...] = (pool,)
+            if outcome is not None and also_held is not None:
+                left += (also_held,)
+            self._done.put((conn, left, outcome))
             self._wake()
 
-        conn.pool = pool
-        future.add_done_callback(done)
+        pool.executor.submit(job).add_done_callback(done)
 
     def _finish_done(self) -> None:
         while True:
             try:
-                conn, keep = self._done.get_nowait()
+                conn, left, keep = self._done.get_nowait()
             except queue.Empty:
                 return
-            if conn.pool is not None:
-                conn.pool.held -= 1
+            for pool in left:
+                pool.held -= 1
+            if keep is None:  # a thread of another pool writes its answer now
+                continue
             self._busy -= 1
             if keep and self.alive:
                 conn.sock.setblocking(False)
@@ -356,30 +396,43 @@ class ServeWorker(Worker):  # type: ignore[misc]
 
     # -- in a thread ---------------------------------------------------------------
 
-    def _handle(self, conn: _Conn, frame: Frame) -> bool:
+    def _handle(
+        self, conn: _Conn, frame: Frame, body_pool: _Pool | None
+    ) -> bool | None:
         """Serve one request whose bytes are all in ``frame``; True to keep the
-        connection for another."""
+        connection for another. With ``body_pool``, a body the app hands back unread
+        (not a list) is written by a thread of that pool: None."""
         req = None
         try:
             parser = RequestParser(self.cfg, [frame.data], conn.addr)
             req = next(parser)
-            keep = self._respond(req, conn, close=not frame.whole)
-            if keep:  # the parser must have used exactly the framed bytes
-                while req.body.read(65536):
-                    pass
-                keep = not parser.unreader.buf.getvalue()
-            return keep
-        except (NoMoreData, StopIteration):
-            self.log.debug("Incomplete request from %s", conn.addr)
-        except OSError as exc:  # the client left, or stopped reading (send_timeout)
-            self.log.debug("Socket error serving %s: %s", conn.addr, exc)
+            answer = self._call_app(req, parser, conn, close=not frame.whole)
+            if body_pool is None or isinstance(answer.body, (list, tuple)):
+                return self._finish(conn, answer)
+            try:
+                self._submit(body_pool, conn, lambda: self._finish(conn, answer))
+            except BaseException:  # the pool is shut down: nobody writes it
+                self._close_body(answer)
+                self._post_request(req, answer.environ, answer.resp)
+                raise
+            return None
         except Exception as exc:
+            return self._failed(conn, req, exc)
+
+    def _failed(self, conn: _Conn, req: Any, exc: Exception) -> bool:
+        """Log what ``exc`` says about the request (a 500 when nothing was sent);
+        False: the connection is closed."""
+        if isinstance(exc, (NoMoreData, StopIteration)):
+            self.log.debug("Incomplete request from %s", conn.addr)
+        elif isinstance(exc, OSError):  # the client left, or stopped reading
+            self.log.debug("Socket error serving %s: %s", conn.addr, exc)
+        else:
             self.handle_error(req, conn.sock, conn.addr, exc)
         return False
 
-    def _respond(self, req: Any, conn: _Conn, *, close: bool) -> bool:
-        """Run the app on ``req`` and write its answer (gunicorn's own steps); True
-        when the connection may serve another request. ``close``: it may not."""
+    def _call_app(self, req: Any, parser: Any, conn: _Conn, *, close: bool) -> _Answer:
+        """Run the app on ``req`` (gunicorn's own steps); ``close``: the connection
+        may not serve another request."""
         environ: dict[str, Any] = {}
         resp = None
         try:
@@ -397,27 +450,61 @@ class ServeWorker(Worker):  # type: ignore[misc]
             if close or not self.alive or not self.cfg.keepalive:
                 resp.force_close()
             body = self.wsgi(environ, resp.start_response)
+        except BaseException:
+            self._post_request(req, environ, resp)
+            raise
+        return _Answer(req, parser, resp, environ, body, started)
+
+    def _finish(self, conn: _Conn, answer: _Answer) -> bool:
+        """Write the answer's body; True when the connection may serve another
+        request (the parser used exactly the framed bytes)."""
+        try:
+            keep = self._write(answer)
+            if keep:
+                while answer.req.body.read(65536):
+                    pass
+                keep = not answer.parser.unreader.buf.getvalue()
+            return keep
+        except Exception as exc:
+            return self._failed(conn, answer.req, exc)
+
+    def _write(self, answer: _Answer) -> bool:
+        """Write the body out and close it (gunicorn's own steps); True unless the
+        response must close the connection."""
+        resp = answer.resp
+        try:
             try:
-                for chunk in body:
+                for chunk in answer.body:
                     resp.write(chunk)
                 resp.close()
             finally:
-                self.log.access(resp, req, environ, datetime.now() - started)
-                if hasattr(body, "close"):
-                    body.close()
+                elapsed = datetime.now() - answer.started
+                self.log.access(resp, answer.req, answer.environ, elapsed)
+                self._close_body(answer)
             return not resp.should_close()
         except OSError:
             raise
         except Exception:
-            if resp is not None and resp.headers_sent:  # too late for an error answer
+            if resp.headers_sent:  # too late for an error answer
                 self.log.exception("Error handling request")
                 return False
             raise
         finally:
-            try:
-                self.cfg.post_request(self, req, environ, resp)
-            except Exception:
-                self.log.exception("Exception in post_request hook")
+            self._post_request(answer.req, answer.environ, resp)
+
+    @staticmethod
+    def _close_body(answer: _Answer) -> None:
+        """Close the body as WSGI asks (a turn's frees its session there)."""
+        close = getattr(answer.body, "close", None)
+        if close is not None:
+            close()
+
+    def _post_request(self, req: Any, environ: dict[str, Any], resp: Any) -> None:
+        """gunicorn's ``post_request`` hook; its failure is only logged."""
+        try:
+            self.cfg.post_request(self, req, environ, resp)
+        except Exception:
+            self.log.exception("Exception in post_request hook")
 
 
 def worker_class(

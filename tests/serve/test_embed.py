@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -173,6 +174,7 @@ def _turned(c: Client) -> str:
         (["--demo", "--model", "m"], "two models"),
         ([], "give --model"),
         (["--demo", "--bind", "8000"], "HOST:PORT"),
+        (["--demo", "--bind", "127.0.0.1:65536"], "HOST:PORT"),
         (["--demo", "--workers", "0"], "at least 1"),
         (["--model", "m", "--api-key-env", "NAVI_SERVE_NO_SUCH_KEY"], "is not set"),
     ],
@@ -298,3 +300,38 @@ def test_without_a_db_flag_sessions_live_in_the_user_data_directory(
         sid = _turned(c)
     with SQLiteStore(tmp_path / "data" / "navi-core" / "navi.db") as store:
         assert store.get(sid).message_count == 4
+
+
+def _raw_post(url: str, path: str, head: bytes = b"") -> tuple[int, bytes]:
+    """POST ``path`` with no body and no ``Content-Length`` (as ``curl -X POST``
+    sends it): the status and the body, which must come within 5 s."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(
+            b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n%s\r\n"
+            % (path.encode(), host.encode(), head)
+        )
+        answer = b""
+        while chunk := sock.recv(65536):  # wsgiref closes after each answer
+            answer += chunk
+    head_part, _, body = answer.partition(b"\r\n\r\n")
+    return int(head_part.split()[1]), body
+
+
+def test_a_post_without_a_body_or_a_length_is_answered_at_once() -> None:
+    """PEP 3333: no ``CONTENT_LENGTH`` is an empty body, not one to read until the
+    client closes (wsgiref's input never ends while the connection is open)."""
+    app = make_app(MemoryStore(), provider_factory=lambda: Scripted(["hi"]))
+    with _served(app) as url:
+        status, body = _raw_post(url, "/v1/sessions")
+        assert status == 201, body
+        sid = orjson.loads(body)["id"]
+        status, body = _raw_post(url, f"/v1/sessions/{sid}/cancel")
+        assert (status, orjson.loads(body)) == (200, {"running": False})
+        status, body = _raw_post(url, f"/v1/sessions/{sid}/compact")
+        assert status == 200, body
+        assert orjson.loads(body)["compacted"] is False
+        # a chunked body the server does not end for the app cannot be read: 411
+        chunked = b"Transfer-Encoding: chunked\r\n"
+        status, body = _raw_post(url, f"/v1/sessions/{sid}/cancel", chunked)
+        assert status == 411 and orjson.loads(body)["error"] == "length_required"
