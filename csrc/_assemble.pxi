@@ -167,6 +167,8 @@ cdef class Assembler:
             if kind == _D_TEXT or kind == _D_THINKING:
                 text = d[1]
                 if not text:
+                    if kind == _D_THINKING:  # a thinking block with no text: its own
+                        self._open(_B_THINKING, None)
                     continue
                 block_kind = _B_TEXT if kind == _D_TEXT else _B_THINKING
                 cur = self._cur

@@ -5,8 +5,11 @@
 # common chunks (the C-only _fast_scan.pxi and _fast_shapes.pxi). _generic hands the
 # payload to the twin's own reader (OpenAIChatReader, AnthropicReader): the generic
 # orjson path exists once, in Python, and the fast path shares the reader's state
-# (its model, started tool calls, whether a refusal piece came: see its finish).
+# (its model, open tool calls, whether a refusal piece came: see its finish). A
+# chunk that may start a tool call (one with a name) or holds a piece of a bare
+# thinking block is the reader's to read.
 
+from cpython.bytearray cimport PyByteArray_GET_SIZE
 from cpython.bytes cimport (
     PyBytes_AS_STRING,
     PyBytes_FromStringAndSize,
@@ -62,12 +65,24 @@ cdef class OpenAIChatParser(Parser):
     """Chat-completions stream (``data: {chunk}`` ... ``data: [DONE]``) to deltas."""
 
     cdef bytes _model_raw  # the JSON text the reader's model was last read from here
-    cdef set _tools  # the reader's set of started tool calls (the same object)
+    cdef dict _tools  # the reader's open tool calls by wire index (the same object)
 
     def __cinit__(self, *args, **kwargs):
         self._reader = OpenAIChatReader()
         self._tools = self._reader.tools
         self._model_raw = b""
+
+    def close(self):
+        """End of input. A body that ends at an event boundary after a finish reason
+        ends with ``DONE`` too: the model had ended, some servers send no ``[DONE]``."""
+        cdef bint clean = not (
+            self._closed or self._stopped or PyByteArray_GET_SIZE(self._buf)
+            or self._parts
+        )
+        out = Framer.close(self)
+        if clean and self._reader.finish_seen:
+            out.append(_DONE_DELTA)
+        return out
 
     cdef bint _terminal(
         self, const unsigned char* p, Py_ssize_t n, list out
@@ -85,9 +100,16 @@ cdef class OpenAIChatParser(Parser):
     cdef bint _fast(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
         cdef _OpenAIChunk c
         cdef Py_ssize_t size
+        cdef object call = None, pieces
         memset(&c, 0, sizeof(c))
         if _openai_chunk(p, n, &c) < 0:
             return False
+        if c.call_st and c.index_st != 2:  # only an argument piece of an open call
+            if c.call_name_st == 2 and _nonempty(&c.call_name):  # maybe a new call
+                return False
+            call = self._tools.get(c.call_index if c.call_index_st == 2 else 0)
+            if call is None:
+                return False
         if c.model_st == 2 and _nonempty(&c.model):
             size = c.model.end - c.model.start
             if size != PyBytes_GET_SIZE(self._model_raw) or memcmp(
@@ -112,15 +134,12 @@ cdef class OpenAIChatParser(Parser):
         if c.refusal_st == 2 and _nonempty(&c.refusal):
             out.append((_TEXT, _text(p, &c.refusal)))
             self._reader.refused = True
-        if c.call_st:
-            index = c.call_index if c.call_index_st == 2 else 0
-            if index not in self._tools:
-                self._tools.add(index)
-                call_id = _text(p, &c.call_id) if c.call_id_st == 2 else ""
-                name = _text(p, &c.call_name) if c.call_name_st == 2 else ""
-                out.append((_TOOL_START, index, call_id, name))
-            if c.call_args_st == 2 and _nonempty(&c.call_args):
-                out.append((_TOOL_ARGS, index, _text(p, &c.call_args)))
+        if c.call_st and c.call_args_st == 2 and _nonempty(&c.call_args):
+            args = _text(p, &c.call_args)
+            out.append((_TOOL_ARGS, (<list>call)[0], args))
+            pieces = (<list>call)[3]
+            if pieces is not None:  # a call with no id: the reader keeps its pieces
+                (<list>pieces).append(args)
         if c.finish_st == 2:
             out.append((_FINISH, self._reader.finish(_text(p, &c.finish))))
         return True
@@ -130,10 +149,12 @@ cdef class AnthropicParser(Parser):
     """Anthropic Messages stream to deltas, dispatching on each payload's ``type``."""
 
     cdef dict _blocks  # the reader's block index -> tool ordinal (the same object)
+    cdef list _bare  # the reader's bare thinking block, if any (the same object)
 
     def __cinit__(self, *args, **kwargs):
         self._reader = AnthropicReader()
         self._blocks = self._reader.blocks
+        self._bare = self._reader.bare
 
     cdef bint _fast(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
         """Also skips a ping or a content_block_stop; a message_stop is DONE."""
@@ -168,12 +189,16 @@ cdef class AnthropicParser(Parser):
             if ordinal is not None and _nonempty(&e.partial_json):
                 out.append((_TOOL_ARGS, ordinal, _text(p, &e.partial_json)))
         elif _is(p, &e.delta_type, b"thinking_delta", 14):
-            if e.thinking_st != 2:
+            if e.thinking_st != 2 or self._of_bare(&e):
                 return False
             if _nonempty(&e.thinking):
                 out.append((_THINKING, _text(p, &e.thinking)))
         elif _is(p, &e.delta_type, b"signature_delta", 15):
-            if e.signature_st != 2:
+            if e.signature_st != 2 or self._of_bare(&e):
                 return False
             out.append((_SIGNATURE, _text(p, &e.signature)))
         return True
+
+    cdef bint _of_bare(self, _AnthropicEvent* e) except -1:
+        """Whether the event may be a piece of the reader's bare thinking block."""
+        return bool(self._bare) and (not e.index_st or self._bare[0] == e.index)

@@ -46,7 +46,9 @@ class Assembler:
     ``events`` are the classes for text, thinking, tool-call start, tool-call
     arguments and model events; ``on_error(type, message)`` returns the exception for
     an in-stream error. With ``coalesce``, adjacent deltas of one kind in one ``feed``
-    call become one event (what one network read held).
+    call become one event (what one network read held). An empty ``THINKING`` opens
+    a thinking block and pushes nothing: a parser's mark of a block with no text (an
+    Anthropic signature-only block), so the signature after it seals that block.
     """
 
     def __init__(
@@ -87,6 +89,8 @@ class Assembler:
             if kind in (_D_TEXT, _D_THINKING):
                 text = d[1]
                 if not text:
+                    if kind == _D_THINKING:  # a thinking block with no text: its own
+                        self._open(_THINKING, None)
                     continue
                 block_kind = _TEXT if kind == _D_TEXT else _THINKING
                 cur = self._cur

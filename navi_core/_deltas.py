@@ -12,7 +12,8 @@ implementations (``csrc/_core.pyx`` and ``_core_py.py``) produce exactly these s
 kind                tuple
 ==================  ===================================================================
 TEXT                (TEXT, text)
-THINKING            (THINKING, text)
+THINKING            (THINKING, text)   ``(THINKING, "")``: opens a thinking block of its
+                    own (a block with no text; its SIGNATURE follows)
 SIGNATURE           (SIGNATURE, signature)   closes the current thinking block
 REDACTED_THINKING   (REDACTED_THINKING, data)
 TOOL_START          (TOOL_START, index, id, name)   index: ordinal of the call in the

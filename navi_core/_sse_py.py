@@ -45,19 +45,26 @@ _PROBE_JSON: Final = orjson.dumps(_PROBE)[1:-1]
 
 class OpenAIChatReader(Reader):
     """What a chat-completions chunk means. ``tools`` is never rebound: the compiled
-    parser's fast path shares that set, reads and sets ``model``, sets ``refused`` and
-    reports its finish reasons through ``finish``."""
+    parser's fast path shares that dict (it takes the argument pieces of a call already
+    open), reads and sets ``model``, sets ``refused`` and reports its finish reasons
+    through ``finish``."""
 
-    __slots__ = ("model", "refused", "tools")
+    __slots__ = ("_next", "_ordinals", "finish_seen", "model", "refused", "tools")
 
     def __init__(self) -> None:
         self.model = ""
-        self.tools: set[int] = set()  # indexes of the tool calls already started
+        # wire index -> the call open there, [ordinal, id, named, pieces]: pieces are
+        # the arguments so far of a call with no id (None for one with an id)
+        self.tools: dict[int, list[Any]] = {}
+        self._ordinals: set[int] = set()  # the ordinals given to calls
+        self._next = 0  # one past the highest ordinal given
         self.refused = False  # a non-empty ``refusal`` piece arrived
+        self.finish_seen = False  # a finish reason came: the model's own end
 
     def finish(self, reason: str) -> str:
         """The finish reason to report for ``reason``: "refusal" for a plain "stop"
         of a response that refused (OpenAI's ``refusal`` field) and called no tool."""
+        self.finish_seen = True
         if reason == "stop" and self.refused and not self.tools:
             return "refusal"
         return reason
@@ -135,28 +142,74 @@ class OpenAIChatReader(Reader):
             index = call.get("index")
             index = position if index is None else count(index)
             function = call.get("function") or {}
-            if index not in tools:
-                tools.add(index)
-                call_id = string(call.get("id") or "")
-                name = string(function.get("name") or "")
-                out.append((TOOL_START, index, call_id, name))
+            call_id = string(call.get("id") or "")
+            name = string(function.get("name") or "")
             args = function.get("arguments")
             if args:
                 if type(args) is dict:  # some servers send the object itself
                     args = orjson.dumps(args).decode()
-                out.append((TOOL_ARGS, index, string(args)))
-                slot = (function, "arguments")
+                args = string(args)
+            open_call = tools.get(index)
+            if open_call is None or self._another(open_call, call_id, name, args):
+                open_call = self._start(index, open_call is None, call_id, name)
+                out.append((TOOL_START, open_call[0], call_id, name))
+            if args:
+                out.append((TOOL_ARGS, open_call[0], args))
+                pieces = open_call[3]
+                if pieces is None:
+                    slot = (function, "arguments")
+                else:  # kept for _another; no template learnt, it would skip this
+                    pieces.append(args)
         return slot
+
+    def _start(self, index: int, first: bool, call_id: str, name: str) -> list[Any]:
+        """Open a call at wire ``index``. Its ordinal is that index for the first call
+        there (OpenAI's own numbering, kept) unless taken, else one past the highest:
+        Ollama sends each of its parallel calls at index 0."""
+        ordinals = self._ordinals
+        ordinal = index if first and index not in ordinals else self._next
+        ordinals.add(ordinal)
+        self._next = max(self._next, ordinal + 1)
+        call = [ordinal, call_id, bool(name), None if call_id else []]
+        self.tools[index] = call
+        return call
+
+    @staticmethod
+    def _another(call: list[Any], call_id: str, name: str, args: Any) -> bool:
+        """Whether a piece at the wire index of the open ``call`` starts another one.
+
+        OpenAI sends id and name in a call's first piece only, then argument pieces;
+        Ollama sends each parallel call whole, all at index 0 (or none), each with its
+        own id. Only a piece with a name starts a call: Poolside sends another id in
+        the argument pieces of one call. Without ids, the open call's name and whole
+        arguments must have come: MiniMax on NVIDIA NIM repeats the name in every
+        piece of one call, whose arguments are whole only at its end.
+        """
+        if not name:
+            return False
+        if call_id and call[1]:
+            return bool(call_id != call[1])
+        if call[1] or not (args and call[2]):
+            return False
+        try:
+            orjson.loads("".join(call[3]))
+        except orjson.JSONDecodeError:
+            return False
+        return True
 
 
 class AnthropicReader(Reader):
-    """What a Messages stream payload means, by its ``type``. ``blocks`` is never
-    rebound: the compiled parser's fast path shares that dict."""
+    """What a Messages stream payload means, by its ``type``. ``blocks`` and
+    ``bare`` are never rebound: the compiled parser's fast path shares them (and
+    leaves the pieces of a bare thinking block to this reader)."""
 
-    __slots__ = ("_tools", "_usage", "blocks")
+    __slots__ = ("_tools", "_usage", "bare", "blocks")
 
     def __init__(self) -> None:
         self.blocks: dict[Any, int] = {}  # content block index -> tool ordinal
+        # the index of the thinking block begun last while it has no thinking text:
+        # its signature comes after an empty THINKING, so it seals a block of its own
+        self.bare: list[Any] = []
         self._tools = 0
         self._usage = [0, 0, 0, 0]  # input, output, cache_read, cache_write
 
@@ -179,10 +232,14 @@ class AnthropicReader(Reader):
             elif kind == "thinking_delta":
                 text = string(delta.get("thinking"))
                 if text:
+                    self._was_bare(obj.get("index"))
                     out.append((THINKING, text))
                     return delta, "thinking"
             elif kind == "signature_delta":
-                out.append((SIGNATURE, string(delta.get("signature"))))
+                signature = string(delta.get("signature"))
+                if self._was_bare(obj.get("index")):
+                    out.append((THINKING, ""))
+                out.append((SIGNATURE, signature))
         elif kind == "content_block_start":
             self._block_start(obj.get("index"), obj["content_block"], out)
         elif kind == "message_start":
@@ -207,6 +264,7 @@ class AnthropicReader(Reader):
         return None
 
     def _block_start(self, index: Any, block: dict[str, Any], out: list[Any]) -> None:
+        self.bare.clear()  # the block before has ended
         kind = block.get("type")
         if kind == "text":
             text = string(block.get("text") or "")
@@ -226,13 +284,23 @@ class AnthropicReader(Reader):
                 out.append((TOOL_ARGS, ordinal, orjson.dumps(args).decode()))
         elif kind == "thinking":
             text = string(block.get("thinking") or "")
-            if text:
-                out.append((THINKING, text))
             signature = string(block.get("signature") or "")
+            if text or signature:  # empty text: a block all the same (see ``bare``)
+                out.append((THINKING, text))
+            else:
+                self.bare[:] = [index]
             if signature:
                 out.append((SIGNATURE, signature))
         elif kind == "redacted_thinking":
             out.append((REDACTED_THINKING, string(block.get("data"))))
+
+    def _was_bare(self, index: Any) -> bool:
+        """Whether ``index`` is the bare thinking block; it is not from now on."""
+        bare = self.bare
+        if bare and bare[0] == index:
+            bare.clear()
+            return True
+        return False
 
     def _add_usage(self, usage: Any, out: list[Any]) -> None:
         totals = self._usage
@@ -349,10 +417,20 @@ class OpenAIChatParser(Parser):
     """Chat-completions stream (``data: {chunk}`` ... ``data: [DONE]``) to deltas."""
 
     __slots__ = ()
+    _reader: OpenAIChatReader
 
     def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         super().__init__(max_event_bytes)
         self._reader = OpenAIChatReader()
+
+    def close(self) -> list[Delta]:
+        """End of input. A body that ends at an event boundary after a finish reason
+        ends with ``DONE`` too: the model had ended, some servers send no ``[DONE]``."""
+        clean = not (self._closed or self._stopped or self._buf or self._parts)
+        out = super().close()
+        if clean and self._reader.finish_seen:
+            out.append((DONE,))
+        return out
 
     def _terminal(self, data: bytes, out: list[Any]) -> bool:
         if data != b"[DONE]":

@@ -143,6 +143,32 @@ def test_coalescing_joins_one_batch_per_kind_and_call(core: Any) -> None:
     ]
 
 
+@pytest.mark.parametrize("coalesce", [False, True])
+def test_an_empty_thinking_opens_the_block_its_signature_seals(
+    core: Any, coalesce: bool
+) -> None:
+    """A parser's mark of a thinking block with no text (Anthropic's display
+    "omitted"): that block's signature is its own, not appended to the one before;
+    signature pieces with nothing between them stay one signature."""
+    events, asm = run(
+        core,
+        [
+            [(D.THINKING, "A"), (D.SIGNATURE, "SIG-A"), (D.THINKING, "")],
+            [(D.SIGNATURE, "SIG-"), (D.SIGNATURE, "B")],
+            [(D.TEXT, "x"), (D.THINKING, ""), (D.SIGNATURE, "C")],
+        ],
+        coalesce,
+    )
+    assert events == [ThinkingDelta("A"), TextDelta("x")]
+    assert asm.blocks() == [
+        (D.BLOCK_SEALED_THINKING, "A", "SIG-A"),
+        (D.BLOCK_SEALED_THINKING, "", "SIG-B"),
+        (D.BLOCK_TEXT, "x", None),
+        (D.BLOCK_SEALED_THINKING, "", "C"),
+    ]
+    assert asm.shown() == (1, 1, 0)
+
+
 def test_the_events_tuple_is_checked(core: Any) -> None:
     with pytest.raises(ValueError, match="5 classes"):
         core.Assembler((TextDelta,), on_error)

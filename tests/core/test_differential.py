@@ -112,13 +112,23 @@ def dumps(obj: Any, style: int) -> bytes:
     return json.dumps(obj, indent=None).encode() + b"   "
 
 
+# Few ids and names, so that a call's pieces often repeat or change them; arguments
+# whole or in pieces, or an object (Ollama's): a piece may start another call.
+CALL_ID = st.sampled_from(["", "call_a", "call_b"]) | st.text(max_size=6)
+CALL_NAME = st.sampled_from(["", "f", "g"]) | st.text(max_size=6)
+CALL_ARGS = (
+    WORDS
+    | st.sampled_from(["{}", '{"p":1}', '{"p":', "1}", "[", "]"])
+    | st.dictionaries(st.text(max_size=3), WORDS, max_size=2)
+)
 tool_call = st.fixed_dictionaries(
-    {"index": st.integers(0, 3)},
+    {},
     optional={
-        "id": st.text(max_size=6),
+        "index": st.integers(0, 3) | st.none(),  # none: Ollama before 0.20
+        "id": CALL_ID | st.none(),
         "type": st.just("function"),
         "function": st.fixed_dictionaries(
-            {}, optional={"name": st.text(max_size=6), "arguments": WORDS}
+            {}, optional={"name": CALL_NAME | st.none(), "arguments": CALL_ARGS}
         ),
     },
 )
@@ -206,7 +216,10 @@ def refusal_stream(draw: st.DrawFn) -> bytes:
 
 anthropic_block = st.one_of(
     st.fixed_dictionaries({"type": st.just("text"), "text": WORDS}),
-    st.fixed_dictionaries({"type": st.just("thinking"), "thinking": WORDS}),
+    st.fixed_dictionaries(  # no text and maybe a signature: display "omitted"
+        {"type": st.just("thinking"), "thinking": st.just("") | WORDS},
+        optional={"signature": st.just("") | WORDS},
+    ),
     st.fixed_dictionaries({"type": st.just("redacted_thinking"), "data": WORDS}),
     st.fixed_dictionaries(
         {
@@ -305,6 +318,101 @@ def test_openai_refusals_agree(
 @DIFF
 @given(raw=anthropic_stream(), cuts=CUTS)
 def test_anthropic_twins_agree(
+    both_cores: tuple[ModuleType, ModuleType], raw: bytes, cuts: list[int]
+) -> None:
+    py, cy = both_cores
+    expected = outcome(py.AnthropicParser(), [raw])
+    assert expected[1] is None
+    assert outcome(cy.AnthropicParser(), split(raw, cuts)) == expected
+
+
+# Tool calls one per chunk, as the fast path takes them, pieces sharing an index
+# (Ollama) or not, ids and names repeated or changed, and streams that end without
+# [DONE]: after the finish reason or not, at an event's end or inside one.
+call_piece = st.fixed_dictionaries(
+    {},
+    optional={
+        "index": st.sampled_from([0, 0, 1]),
+        "id": st.sampled_from(["", "a", "a", "b"]),
+        "function": st.fixed_dictionaries(
+            {},
+            optional={
+                "name": st.sampled_from(["", "f", "g"]),
+                "arguments": st.sampled_from(["", "{}", '{"p":', "1}", '"x"']),
+            },
+        ),
+    },
+)
+ENDINGS = st.sampled_from(
+    [b"data: [DONE]\n\n", b"", b"\n", b": ping\n\n", b": pi", b"data: {"]
+)
+
+
+@st.composite
+def openai_calls_stream(draw: st.DrawFn) -> bytes:
+    style = draw(st.integers(0, 3))
+    eol = draw(EOLS)
+    chunks: list[dict[str, Any]] = [
+        {"model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [piece]}}]}
+        for piece in draw(st.lists(call_piece, max_size=10))
+    ]
+    finish = draw(st.sampled_from([None, "tool_calls", "stop"]))
+    if finish is not None:
+        chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    if draw(st.booleans()):
+        chunks.append({"choices": [], "usage": {"prompt_tokens": 1}})
+    raw = frame([dumps(c, style) for c in chunks], eol)
+    cut = draw(st.sampled_from([0, 0, 0, 1, 2]))  # the last event's blank line, cut
+    ending = draw(ENDINGS)
+    return raw[: len(raw) - cut * len(eol)] + (ending if not cut else b"")
+
+
+@DIFF
+@given(raw=openai_calls_stream(), cuts=CUTS)
+def test_openai_calls_and_endings_agree(
+    both_cores: tuple[ModuleType, ModuleType], raw: bytes, cuts: list[int]
+) -> None:
+    py, cy = both_cores
+    expected = outcome(py.OpenAIChatParser(), [raw])
+    assert outcome(py.OpenAIChatParser(), split(raw, cuts)) == expected
+    assert outcome(cy.OpenAIChatParser(), split(raw, cuts)) == expected
+
+
+# Thinking blocks in order, each with text pieces (maybe none: display "omitted") and
+# signature pieces, as the API sends them, between text and tool blocks.
+@st.composite
+def anthropic_thinking_stream(draw: st.DrawFn) -> bytes:
+    style = draw(st.integers(0, 3))
+    eol = draw(EOLS)
+    events: list[dict[str, Any]] = []
+    for index in range(draw(st.integers(0, 5))):
+        kind = draw(st.sampled_from(["thinking", "thinking", "thinking", "text"]))
+        pieces = draw(st.lists(st.sampled_from(["", "a", "b c"]), max_size=2))
+        block: dict[str, Any] = {"type": kind, kind: ""}
+        if kind == "thinking":
+            block["signature"] = draw(st.sampled_from(["", "", "S"]))
+        events.append(
+            {"type": "content_block_start", "index": index, "content_block": block}
+        )
+        key = "thinking" if kind == "thinking" else "text"
+        deltas = [{"type": f"{key}_delta", key: t} for t in pieces]
+        if kind == "thinking":
+            signatures = draw(st.lists(st.sampled_from(["s1", "s2"]), max_size=2))
+            deltas += [{"type": "signature_delta", "signature": s} for s in signatures]
+        events += [
+            {"type": "content_block_delta", "index": index, "delta": d} for d in deltas
+        ]
+        events.append({"type": "content_block_stop", "index": index})
+    events.append({"type": "message_stop"})
+    return b"".join(
+        b"event: " + e["type"].encode() + eol + b"data: " + dumps(e, style) + eol + eol
+        for e in events
+    )
+
+
+@DIFF
+@given(raw=anthropic_thinking_stream(), cuts=CUTS)
+def test_anthropic_thinking_blocks_agree(
     both_cores: tuple[ModuleType, ModuleType], raw: bytes, cuts: list[int]
 ) -> None:
     py, cy = both_cores

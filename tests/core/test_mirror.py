@@ -56,6 +56,8 @@ C_ONLY = {
     },
     "_sse.pxi": {
         "Parser._fast",  # the byte scanner; the twin's template check is inline
+        "AnthropicParser._of_bare",  # whether _fast leaves a thinking piece to the
+        # reader; the twin's templates are learnt by that reader's generic path
     },
     "_responses.pxi": {
         "_responses_event",  # the byte scanner of the delta events

@@ -10,6 +10,8 @@ import pytest
 from chunking import DATA, chunkings, feed_all, run
 
 from navi_core._deltas import (
+    BLOCK_SEALED_THINKING,
+    BLOCK_TEXT,
     DONE,
     ERROR,
     FINISH,
@@ -23,6 +25,15 @@ from navi_core._deltas import (
     USAGE,
 )
 from navi_core.errors import MalformedStream
+from navi_core.events import (
+    ModelInfo,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallStart,
+)
+
+EVENTS = (TextDelta, ThinkingDelta, ToolCallStart, ToolCallDelta, ModelInfo)
 
 
 def parse(core: ModuleType, raw: bytes) -> list[tuple[Any, ...]]:
@@ -154,6 +165,51 @@ def test_thinking_signature_and_redacted(core: ModuleType) -> None:
         (THINKING, "whole"),
         (SIGNATURE, "sig2"),
         (TEXT, "Hi"),
+    ]
+
+
+def test_a_thinking_block_with_no_text_keeps_its_own_signature(
+    core: ModuleType,
+) -> None:
+    """With thinking display "omitted" a thinking block carries only its signature:
+    an empty THINKING before it makes the block its own, not the previous one's."""
+    stop = [{"type": "content_block_stop", "index": i} for i in range(4)]
+    raw = sse(
+        start(),
+        block(0, {"type": "thinking", "thinking": "", "signature": ""}),
+        delta(0, {"type": "thinking_delta", "thinking": "A"}),
+        delta(0, {"type": "signature_delta", "signature": "SIG-A"}),
+        stop[0],
+        block(1, {"type": "thinking", "thinking": "", "signature": ""}),
+        delta(1, {"type": "signature_delta", "signature": "SIG-"}),
+        delta(1, {"type": "signature_delta", "signature": "B"}),
+        stop[1],
+        block(2, {"type": "thinking", "thinking": "", "signature": "SIG-C"}),
+        stop[2],
+        block(3, {"type": "text", "text": ""}),
+        delta(3, {"type": "text_delta", "text": "x"}),
+        stop[3],
+    )
+    deltas = parse(core, raw)[2:]
+    assert deltas == [
+        (THINKING, "A"),
+        (SIGNATURE, "SIG-A"),
+        (THINKING, ""),
+        (SIGNATURE, "SIG-"),
+        (SIGNATURE, "B"),
+        (THINKING, ""),
+        (SIGNATURE, "SIG-C"),
+        (TEXT, "x"),
+    ]
+    asm = core.Assembler(EVENTS, RuntimeError)
+    pushed: list[Any] = []
+    asm.feed(deltas, pushed.append)
+    assert pushed == [ThinkingDelta("A"), TextDelta("x")]
+    assert asm.blocks() == [
+        (BLOCK_SEALED_THINKING, "A", "SIG-A"),
+        (BLOCK_SEALED_THINKING, "", "SIG-B"),
+        (BLOCK_SEALED_THINKING, "", "SIG-C"),
+        (BLOCK_TEXT, "x", None),
     ]
 
 

@@ -146,6 +146,42 @@ def test_truncated_stream_keeps_its_last_event(core: ModuleType) -> None:
     ]
 
 
+USAGE_CHUNK = {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+
+
+@pytest.mark.parametrize("usage", [True, False])
+def test_a_body_ending_cleanly_after_a_finish_reason_is_done(
+    core: ModuleType, usage: bool
+) -> None:
+    """Some servers end the body after the finish reason (and usage), no ``[DONE]``:
+    the model ended its answer, so the stream is complete."""
+    raw = sse(chunk({"content": "hi"}, "stop"), *([USAGE_CHUNK] if usage else []))
+    assert parse(core, raw) == [
+        (MODEL, "m"),
+        (TEXT, "hi"),
+        (FINISH, "stop"),
+        *([(USAGE, 3, 1, 0, 0, 0)] if usage else []),
+        (DONE,),
+    ]
+    assert parse(core, raw + b": keep-alive\n\n")[-1] == (DONE,)
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"",  # no finish reason came
+        b"data: " + json.dumps(USAGE_CHUNK).encode() + b"\n",  # no blank line after
+        b"data: " + json.dumps(USAGE_CHUNK).encode(),  # the line unfinished
+        b": keep-al",  # a comment cut short
+    ],
+)
+def test_a_body_ending_mid_event_or_with_no_finish_reason_is_not_done(
+    core: ModuleType, tail: bytes
+) -> None:
+    raw = sse(chunk({"content": "hi"}, "stop" if tail else None)) + tail
+    assert (DONE,) not in parse(core, raw)
+
+
 def test_azure_prompt_filter_stream(core: ModuleType) -> None:
     lines = fixture("vercel-ai-jsonl/azure_openai_prompt_filter_first_chunk.jsonl")
     raw = sse(*[line for line in lines.splitlines() if line], b"[DONE]")
@@ -212,7 +248,7 @@ def test_a_refusal_piece_makes_a_plain_stop_a_refusal(
 def test_a_refusal_in_another_choice_refuses_nothing(core: ModuleType) -> None:
     other = {"index": 1, "delta": {"refusal": "no"}, "finish_reason": None}
     raw = sse({"choices": [other]}, chunk({"content": "Hi"}, "stop"))
-    assert parse(core, raw) == [(MODEL, "m"), (TEXT, "Hi"), (FINISH, "stop")]
+    assert parse(core, raw) == [(MODEL, "m"), (TEXT, "Hi"), (FINISH, "stop"), (DONE,)]
 
 
 def test_whole_tool_call_in_one_chunk(core: ModuleType) -> None:
@@ -223,6 +259,7 @@ def test_whole_tool_call_in_one_chunk(core: ModuleType) -> None:
         (TOOL_START, 0, "c", "f"),
         (TOOL_ARGS, 0, '{"a":1}'),
         (FINISH, "tool_calls"),
+        (DONE,),
     ]
 
 
@@ -239,6 +276,118 @@ def test_tool_call_without_id_name_or_index(core: ModuleType) -> None:
         (TOOL_ARGS, 1, "}"),
         (TOOL_ARGS, 0, '{"x":[1]}'),
     ]
+
+
+def ollama_call(call_id: str, path: Any, **index: Any) -> dict[str, Any]:
+    """A whole call as Ollama sends one, in a chunk of its own; ``path`` an object
+    keeps its arguments an object (builds before 0.20)."""
+    args = path if isinstance(path, dict) else json.dumps({"path": path})
+    function = {"name": "read_file", "arguments": args}
+    return {**index, "id": call_id, "type": "function", "function": function}
+
+
+@pytest.mark.parametrize(
+    "index",
+    [{"index": 0}, {}],  # Ollama 0.20 (ollama#15457); builds with no index (#7881)
+)
+def test_ollama_calls_sharing_an_index_stay_apart(
+    core: ModuleType, index: dict[str, Any]
+) -> None:
+    raw = sse(
+        chunk({"role": "assistant", "content": "", "tool_calls": [ollama_call("call_a1", "a", **index)]}),
+        chunk({"role": "assistant", "content": "", "tool_calls": [ollama_call("call_b2", "b", **index)]}),
+        chunk({"role": "assistant", "content": ""}, "tool_calls"),
+        b"[DONE]",
+    )  # fmt: skip
+    assert parse(core, raw)[1:] == [
+        (TOOL_START, 0, "call_a1", "read_file"),
+        (TOOL_ARGS, 0, '{"path": "a"}'),
+        (TOOL_START, 1, "call_b2", "read_file"),
+        (TOOL_ARGS, 1, '{"path": "b"}'),
+        (FINISH, "tool_calls"),
+        (DONE,),
+    ]
+
+
+def test_whole_calls_with_no_id_or_index_stay_apart(core: ModuleType) -> None:
+    raw = sse(
+        chunk({"tool_calls": [{"function": {"name": "f", "arguments": {"p": "a"}}}]}),
+        chunk({"tool_calls": [{"function": {"name": "f", "arguments": {"p": "b"}}}]}),
+        chunk({"tool_calls": [{"function": {"name": "g", "arguments": '{"p":'}}]}),
+        chunk({"tool_calls": [{"function": {"arguments": ' "c"}'}}]}),
+        chunk({"tool_calls": [{"function": {"name": "h", "arguments": "{}"}}]}),
+    )
+    assert parse(core, raw)[1:] == [
+        (TOOL_START, 0, "", "f"),
+        (TOOL_ARGS, 0, '{"p":"a"}'),
+        (TOOL_START, 1, "", "f"),
+        (TOOL_ARGS, 1, '{"p":"b"}'),
+        (TOOL_START, 2, "", "g"),
+        (TOOL_ARGS, 2, '{"p":'),
+        (TOOL_ARGS, 2, ' "c"}'),  # read by the compiled fast path too: kept whole
+        (TOOL_START, 3, "", "h"),
+        (TOOL_ARGS, 3, "{}"),
+    ]
+
+
+def test_pieces_go_to_the_newest_call_at_their_index(core: ModuleType) -> None:
+    """A later call at another index takes the next free ordinal, not its index."""
+
+    def piece(index: int, args: str, **call: Any) -> Any:
+        function = {"arguments": args, **({"name": call.pop("name")} if call else {})}
+        return chunk({"tool_calls": [{"index": index, **call, "function": function}]})
+
+    raw = sse(
+        piece(0, "", id="a", name="f"),
+        piece(0, "{}"),
+        piece(0, "", id="b", name="g"),
+        piece(0, '{"x":'),
+        piece(0, "1}"),
+        piece(1, "[", id="c", name="h"),
+        piece(1, "]"),
+        piece(0, ""),
+    )
+    assert parse(core, raw)[1:] == [
+        (TOOL_START, 0, "a", "f"),
+        (TOOL_ARGS, 0, "{}"),
+        (TOOL_START, 1, "b", "g"),
+        (TOOL_ARGS, 1, '{"x":'),
+        (TOOL_ARGS, 1, "1}"),
+        (TOOL_START, 2, "c", "h"),
+        (TOOL_ARGS, 2, "["),
+        (TOOL_ARGS, 2, "]"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        # OpenAI: id and name in the first piece only
+        [{"id": "c", "function": {"name": "f", "arguments": ""}},
+         {"function": {"arguments": '{"a":'}}, {"function": {"arguments": "1}"}}],
+        # another id in the argument pieces, no name (Poolside, poolsideai/pool#9)
+        [{"id": "c", "function": {"name": "f", "arguments": ""}},
+         {"id": "d", "function": {"arguments": '{"a":'}},
+         {"id": "d", "function": {"arguments": "1}"}}],
+        # the same id and name again in every piece (vLLM's last piece, LiteLLM)
+        [{"id": "c", "function": {"name": "f", "arguments": '{"a":'}},
+         {"id": "c", "function": {"name": "f", "arguments": "1}"}}],
+        # the name in every piece, the id in the first only or nowhere (NVIDIA NIM)
+        [{"id": "c", "function": {"name": "f", "arguments": "{}"}},
+         {"function": {"name": "f", "arguments": ""}}],
+        [{"function": {"name": "f", "arguments": '{"a":'}},
+         {"function": {"name": "f", "arguments": "1}"}},
+         {"function": {"name": "f", "arguments": ""}}],
+    ],
+)  # fmt: skip
+def test_the_pieces_of_one_call_stay_one_call(
+    core: ModuleType, pieces: list[dict[str, Any]]
+) -> None:
+    raw = sse(*(chunk({"tool_calls": [{"index": 0, **p}]}) for p in pieces))
+    deltas = parse(core, raw)[1:]
+    assert deltas[0] == (TOOL_START, 0, pieces[0].get("id", ""), "f")
+    assert {d[:2] for d in deltas[1:]} == {(TOOL_ARGS, 0)}
+    assert json.loads("".join(d[2] for d in deltas[1:])) in ({}, {"a": 1})
 
 
 def test_model_change_and_empty_model(core: ModuleType) -> None:
@@ -468,6 +617,7 @@ def test_escaped_tool_calls_and_finish_reason(core: ModuleType) -> None:
         (TOOL_START, 0, "c", "f1"),
         (TOOL_ARGS, 0, '{"a":1}'),
         (FINISH, "tool_calls"),
+        (DONE,),
     ]
 
 

@@ -123,8 +123,9 @@ CUTS: dict[str, tuple[bytes, bytes]] = {
         without(CHAT_TEXT, b'"finish_reason":"stop"'),
         openai_body(["whole"]),
     ),
-    "chat/finish-reason-without-done": (
-        before(CHAT_TEXT, b"[DONE]"),
+    # after its finish reason a body may end without [DONE]; not inside an event
+    "chat/cut-inside-the-last-event": (
+        before(CHAT_TEXT, b"[DONE]")[:-1],
         openai_body(["whole"]),
     ),
     "anthropic/before-any-delta": (

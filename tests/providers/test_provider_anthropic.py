@@ -10,6 +10,7 @@ import pytest
 from loopback import LoopbackServer, Reply
 from wire_streams import anthropic_body, drain, fixture, request
 
+from navi_core import Agent, TurnComplete, tool
 from navi_core._secrets import MAX_MESSAGE_CHARS
 from navi_core.config import Config
 from navi_core.conversation import (
@@ -440,3 +441,51 @@ class TestRequest:
         sent = loopback.requests[0]
         assert sent.path == "/v1/messages?key=s3cret"
         assert sent.headers["authorization"] == "Basic dXNlcjpzM2NyZXQ="
+
+
+# --- thinking blocks that carry no text (thinking display "omitted") ---------------
+
+ADDED: list[tuple[int, int]] = []
+
+
+@tool
+def add(a: int, b: int) -> str:
+    """Add two integers."""
+    ADDED.append((a, b))
+    return str(a + b)
+
+
+@pytest.mark.parametrize("chunk", [None, 11])
+def test_a_thinking_block_with_no_text_goes_back_with_its_own_signature(
+    loopback: LoopbackServer, chunk: int | None
+) -> None:
+    """Each thinking block is its own ``Thinking``: one with a signature and no text
+    (right after another thinking block) is kept and sent back as it came."""
+    first = anthropic_body(
+        [
+            ("thinking", (["A"], "SIG-A")),
+            ("thinking", ([], "SIG-B")),
+            ("tool", ("toolu_1", "add", ['{"a": 1, ', '"b": 2}'])),
+        ],
+        stop="tool_use",
+    )
+    loopback.add(
+        Reply.sse(first, chunk=chunk), Reply.sse(anthropic_body([("text", ["3"])]))
+    )
+    ADDED.clear()
+    with Anthropic("claude-test", loopback.url, KEY, cache=False) as provider:
+        agent = Agent(provider, tools=[add])
+        with agent.run("1 + 2?") as stream:
+            events = list(stream)
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert (done.response, ADDED) == ("3", [(1, 2)])
+    assert agent.conversation.messages[1].content[:2] == (
+        Thinking("A", "SIG-A"),
+        Thinking("", "SIG-B"),
+    )
+    assert loopback.requests[1].json["messages"][1]["content"] == [
+        {"type": "thinking", "thinking": "A", "signature": "SIG-A"},
+        {"type": "thinking", "thinking": "", "signature": "SIG-B"},
+        {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 1, "b": 2}},
+    ]

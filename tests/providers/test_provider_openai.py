@@ -16,6 +16,14 @@ import pytest
 from loopback import LoopbackServer, Reply
 from wire_streams import drain, fixture, openai_body, openai_chunk, request
 
+from navi_core import (
+    Agent,
+    ProviderRetry,
+    RetryPolicy,
+    ToolFinished,
+    TurnComplete,
+    tool,
+)
 from navi_core._secrets import MAX_MESSAGE_CHARS
 from navi_core.config import Config, Timeout
 from navi_core.conversation import (
@@ -33,6 +41,7 @@ from navi_core.errors import (
     AuthFailed,
     BadRequest,
     ContextOverflow,
+    IncompleteResponse,
     MalformedStream,
     Overloaded,
     ProviderError,
@@ -838,3 +847,96 @@ def test_a_request_config_without_coalesce_deltas_still_streams(
     scripted = Scripted(["Hi there"], chunk_chars=2)
     events, message = drain(scripted, request("hi", config=cast(Config, old)))
     assert message.text == "Hi there"
+
+
+# --- servers' own shapes: Ollama's parallel calls, a body with no [DONE] -------------
+
+FAST = Config(retry=RetryPolicy(initial_delay_ms=1, max_delay_ms=5, jitter=False))
+READ: list[str] = []
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a file."""
+    READ.append(path)
+    return f"content of {path}"
+
+
+def _ollama_call(call_id: str, path: str, index: dict[str, int]) -> bytes:
+    """A whole call in a chunk of its own, as Ollama streams each parallel call."""
+    arguments = json.dumps({"path": path})
+    function = {"name": "read_file", "arguments": arguments}
+    call = {**index, "id": call_id, "type": "function", "function": function}
+    delta = {"role": "assistant", "content": "", "tool_calls": [call]}
+    return openai_chunk(delta, model="qwen3-coder:30b")
+
+
+@pytest.mark.parametrize(
+    "index", [{"index": 0}, {}], ids=["ollama-0.20-index-0", "no-index"]
+)
+def test_ollama_parallel_calls_run_with_their_own_ids(
+    loopback: LoopbackServer, index: dict[str, int]
+) -> None:
+    body = b"".join(
+        [
+            _ollama_call("call_a1", "a", index),
+            _ollama_call("call_b2", "b", index),
+            openai_chunk(
+                {"role": "assistant", "content": ""}, finish_reason="tool_calls"
+            ),
+            openai_chunk(usage={"prompt_tokens": 50, "completion_tokens": 20}),
+            b"data: [DONE]\n\n",
+        ]
+    )
+    loopback.add(Reply.sse(body, chunk=7), Reply.sse(openai_body(["Both read."])))
+    READ.clear()
+    with OpenAIChat("qwen3-coder:30b", loopback.url + "/v1") as provider:
+        agent = Agent(provider, tools=[read_file], config=FAST)
+        with agent.run("read a and b") as stream:
+            events = list(stream)
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert (done.response, done.tool_calls) == ("Both read.", 2)
+    assert sorted(READ) == ["a", "b"]
+    finished = {e.call_id for e in events if isinstance(e, ToolFinished)}
+    assert finished == {"call_a1", "call_b2"}
+    messages = loopback.requests[1].json["messages"]
+    assert [
+        (c["id"], c["function"]["name"], c["function"]["arguments"])
+        for c in messages[1]["tool_calls"]
+    ] == [
+        ("call_a1", "read_file", '{"path": "a"}'),
+        ("call_b2", "read_file", '{"path": "b"}'),
+    ]
+    assert messages[2:4] == [
+        {"role": "tool", "tool_call_id": "call_a1", "content": "content of a"},
+        {"role": "tool", "tool_call_id": "call_b2", "content": "content of b"},
+    ]
+
+
+def test_a_body_ending_after_the_finish_reason_completes_the_turn(
+    loopback: LoopbackServer,
+) -> None:
+    """A server that sends no ``[DONE]``: the finish reason (and the usage after it)
+    ended the answer, so the turn completes at once, never retried."""
+    loopback.add(Reply.sse(openai_body(["Hel", "lo"], done=False), chunk=5))
+    with OpenAIChat("gpt-test", loopback.url + "/v1") as provider:
+        agent = Agent(provider, tools=[read_file], config=FAST)
+        with agent.run("hi") as stream:
+            events = list(stream)
+    assert not [e for e in events if isinstance(e, ProviderRetry)]
+    done = events[-1]
+    assert isinstance(done, TurnComplete)
+    assert (done.response, done.stop_reason) == ("Hello", "end_turn")
+    assert agent.conversation.messages[1].usage == Usage(10, 5)
+    assert len(loopback.requests) == 1
+
+
+def test_a_body_ending_with_no_finish_reason_is_incomplete(
+    loopback: LoopbackServer, provider: OpenAIChat
+) -> None:
+    body = openai_body(["Hel", "lo"], done=False)
+    cut = body[: body.index(b'"finish_reason":"stop"')]
+    loopback.add(Reply.sse(cut[: cut.rindex(b"data: ")]))
+    with pytest.raises(IncompleteResponse):
+        drain(provider, request("hi"))

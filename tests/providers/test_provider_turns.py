@@ -107,9 +107,13 @@ def test_openai_reset_mid_stream_is_retried_without_duplicates(
     assert loopback.connections == 2
 
 
-def test_openai_stream_cut_before_done_is_retried(loopback: LoopbackServer) -> None:
+def test_openai_stream_cut_inside_its_last_event_is_retried(
+    loopback: LoopbackServer,
+) -> None:
+    """A body may end without ``[DONE]`` after its finish reason, not inside an event."""
     loopback.add(
-        Reply.sse(openai_body(["par"], done=False)), Reply.sse(openai_body(["whole"]))
+        Reply.sse(openai_body(["par"], done=False)[:-1]),
+        Reply.sse(openai_body(["whole"])),
     )
     with OpenAIChat("gpt-test", loopback.url) as provider:
         agent = Agent(provider, config=FAST)
