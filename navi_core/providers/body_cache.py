@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -30,6 +30,8 @@ __all__ = [
     "MessageCache",
     "exact",
     "split_body",
+    "starts_turn",
+    "tool_turns",
 ]
 
 #: what ``mark_cache_breakpoints`` adds to a block, spliced before its closing brace
@@ -180,6 +182,33 @@ def _dumps_all(values: Sequence[dict[str, Any]]) -> bytes:
 #: (message, names) -> the wire items of one message; records its tool calls' names
 FlatEncode = Callable[[Message, dict[str, str]], list[dict[str, Any]]]
 
+#: (message, names, in_tool_turn) -> the same, for an encoding that also depends on
+#: whether the message's turn has called a tool by then (``FlatEncoder(turns=True)``)
+TurnEncode = Callable[[Message, dict[str, str], bool], list[dict[str, Any]]]
+
+
+def starts_turn(message: Message) -> bool:
+    """True for a user message that opens a turn: one holding anything besides tool
+    results (the user's text or images, a summary). A message of tool results only
+    carries on the turn of the calls it answers."""
+    return message.role == "user" and any(
+        type(b) is not ToolResult for b in message.content
+    )
+
+
+def tool_turns(messages: Iterable[Message], tooled: bool = False) -> Iterator[bool]:
+    """For each message, whether its turn has called a tool by then: from the first
+    assistant message with a tool call (itself included) up to the next message that
+    ``starts_turn``. ``tooled``: the state after the messages before these."""
+    for message in messages:
+        role = message.role
+        if role == "assistant":
+            if not tooled:
+                tooled = any(type(b) is ToolUse for b in message.content)
+        elif role == "user" and tooled and starts_turn(message):
+            tooled = False
+        yield tooled
+
 
 class FlatEncoder:
     """Items that map one message to zero or more array items (chat, Responses).
@@ -188,16 +217,34 @@ class FlatEncoder:
     the encoding of a tool result with images (its label); such a message's entry keeps
     the names it was encoded with and is encoded again when they differ. ``wire``:
     the encoding depends on whether a message is the receiver's own (``is_own``).
+    ``turns``: ``encode`` is a ``TurnEncode``, and the encoding of the receiver's own
+    assistant messages also depends on whether their turn has called a tool by then
+    (``tool_turns``); each form is kept under a key of its own.
     """
 
     def __init__(
-        self, style: str, encode: FlatEncode, wire: WireIdentity | None = None
+        self,
+        style: str,
+        encode: FlatEncode | TurnEncode,
+        wire: WireIdentity | None = None,
+        *,
+        turns: bool = False,
     ) -> None:
-        self._encode = encode
+        if turns:
+            self._encode = cast(TurnEncode, encode)
+        else:
+            plain = cast(FlatEncode, encode)
+            self._encode = lambda message, names, _turn: plain(message, names)
         self._wire = wire
-        self._keys = ((style, False), (style, True))  # by is_own
+        self._turns = turns
+        # by is_own, then (own assistant messages, with turns) in a tool turn
+        self._keys = ((style, False), (style, True), (style, True, "tool turn"))
         self._lock = threading.Lock()
-        self._memo: tuple[Sequence[Message], list[bytes], dict[str, str]] | None = None
+        #: the messages last encoded, their chunks, the names and the tool-turn state
+        #: they leave
+        self._memo: (
+            tuple[Sequence[Message], list[bytes], dict[str, str], bool] | None
+        ) = None
 
     def join(
         self, messages: Sequence[Message], before: bytes, first: bytes, after: bytes
@@ -207,21 +254,31 @@ class FlatEncoder:
         with self._lock:
             memo = self._memo
             if memo is not None and _extends(messages, memo[0]):
-                done, chunks, names = len(memo[0]), memo[1], memo[2]
+                done, chunks, names, tooled = len(memo[0]), memo[1], memo[2], memo[3]
             else:
-                done, chunks, names = 0, [], {}
+                done, chunks, names, tooled = 0, [], {}, False
             entries = CACHE.table
-            wire, keys = self._wire, self._keys
+            wire, keys, turns = self._wire, self._keys, self._turns
             pieces = []
             for message in messages[done:]:
                 made = message.wire
-                key = keys[wire is None or made is None or made == wire]  # is_own
+                own = wire is None or made is None or made == wire  # is_own
+                turn = False
+                if turns:  # tool_turns, inline
+                    role = message.role
+                    if role == "assistant":
+                        if not tooled:
+                            tooled = any(type(b) is ToolUse for b in message.content)
+                        turn = tooled and own
+                    elif role == "user" and tooled and starts_turn(message):
+                        tooled = False
+                key = keys[2 if turn else own]
                 entry = entries.get(id(message))
                 hit = None
                 if entry is not None and entry[0] is message:
                     hit = entry[3] if entry[2] == key else _value(entry, key)
                 if hit is None or hit[2]:  # not kept, or its labels need checking
-                    piece = self._piece(message, names, key)
+                    piece = self._piece(message, names, key, turn)
                 else:
                     if hit[1]:
                         names.update(hit[1])
@@ -229,10 +286,12 @@ class FlatEncoder:
                 if piece:
                     pieces.append(piece)
             _add_chunk(chunks, pieces)
-            self._memo = (_kept(messages), chunks, names)
+            self._memo = (_kept(messages), chunks, names, tooled)
             return _assemble(before, first, chunks, b"", after)
 
-    def _piece(self, message: Message, names: dict[str, str], key: Hashable) -> bytes:
+    def _piece(
+        self, message: Message, names: dict[str, str], key: Hashable, turn: bool
+    ) -> bytes:
         hit = CACHE.get(message, key)
         if hit is not None:
             piece, added, label_ids, labels = hit
@@ -247,7 +306,7 @@ class FlatEncoder:
             if isinstance(b, ToolResult)
             and any(isinstance(p, MediaPart) for p in b.parts)
         )
-        piece = exact(_dumps_all(self._encode(message, names)))
+        piece = exact(_dumps_all(self._encode(message, names, turn)))
         labels = tuple(names.get(i) for i in label_ids)
         CACHE.put(message, key, (piece, added, label_ids, labels), _held(piece))
         return piece

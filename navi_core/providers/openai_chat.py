@@ -2,9 +2,10 @@
 
 ``POST {base_url}/chat/completions`` with ``stream: true`` and usage in the stream;
 the body is parsed by the core's ``OpenAIChatParser``. The request mapping keeps the
-conversation's order: an assistant message carries its text and ``tool_calls``, each
-tool result becomes a ``tool`` message, and images returned by tools follow in one user
-message (chat completions only accepts images from the user).
+conversation's order: an assistant message carries its text and ``tool_calls`` (and,
+in a turn that called a tool, the reasoning its own server streamed, as
+``reasoning_content``), each tool result becomes a ``tool`` message, and images returned
+by tools follow in one user message (chat completions only accepts images from the user).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -26,19 +28,22 @@ from ..conversation import (
     MediaPart,
     Message,
     Text,
+    Thinking,
     ToolResult,
     ToolUse,
+    WireIdentity,
 )
 from ..tokens import estimate_request_tokens, estimate_tokens
 from ..tools._tool import ToolSpec
 from ._body import Tap
 from ._http import HTTP_DEFAULTS, HTTPProvider, HTTPSettings, Parser, json_object
 from .base import ProviderRequest
-from .body_cache import FlatEncoder, split_body
+from .body_cache import FlatEncoder, split_body, tool_turns
 from .delta_stream import DeltaStream
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "REFUSES_REASONING",
     "SUMMARY_PREFIX",
     "TEXT_CALL_ID_PREFIX",
     "TEXT_TOOL_CALLS",
@@ -57,6 +62,11 @@ TEXT_TOOL_CALLS = ("auto", "off", "hermes", "qwen", "llama", "mistral")
 
 TEXT_CALL_ID_PREFIX = "call_text_"
 """How the id of a tool call recovered from the content (written as text) begins."""
+
+REFUSES_REASONING = ("api.openai.com", "groq.com", "cerebras.ai")
+"""Hosts (and their subdomains) that ``OpenAIChat(send_reasoning=None)`` sends no
+``reasoning_content``: Groq and Cerebras refuse an assistant message that has one
+(400 "property 'reasoning_content' is unsupported"); OpenAI streams none to send."""
 
 
 def openai_endpoint(
@@ -92,6 +102,13 @@ class OpenAIChat(HTTPProvider):
     any of these formats naming an offered tool, a format's name only that format
     (any tool name), ``"off"`` none. ``reasoning_tags``: content that opens with the
     first tag is thinking up to the second (None: never).
+    ``send_reasoning``: the reasoning this endpoint and model streamed
+    (``reasoning_content``, ``reasoning`` or tags) goes back as ``reasoning_content``
+    on its assistant messages of every turn that called a tool, from the first call
+    on, in every later request: DeepSeek's and Kimi's thinking modes refuse a tool
+    loop without it (400). Turns without tool calls, and reasoning of another
+    endpoint or model, are never sent. None: sent except to the hosts in
+    ``REFUSES_REASONING``; False: never.
     ``timeout``, ``http2``, ``headers`` and ``client`` are the keywords every HTTP
     provider takes (``HTTPSettings`` describes them).
     """
@@ -117,6 +134,7 @@ class OpenAIChat(HTTPProvider):
             "auto", "off", "hermes", "qwen", "llama", "mistral"
         ] = "auto",
         reasoning_tags: tuple[str, str] | None = ("<think>", "</think>"),
+        send_reasoning: bool | None = None,
         **options: Any,
     ) -> None:
         if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
@@ -139,7 +157,13 @@ class OpenAIChat(HTTPProvider):
         #: USD per million tokens (``TurnComplete.cost``); None: the price table's
         self.pricing = pricing
         self._options = options
-        self._encoder = FlatEncoder(self.api_style, _encode)
+        if send_reasoning is None:
+            send_reasoning = not _refuses_reasoning(self.base_url)
+        #: the receiver whose own reasoning goes back (None: no reasoning is sent)
+        self._reasoning_to = self.wire if send_reasoning else None
+        self._encoder = FlatEncoder(
+            self.api_style, self._encode, self.wire, turns=bool(send_reasoning)
+        )
         self.text_tool_calls = text_tool_calls
         self.reasoning_tags = reasoning_tags
         self._opening = threading.local()  # the request open() is sending
@@ -166,9 +190,16 @@ class OpenAIChat(HTTPProvider):
             f"{TEXT_CALL_ID_PREFIX}{new_id()[:8]}_",
         )
 
+    @property
+    def send_reasoning(self) -> bool:
+        """Whether this provider's own reasoning goes back in tool turns (the
+        ``send_reasoning`` keyword, None resolved by the base URL's host)."""
+        return self._reasoning_to is not None
+
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The chat-completions JSON body for ``request`` (``options`` applied last)."""
-        return self._body(request, build_messages(request.messages, request.system))
+        messages = build_messages(request.messages, request.system, self._reasoning_to)
+        return self._body(request, messages)
 
     def encode_parts(self, request: ProviderRequest) -> list[bytes]:
         """``orjson.dumps(build_body(request))`` in parts, from the messages' kept JSON."""
@@ -178,6 +209,16 @@ class OpenAIChat(HTTPProvider):
         system = request.system
         first = orjson.dumps({"role": "system", "content": system}) if system else b""
         return self._encoder.join(request.messages, before, first, after)
+
+    def _encode(
+        self, message: Message, names: dict[str, str], tool_turn: bool = False
+    ) -> list[dict[str, Any]]:
+        if message.role == "assistant":
+            sent = tool_turn and _reasoning_goes_back(message, self._reasoning_to)
+            return [_assistant(message, names, sent)]
+        if message.role == "user":
+            return _user(message, names)
+        return []
 
     def _body(self, request: ProviderRequest, messages: list[Any]) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -200,33 +241,50 @@ class OpenAIChat(HTTPProvider):
 
 
 def build_messages(
-    messages: Iterable[Message], system: str | None
+    messages: Iterable[Message],
+    system: str | None,
+    reasoning_to: WireIdentity | None = None,
 ) -> list[dict[str, Any]]:
-    """The ``messages`` array: the system prompt first, then the dialogue in order."""
+    """The ``messages`` array: the system prompt first, then the dialogue in order.
+
+    ``reasoning_to``: the endpoint and model the array is for; the reasoning of its
+    own assistant messages goes back as ``reasoning_content`` in the turns that called
+    a tool (``tool_turns``). None: no reasoning is sent.
+    """
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
     names: dict[str, str] = {}
-    for message in messages:
+    messages = list(messages)
+    for message, tool_turn in zip(messages, tool_turns(messages), strict=True):
         if message.role == "assistant":
-            out.append(_assistant(message, names))
+            sent = tool_turn and _reasoning_goes_back(message, reasoning_to)
+            out.append(_assistant(message, names, sent))
         elif message.role == "user":
             out.extend(_user(message, names))
     return out
 
 
-def _encode(message: Message, names: dict[str, str]) -> list[dict[str, Any]]:
-    if message.role == "assistant":
-        return [_assistant(message, names)]
-    if message.role == "user":
-        return _user(message, names)
-    return []
+def _refuses_reasoning(base_url: str) -> bool:
+    """True when ``base_url``'s host is one of ``REFUSES_REASONING`` or under one."""
+    host = (urlsplit(base_url).hostname or "").rstrip(".")
+    return any(host == h or host.endswith("." + h) for h in REFUSES_REASONING)
 
 
-def _assistant(message: Message, names: dict[str, str]) -> dict[str, Any]:
-    # Thinking has no field in chat completions, and servers that stream
-    # reasoning_content ask for it not to be sent back; so no thinking, signature,
-    # redacted thinking or reasoning item of any API is sent here.
+def _reasoning_goes_back(message: Message, receiver: WireIdentity | None) -> bool:
+    """True when ``message``'s reasoning may go to ``receiver``: the endpoint and model
+    that streamed it (a message without a wire identity has no known author)."""
+    return receiver is not None and message.wire == receiver
+
+
+def _assistant(
+    message: Message, names: dict[str, str], reasoning: bool = False
+) -> dict[str, Any]:
+    # Chat completions has no thinking of its own. The reasoning a server streamed
+    # (reasoning_content, reasoning, or <think> tags) goes back to that server as
+    # reasoning_content when ``reasoning``: DeepSeek and Kimi refuse a tool loop
+    # without it, and chat templates (Qwen3, GLM, MiniMax) render it within the loop.
+    # No signature, redacted thinking or reasoning item of another API is sent.
     text = "".join(b.text for b in message.content if isinstance(b, Text))
     calls = []
     for block in message.content:
@@ -247,6 +305,14 @@ def _assistant(message: Message, names: dict[str, str]) -> dict[str, Any]:
     # "" rather than null beside tool calls: OpenAI takes either, and some local
     # servers (llama-cpp-python's) fail on null
     wire: dict[str, Any] = {"role": "assistant", "content": text}
+    if reasoning:
+        thought = "".join(
+            b.text
+            for b in message.content
+            if isinstance(b, Thinking) and not b.signature
+        )
+        if thought:
+            wire["reasoning_content"] = thought
     if calls:
         wire["tool_calls"] = calls
     return wire

@@ -9,6 +9,7 @@ breakpoints on and off.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from unittest import mock
 
@@ -117,6 +118,7 @@ def providers() -> list[HTTPProvider]:
         Anthropic("m", URL),
         Anthropic("m", URL, cache=False),
         Anthropic("other", URL, thinking={"type": "enabled", "budget_tokens": 64}),
+        OpenAIChat("m", URL, send_reasoning=False),
     ]
 
 
@@ -260,6 +262,71 @@ def test_one_provider_serves_many_threads() -> None:
     for thread in threads:
         thread.join()
     assert failures == []
+    provider.close()
+
+
+def _sent_reasoning(provider: OpenAIChat, history: Sequence[Message]) -> list[object]:
+    """The reasoning_content of each assistant message in the body for ``history``,
+    which must be the built body."""
+    request = ProviderRequest(history, "sys", (), Settings())
+    same(provider, request)
+    messages = orjson.loads(provider.encode_body(request))["messages"]
+    return [m.get("reasoning_content") for m in messages if m["role"] == "assistant"]
+
+
+def test_a_kept_message_follows_its_turn() -> None:
+    """An own assistant message's JSON depends on its place: its reasoning goes back in
+    a turn that called a tool (from the call on), not in a turn that called none. The
+    same message object in both places (a fork, a rebuilt conversation, twice in one
+    body), in any order, and for a provider of the same wire that sends no reasoning,
+    never gets another place's form from the cache."""
+    CACHE.clear()
+    sending, quiet = OpenAIChat("m", URL), OpenAIChat("m", URL, send_reasoning=False)
+    own = sending.wire
+    assert quiet.wire == own
+    ask, again = Message("user", (Text("q"),)), Message("user", (Text("again"),))
+    call = Message(
+        "assistant", (Thinking("plan"), ToolUse("c1", "look", "{}")), wire=own
+    )
+    seen = Message("user", (ToolResult("c1", (TextPart("seen"),)),))
+    answer = Message("assistant", (Thinking("why"), Text("done")), wire=own)
+    plain = (ask, answer)
+    tooled = (ask, call, seen, answer)
+    later = (*tooled, again, answer)  # the same answer, then in a turn without calls
+    for _ in range(2):
+        assert _sent_reasoning(sending, plain) == [None]
+        assert _sent_reasoning(sending, tooled) == ["plan", "why"]
+        assert _sent_reasoning(quiet, tooled) == [None, None]
+        assert _sent_reasoning(sending, later) == ["plan", "why", None]
+        assert _sent_reasoning(quiet, later) == [None, None, None]
+        assert _sent_reasoning(sending, tooled[:2]) == ["plan"]
+    for provider in (sending, quiet):
+        provider.close()
+
+
+def test_a_growing_conversation_carries_its_turn_over() -> None:
+    """Each request encodes only the messages added since the last one: whether the
+    turn has called a tool is carried over too, so an answer added after the call's
+    results is sent as a tool turn's, and a new user message ends that turn."""
+    CACHE.clear()
+    provider = OpenAIChat("m", URL)
+    own = provider.wire
+
+    def think(text: str, *calls: ToolUse) -> Message:
+        return Message("assistant", (Thinking(text), *calls), wire=own)
+
+    conversation = Conversation([Message("user", (Text("q"),))])
+    steps: list[tuple[list[Message], list[object]]] = [
+        ([think("plan", ToolUse("c1", "look", "{}"))], ["plan"]),
+        ([Message("user", (ToolResult("c1", (TextPart("seen"),)),))], ["plan"]),
+        ([think("why")], ["plan", "why"]),
+        ([Message("user", (Text("again"),)), think("easy")], ["plan", "why", None]),
+        ([Message("user", (Text("more"),))], ["plan", "why", None]),
+        ([think("also")], ["plan", "why", None, None]),
+    ]
+    for added, expected in steps:
+        conversation.messages.extend(added)
+        assert _sent_reasoning(provider, conversation.history()) == expected
     provider.close()
 
 

@@ -646,6 +646,8 @@ class TestRequest:
         assert messages[1] == {
             "role": "assistant",
             "content": "Looking.",
+            # the reasoning its server streamed goes back within a tool turn
+            "reasoning_content": "hmm",
             "tool_calls": [
                 {
                     "id": "call_a",
@@ -684,7 +686,6 @@ class TestRequest:
             ],
         }
         assert len(messages) == 6
-        assert "hmm" not in json.dumps(messages)
 
     def test_summary_and_image_only_results(self, provider: OpenAIChat) -> None:
         use = Message("assistant", (ToolUse("c1", "shot", "{}"),))
