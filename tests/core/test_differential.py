@@ -281,15 +281,20 @@ anthropic_event = st.one_of(
 )
 
 
+def _named_events(events: list[dict[str, Any]], style: int, eol: bytes) -> bytes:
+    """Messages-style SSE: each event named by its ``type``, its JSON in ``style``."""
+    return b"".join(
+        b"event: " + e["type"].encode() + eol + b"data: " + dumps(e, style) + eol + eol
+        for e in events
+    )
+
+
 @st.composite
 def anthropic_stream(draw: st.DrawFn) -> bytes:
     style = draw(st.integers(0, 3))
     eol = draw(EOLS)
     events = draw(st.lists(anthropic_event, max_size=14))
-    return b"".join(
-        b"event: " + e["type"].encode() + eol + b"data: " + dumps(e, style) + eol + eol
-        for e in events
-    )
+    return _named_events(events, style, eol)
 
 
 @DIFF
@@ -404,10 +409,7 @@ def anthropic_thinking_stream(draw: st.DrawFn) -> bytes:
         ]
         events.append({"type": "content_block_stop", "index": index})
     events.append({"type": "message_stop"})
-    return b"".join(
-        b"event: " + e["type"].encode() + eol + b"data: " + dumps(e, style) + eol + eol
-        for e in events
-    )
+    return _named_events(events, style, eol)
 
 
 @DIFF
