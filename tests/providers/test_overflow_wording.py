@@ -7,9 +7,10 @@ through the real HTTP path and the turn compacts, then answers.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-import orjson
 import pytest
 from faultkit import drive, openai_stream
 from loopback import LoopbackServer, Reply
@@ -42,6 +43,21 @@ HISTORY = [
     UserMessage("And the database?"),
     Message("assistant", (Text("PostgreSQL on db-staging:5432."),)),
 ]
+
+
+@contextmanager
+def _seeded_agent(loopback: LoopbackServer, tmp_path: Path) -> Iterator[Agent]:
+    """An agent on ``HISTORY`` (stored in SQLite) over the loopback server, with a
+    summary prompt: an overflow can compact."""
+    config = Config(compaction=CompactionConfig(keep_verbatim=10, prompt="Summarise."))
+    with (
+        OpenAIChat("m", loopback.url + "/v1", "sk-test-overflow") as provider,
+        SQLiteStore(tmp_path / "navi.db") as store,
+    ):
+        sid = store.create().id
+        store.append(sid, [m.with_wire(provider.wire) for m in HISTORY])
+        with Agent(provider, store=store, session=sid, config=config) as agent:
+            yield agent
 
 
 def _reply(case: OverflowWording) -> Reply:
@@ -108,15 +124,8 @@ def test_overflow_compacts_over_http(
         Reply.sse(openai_stream("Staging: 8443 via nginx; db on 5432.")),
         Reply.sse(openai_stream("Restart nginx.")),
     )
-    config = Config(compaction=CompactionConfig(keep_verbatim=10, prompt="Summarise."))
-    with (
-        OpenAIChat("m", loopback.url + "/v1", "sk-test-overflow") as provider,
-        SQLiteStore(tmp_path / "navi.db") as store,
-    ):
-        sid = store.create().id
-        store.append(sid, [m.with_wire(provider.wire) for m in HISTORY])
-        with Agent(provider, store=store, session=sid, config=config) as agent:
-            events, done = drive(agent.run("How do I restart it?"))
+    with _seeded_agent(loopback, tmp_path) as agent:
+        events, done = drive(agent.run("How do I restart it?"))
     assert any(isinstance(e, Compacted) for e in events)
     (retry,) = [e for e in events if isinstance(e, ProviderRetry)]
     assert retry.error == ContextOverflow.__name__ and retry.compaction
@@ -136,24 +145,10 @@ def test_a_vllm_output_limit_error_fails_the_turn_without_compacting(
         "type": "BadRequestError",
         "code": 400,
     }
-    loopback.add(
-        Reply(
-            status=400,
-            body=(orjson.dumps(body),),
-            headers=(("content-type", "application/json"),),
-            chunked=False,
-        )
-    )
-    config = Config(compaction=CompactionConfig(keep_verbatim=10, prompt="Summarise."))
-    with (
-        OpenAIChat("m", loopback.url + "/v1", "sk-test-overflow") as provider,
-        SQLiteStore(tmp_path / "navi.db") as store,
-    ):
-        sid = store.create().id
-        store.append(sid, [m.with_wire(provider.wire) for m in HISTORY])
-        with Agent(provider, store=store, session=sid, config=config) as agent:
-            stream = agent.run("How do I restart it?")
-            with pytest.raises(BadRequest, match="is too large: 5000"), stream:
-                for event in stream:
-                    assert not isinstance(event, CompactionStarted)
+    loopback.add(Reply.json(400, body))
+    with _seeded_agent(loopback, tmp_path) as agent:
+        stream = agent.run("How do I restart it?")
+        with pytest.raises(BadRequest, match="is too large: 5000"), stream:
+            for event in stream:
+                assert not isinstance(event, CompactionStarted)
     assert len(loopback.requests) == 1
