@@ -15,7 +15,9 @@ report three kinds of span to the global tracer provider (or the one given):
 
 A failed span has status ERROR and ``error.type`` (the error's class). No message text,
 tool argument, header or key is put on a span: only names, counts and the public base
-URL's host.
+URL's host. What the server names (the response's model, a tool call's name and id) is
+put on a span with the provider's credentials redacted (``_secrets.redact``): a server
+that echoes the key there does not get it into the trace.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
         f"navi_core.tracing needs OpenTelemetry: {install_command('otel')}"
     ) from exc
 
+from ._secrets import redact
 from .agent import Agent
 from .conversation import Usage, WireIdentity
 from .events import (
@@ -67,6 +70,20 @@ def _usage_attributes(usage: Usage) -> dict[str, int]:
     }
 
 
+def _provider_secrets(provider: object) -> tuple[str, ...]:
+    """The credentials ``provider`` sends (``HTTPProvider.secrets``), looked for through
+    the wrappers that keep the provider they wrap as ``.provider`` (``Recorder``, a
+    ``TracedProvider``); empty for a provider that sends none (``Scripted``)."""
+    for _ in range(8):  # a chain of wrappers, never a cycle
+        found = getattr(provider, "secrets", None)
+        if isinstance(found, tuple) and all(isinstance(s, str) for s in found):
+            return found
+        provider = getattr(provider, "provider", None)
+        if provider is None:
+            break
+    return ()
+
+
 def _fail(span: Span, exc: BaseException) -> None:
     span.set_attribute("error.type", type(exc).__name__)
     span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
@@ -76,13 +93,16 @@ def _fail(span: Span, exc: BaseException) -> None:
 class TracedResponse:
     """A provider response inside its ``chat`` span, ended when the message is."""
 
-    __slots__ = ("_ended", "_model", "_span", "_stream")
+    __slots__ = ("_ended", "_model", "_secrets", "_span", "_stream")
 
-    def __init__(self, stream: ProviderStream, span: Span) -> None:
+    def __init__(
+        self, stream: ProviderStream, span: Span, secrets: tuple[str, ...] = ()
+    ) -> None:
         self._stream = stream
         self._span = span
         self._model: str | None = None
         self._ended = False
+        self._secrets = secrets  # redacted from what the server names
 
     def produce(self, queue: deque[Event]) -> bool:
         start = len(queue)
@@ -93,7 +113,7 @@ class TracedResponse:
             raise
         for event in list(queue)[start:]:
             if isinstance(event, ModelInfo):
-                self._model = event.model
+                self._model = redact(event.model, self._secrets)
             elif isinstance(event, MessageComplete):
                 span = self._span
                 span.set_attributes(_usage_attributes(event.usage))
@@ -136,6 +156,8 @@ class TracedProvider:
     def __init__(self, provider: Provider, tracer: Tracer) -> None:
         self.provider = provider
         self._tracer = tracer
+        #: the credentials the provider sends (never show them): kept off every span
+        self.secrets = _provider_secrets(provider)
 
     @property
     def wire(self) -> WireIdentity:
@@ -166,7 +188,7 @@ class TracedProvider:
         except BaseException as exc:
             _fail(span, exc)
             raise
-        return TracedResponse(stream, span)
+        return TracedResponse(stream, span, self.secrets)
 
     def close(self) -> None:
         """Close the wrapped provider."""
@@ -180,12 +202,19 @@ class TracedStream:
     spans as their ``ToolStarted`` / ``ToolFinished`` events pass.
     """
 
-    def __init__(self, stream: Stream, span: Span, tracer: Tracer) -> None:
+    def __init__(
+        self,
+        stream: Stream,
+        span: Span,
+        tracer: Tracer,
+        secrets: tuple[str, ...] = (),
+    ) -> None:
         self._stream = stream
         self._span = span
         self._tracer = tracer
         self._tools: dict[str, Span] = {}
         self._ended = False
+        self._secrets = secrets  # redacted from the model's tool names and call ids
 
     def next(self, *args: Any, **kwargs: Any) -> Any:
         """``Stream.next``, inside the turn's span."""
@@ -201,13 +230,14 @@ class TracedStream:
     def _observe(self, event: Any) -> None:
         if isinstance(event, ToolStarted):
             context = trace.set_span_in_context(self._span)
+            name, call_id = self._shown(event.name), self._shown(event.call_id)
             self._tools[event.call_id] = self._tracer.start_span(
-                f"execute_tool {event.name}",
+                f"execute_tool {name}",
                 context=context,
                 attributes={
                     "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": event.name,
-                    "gen_ai.tool.call.id": event.call_id,
+                    "gen_ai.tool.name": name,
+                    "gen_ai.tool.call.id": call_id,
                     "gen_ai.tool.type": "function",
                 },
             )
@@ -215,13 +245,14 @@ class TracedStream:
             span = self._tools.pop(event.call_id, None)
             if span is None:  # started before instrumenting: date it back
                 start = time.time_ns() - int(event.seconds * 1e9)
+                name, call_id = self._shown(event.name), self._shown(event.call_id)
                 span = self._tracer.start_span(
-                    f"execute_tool {event.name}",
+                    f"execute_tool {name}",
                     context=trace.set_span_in_context(self._span),
                     start_time=start,
                     attributes={"gen_ai.operation.name": "execute_tool",
-                                "gen_ai.tool.name": event.name,
-                                "gen_ai.tool.call.id": event.call_id},
+                                "gen_ai.tool.name": name,
+                                "gen_ai.tool.call.id": call_id},
                 )  # fmt: skip
             if event.is_error:
                 span.set_attribute("error.type", "tool_error")
@@ -234,6 +265,10 @@ class TracedStream:
             span.set_attribute("navi.turn.iterations", event.iterations)
             span.set_attribute("navi.turn.tool_calls", event.tool_calls)
             self._end(None)
+
+    def _shown(self, text: str) -> str:
+        """``text`` the model or server wrote, the provider's credentials redacted."""
+        return redact(text, self._secrets)
 
     def _end(self, exc: BaseException | None) -> None:
         if self._ended:
@@ -286,7 +321,8 @@ def instrument(agent: Agent, tracer_provider: Any = None) -> Agent:
     if isinstance(agent.provider, TracedProvider):
         return agent
     tracer = trace.get_tracer("navi_core", tracer_provider=tracer_provider)
-    agent.provider = TracedProvider(agent.provider, tracer)
+    traced = TracedProvider(agent.provider, tracer)
+    agent.provider = traced
     run, resume = agent.run, agent.resume
 
     def start(opener: Any, *args: Any) -> Any:
@@ -304,7 +340,7 @@ def instrument(agent: Agent, tracer_provider: Any = None) -> Agent:
         except BaseException as exc:
             _fail(span, exc)
             raise
-        return TracedStream(stream, span, tracer)
+        return TracedStream(stream, span, tracer, traced.secrets)
 
     setattr(agent, "run", lambda prompt: start(run, prompt))  # noqa: B010
     setattr(agent, "resume", lambda: start(resume))  # noqa: B010

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Final
 
-__all__ = ["cells", "tail_rows", "terminal_safe", "wrap"]
+__all__ = ["cells", "tail_rows", "terminal_safe", "terminal_safe_line", "wrap"]
 
 _BIDI: Final = (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
 _MARKS: Final[dict[int, str]] = {
@@ -42,6 +42,15 @@ def terminal_safe(text: str) -> str:
     if "\r" in text:
         text = text.replace("\r\n", "\n").removesuffix("\r")
     return text.translate(_MARKS)
+
+
+_LINE_MARKS: Final = {0x0A: "\u240a", 0x09: "\u2409"}
+
+
+def terminal_safe_line(text: str) -> str:
+    """``terminal_safe(text)`` with newline and tab marked too (``␊``, ``␉``): for a
+    name shown inside a line (a session id in a table row), which must stay one."""
+    return terminal_safe(text).translate(_LINE_MARKS)
 
 
 _WRAP_WHOLE: Final = 16_384

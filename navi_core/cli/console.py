@@ -30,7 +30,7 @@ from ..events import (
     ToolFinished,
     TurnComplete,
 )
-from ._terminal_text import terminal_safe
+from ._terminal_text import terminal_safe, terminal_safe_line
 
 __all__ = ["STOP_NOTES", "EventPrinter", "turn_summary"]
 
@@ -182,5 +182,5 @@ def turn_summary(
     ]
     if seconds is not None:
         parts.append(f"{seconds * 1000:.1f} ms")
-    parts.append(f"session {session_id[:12]}")
+    parts.append(f"session {terminal_safe_line(session_id[:12])}")
     return ", ".join(parts)

@@ -3,7 +3,8 @@
 The store is chosen by the shared ``--db`` / ``--postgres`` flags (``options``); blocks
 read as in the compaction's transcript (``navi_core.compaction._transcript``). What a
 session holds is what models, tools and servers sent: it is shown through
-``terminal_safe``.
+``terminal_safe``, and so are session ids (a database file from elsewhere may hold
+any text as one).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ..compaction._transcript import heading, render_block
 from ..conversation import Message, Usage
 from ..errors import SessionError, SessionNotFound
 from ..store.base import SessionInfo, SessionStore
-from ._terminal_text import terminal_safe
+from ._terminal_text import terminal_safe, terminal_safe_line
 from .options import (
     Subcommands,
     add_store_arguments,
@@ -94,7 +95,8 @@ def render_listing(infos: Sequence[SessionInfo], width: int | None = None) -> st
     """A table of sessions: id, last change, message count, model, last prompt (cut
     so that a row fits in ``width`` columns, when given)."""
     models = [terminal_safe(i.model or "-") for i in infos]
-    id_width = max((len(i.id) for i in infos), default=2)
+    ids = [terminal_safe_line(i.id) for i in infos]
+    id_width = max(map(len, ids), default=2)
     model_width = max([len("MODEL"), *map(len, models)])
     header = (
         f"{'ID':<{id_width}}  {'MODIFIED':<19}  {'MSGS':>5}  "
@@ -105,10 +107,10 @@ def render_listing(infos: Sequence[SessionInfo], width: int | None = None) -> st
         before = id_width + model_width + 19 + 5 + 8  # the columns and their gaps
         prompt_width = min(prompt_width, max(8, width - before))
     lines = [header]
-    for i, model in zip(infos, models, strict=True):
+    for i, sid, model in zip(infos, ids, models, strict=True):
         prompt = _one_line(i.last_user_message or "", prompt_width)
         lines.append(
-            f"{i.id:<{id_width}}  {_when(i.modified_at)}  {i.message_count:>5}  "
+            f"{sid:<{id_width}}  {_when(i.modified_at)}  {i.message_count:>5}  "
             f"{model:<{model_width}}  {prompt}".rstrip()
         )
     return "\n".join(lines) + "\n"
@@ -269,5 +271,6 @@ def _cmd_delete(args: argparse.Namespace) -> int:
     except SessionError as exc:
         _print_error(exc)
         return 1
-    print(f"deleted session {info.id} ({info.message_count} messages)")
+    shown = terminal_safe_line(info.id)
+    print(f"deleted session {shown} ({info.message_count} messages)")
     return 0

@@ -23,7 +23,9 @@ per session being driven, not one per session ever driven.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -248,8 +250,16 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             conn = self._conn
             if conn is None:
                 raise self._closed_error()
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            if conn.in_transaction:
+                # a transaction an interrupted caller left open (a KeyboardInterrupt
+                # that surfaced in contextlib's __enter__, past this generator)
+                conn.execute("ROLLBACK")
             try:
+                # inside the try: a signal's KeyboardInterrupt surfaces as BEGIN
+                # returns, and the transaction it opened must be rolled back, or the
+                # connection stays in it (every later call fails) holding the
+                # database's write lock against every other process
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 yield conn
                 conn.execute("COMMIT")
             except BaseException:
@@ -281,7 +291,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     def lock(self, session_id: str) -> SQLiteLock:
         sid = self.get(session_id).id
-        path = self._lock_dir / f"{sid}.lock"
+        path = self._lock_dir / _lock_name(sid)
         while True:
             fd = self._open_lock_file(sid, path)
             try:
@@ -316,3 +326,20 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+
+
+#: a session id that can name its lock file as it is (what ``new_id`` makes)
+_PLAIN_ID: Final = re.compile(r"[0-9A-Za-z_-]{1,128}")
+
+
+def _lock_name(sid: str) -> str:
+    """The lock file's name for session ``sid``, always inside the locks folder.
+
+    A database file from elsewhere may hold any text as an id (``../x``, a ``/``, a
+    NUL): such an id is named by its SHA-256 instead, so no id reaches a path
+    outside the folder, and ``release()`` never deletes a file there.
+    """
+    if _PLAIN_ID.fullmatch(sid):
+        return f"{sid}.lock"
+    digest = hashlib.sha256(sid.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"id-{digest}.lock"

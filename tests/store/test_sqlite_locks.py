@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sqlite3
 import sys
 import time
 import warnings
@@ -111,3 +112,36 @@ def test_a_waiter_that_opened_the_old_file_does_not_share_the_session(
             second.release()
         finally:
             os.close(stale)
+
+
+@pytest.mark.parametrize(
+    "hostile", ["../victim", "../../victim", "a/b", "..", "x\x00y"]
+)
+def test_an_id_from_another_database_file_cannot_name_a_lock_outside_the_folder(
+    tmp_path: Path, hostile: str
+) -> None:
+    """A database file from elsewhere may hold any text as a session id: its lock
+    file stays inside ``<db>.locks``, it still excludes, and nothing outside that
+    folder is created or deleted."""
+    db = tmp_path / "dir" / "navi.db"
+    db.parent.mkdir()
+    with SQLiteStore(db) as store:
+        sid = store.create().id
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE navi_sessions SET id = ? WHERE id = ?", (hostile, sid))
+    conn.close()
+    outside = [tmp_path / "victim.lock", tmp_path / "dir" / "victim.lock"]
+    for path in outside:
+        path.write_text("someone else's file\n")
+    before = sorted(p for p in tmp_path.rglob("*") if "navi.db.locks" not in str(p))
+    with SQLiteStore(db) as store:
+        lock = store.lock(hostile)
+        (held,) = (tmp_path / "dir" / "navi.db.locks").iterdir()
+        assert held.name.startswith("id-") and held.name.endswith(".lock")
+        with pytest.raises(SessionBusy):
+            store.lock(hostile)
+        lock.release()
+        store.lock(hostile).release()
+    after = sorted(p for p in tmp_path.rglob("*") if "navi.db.locks" not in str(p))
+    assert after == before
+    assert all(path.read_text() == "someone else's file\n" for path in outside)

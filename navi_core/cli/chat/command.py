@@ -28,6 +28,7 @@ from ...providers.base import Provider
 from ...store.base import SessionStore
 from ...tools._tool import Tool, ToolSource
 from .._mcp_config import open_mcp_servers
+from .._terminal_text import terminal_safe_line
 from ..options import (
     ProviderChoice,
     Subcommands,
@@ -327,7 +328,7 @@ def _banner(chat: ChatController, s: ChatSettings, *, resumed: bool) -> None:
         + p.style(
             "2",
             f" · {wire.model} ({where}{profile}) · {tools} tools · "
-            f"session {agent.session_id[:12]} · /help\n",
+            f"session {terminal_safe_line(agent.session_id[:12])} · /help\n",
         )
     )
     if resumed:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from ...conversation import Message, Usage
 from ...errors import NaviError
-from .._terminal_text import terminal_safe
+from .._terminal_text import terminal_safe, terminal_safe_line
 from ..options import error_line
 from ..sessions import render_listing
 from .controller import ChatController
@@ -81,7 +81,7 @@ def _sessions(chat: ChatController, arg: str) -> None:
     if not infos:
         _say(chat, "  no sessions")
         return
-    current = chat.agent.session_id
+    current = terminal_safe_line(chat.agent.session_id)  # as render_listing shows it
     width = shutil.get_terminal_size().columns - 4  # the indent and the * mark
     lines = render_listing(infos, width).rstrip("\n").splitlines()
     marked = [lines[0]] + [
@@ -108,7 +108,8 @@ def announce(chat: ChatController, verb: str) -> None:
     agent = chat.agent
     messages = agent.conversation.messages
     n = len(messages)
-    _say(chat, f"  {verb} session {agent.session_id} ({n} message{'s' * (n != 1)})")
+    sid = terminal_safe_line(agent.session_id)
+    _say(chat, f"  {verb} session {sid} ({n} message{'s' * (n != 1)})")
     text = recap(messages, chat.painter.style)
     if text:
         _say(chat, text)
@@ -124,22 +125,23 @@ def _resume(chat: ChatController, arg: str) -> None:
         )
         return
     if not chat.switch(chat.settings, arg):
-        _say(chat, f"  already in session {chat.agent.session_id}")
+        _say(chat, f"  already in session {terminal_safe_line(chat.agent.session_id)}")
         return
     announce(chat, "resumed")
 
 
 def _new(chat: ChatController, arg: str) -> None:
     chat.switch(chat.settings, None)
-    _say(chat, f"  new session {chat.agent.session_id}")
+    _say(chat, f"  new session {terminal_safe_line(chat.agent.session_id)}")
 
 
 def _model(chat: ChatController, arg: str) -> None:
     if not arg:
-        _say(chat, f"  model: {chat.agent.provider.wire.model}")
+        _say(chat, f"  model: {terminal_safe(chat.agent.provider.wire.model)}")
         return
     chat.switch(chat.settings.with_model(arg), chat.agent.session_id)
-    _say(chat, f"  model: {arg} (session {chat.agent.session_id} goes on)")
+    sid = terminal_safe_line(chat.agent.session_id)
+    _say(chat, f"  model: {terminal_safe(arg)} (session {sid} goes on)")
 
 
 def _system(chat: ChatController, arg: str) -> None:
@@ -187,7 +189,8 @@ def _usage(chat: ChatController, arg: str) -> None:
         chat,
         f"  this chat: {totals.turns} turn{'s' * (totals.turns != 1)}, "
         f"{_usage_text(totals.usage)}{cost}\n"
-        f"  session {chat.agent.session_id} (current window): {_usage_text(stored)}",
+        f"  session {terminal_safe_line(chat.agent.session_id)} (current window): "
+        f"{_usage_text(stored)}",
     )
 
 
