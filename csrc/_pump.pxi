@@ -122,7 +122,13 @@ cdef class Reader:
         self._leave(stream)
 
     cdef inline bint _enter(self) except -1:
-        self.driver = PyThread_get_thread_ident()
+        cdef unsigned long me = PyThread_get_thread_ident()
+        if self.driver != 0 and self.driver != me:
+            raise RuntimeError(
+                "Stream.next() is running on another thread: drive a stream from one "
+                "thread at a time (cancel() and close() may come from any thread)"
+            )
+        self.driver = me
         if self.closing:
             self.driver = 0
             return False

@@ -37,6 +37,10 @@ from .events import ModelInfo
 __all__ = ["Reader", "next_event", "next_or_stop", "produce"]
 
 _LATER = object()  # _quick: the phase machine has to run
+_BUSY = (
+    "Stream.next() is running on another thread: drive a stream from one thread at "
+    "a time (cancel() and close() may come from any thread)"
+)
 
 
 def next_event(self: Any, timeout: float | None = None) -> Any:
@@ -164,8 +168,15 @@ class Reader:
 
     def enter(self) -> bool:
         """The calling thread drives the turn from now on; False (and it does not)
-        when a close from another thread runs."""
-        self.driver = get_ident()
+        when a close from another thread runs.
+
+        Raises:
+            RuntimeError: another thread is inside ``next()`` (the turn goes on).
+        """
+        me = get_ident()
+        if self.driver and self.driver != me:
+            raise RuntimeError(_BUSY)
+        self.driver = me
         if self.closing:
             self.driver = 0
             return False

@@ -9,6 +9,7 @@ phase machine belongs to ``Stream``. The agent wires them together and is the
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
@@ -88,6 +89,9 @@ class Agent:
         self._tools = ToolRunner(registry)
         self._steering = SteeringQueue()
         self._stream: Stream | None = None
+        # held from the idle check of run()/resume() until the new stream is set:
+        # two threads starting a turn at once must not both pass the check
+        self._start_lock = threading.Lock()
         self._closed = False
         self._session = Session.open(self.store, session)
         try:
@@ -370,17 +374,21 @@ class Agent:
         if isinstance(prompt, Message) and prompt.role != "user":
             raise ValueError(f"run() takes a user message, not a {prompt.role} message")
         message = user_message(prompt, self._config.images)
-        self._check_idle()
-        # the session's first turn: it holds no user or assistant message yet
-        first = self._session.last_dialogue_message() is None
-        self._answer_dangling()
-        steered = self._apply_steering()
-        # Stored before it joins the conversation: when the store fails, run()
-        # raises and a retry does not send or store the prompt twice.
-        message = self._session.commit_stored(message, self.provider.wire)
-        return self._start(
-            resume=False, steered=steered, prompt=message, output=spec, first=first
-        )
+        self._claim_start()
+        try:
+            self._check_idle()
+            # the session's first turn: it holds no user or assistant message yet
+            first = self._session.last_dialogue_message() is None
+            self._answer_dangling()
+            steered = self._apply_steering()
+            # Stored before it joins the conversation: when the store fails, run()
+            # raises and a retry does not send or store the prompt twice.
+            message = self._session.commit_stored(message, self.provider.wire)
+            return self._start(
+                resume=False, steered=steered, prompt=message, output=spec, first=first
+            )
+        finally:
+            self._start_lock.release()
 
     @overload
     def ask(
@@ -415,12 +423,16 @@ class Agent:
         denied calls get their reason; while a call is undecided the stream ends
         again with ``StopReason.APPROVAL_REQUIRED``.
         """
-        self._check_idle()
-        held = approvals.plan_resume(self._session)
-        if held is not None:  # steering waits until the batch has its results
-            return self._start(resume=True, steered=(), held=held)
-        self._session.answer_dangling_calls(self.provider.wire)
-        return self._start(resume=True, steered=self._apply_steering())
+        self._claim_start()
+        try:
+            self._check_idle()
+            held = approvals.plan_resume(self._session)
+            if held is not None:  # steering waits until the batch has its results
+                return self._start(resume=True, steered=(), held=held)
+            self._session.answer_dangling_calls(self.provider.wire)
+            return self._start(resume=True, steered=self._apply_steering())
+        finally:
+            self._start_lock.release()
 
     def close(self) -> None:
         """Persist what is pending, release the session and the tool threads."""
@@ -502,6 +514,16 @@ class Agent:
         for m in messages:
             self._session.commit(m, self.provider.wire)
         return messages
+
+    def _claim_start(self) -> None:
+        """Take the start lock (the caller releases it once its turn started):
+        another thread starting a turn at the same time gets a ``RuntimeError``, as
+        a running turn gives."""
+        if not self._start_lock.acquire(blocking=False):
+            raise RuntimeError(
+                "another thread is starting a turn of this agent; drive an agent "
+                "from one thread at a time"
+            )
 
     def _check_idle(self) -> None:
         if self._closed:

@@ -19,6 +19,7 @@ import contextlib
 import random
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from threading import get_ident
@@ -26,7 +27,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._ids import publish
-from ._turn.control import NotYet, TurnControl
+from ._turn.control import NotYet, TurnControl, abandoned
 from ._turn.extras import TurnExtras
 from ._turn.machine import TRANSITIONS, Phase, Trigger, Turn, TurnHost
 from .conversation import Message, Usage
@@ -72,6 +73,9 @@ class Stream(Generic[T]):
         self._queue: deque[AnyEvent] = deque(Steered(m) for m in steered)
         self._observers = x.observers
         self._ctl = ctl = TurnControl()
+        # dropped mid-turn without close(): the worker thread of next(timeout) and
+        # the read it is blocked in must not outlive the stream
+        weakref.finalize(self, abandoned, ctl.interrupter, ctl.workers)
         # next()'s hot path and the close handshake; armed while a response streams
         self._reader = Reader(self._queue, ctl, self._observers, self._read_ended)
         self._model: str | None = None  # the last ModelInfo handed out
@@ -147,6 +151,12 @@ class Stream(Generic[T]):
     def _advance(self, timeout: float | None) -> AnyEvent | None:
         """``next()`` past the queue (args, returns and raises: ``core.next_event``):
         run the turn's steps until it has an event."""
+        if timeout is not None and not timeout < threading.TIMEOUT_MAX:
+            if timeout != timeout:
+                raise ValueError("next(timeout=...) is NaN: give seconds, or None")
+            # as good as no limit (math.inf): block as without a timeout, rather
+            # than fail the turn with the OverflowError of a wait that long
+            timeout = None
         queue = self._queue
         turn = self._turn
         reader = self._reader

@@ -25,7 +25,7 @@ from .._interrupt import THREAD, Interrupter
 from ..events import StopReason
 from .offload import Op, Worker
 
-__all__ = ["NotYet", "TurnControl"]
+__all__ = ["NotYet", "TurnControl", "WorkerSlot", "abandoned"]
 
 T = TypeVar("T")
 
@@ -41,12 +41,12 @@ class TurnControl:
         "_release",
         "_then",
         "_timer",
-        "_worker",
         "cv",
         "deadline",
         "interrupter",
         "op",
         "stop",
+        "workers",
     )
 
     def __init__(self) -> None:
@@ -55,7 +55,9 @@ class TurnControl:
         self.deadline: float | None = None
         self.stop: StopReason | None = None
         self._timer: threading.Timer | None = None
-        self._worker: Worker | None = None
+        #: the worker, held apart from the turn so that a stream dropped without
+        #: ``close()`` can still stop it (``abandoned``)
+        self.workers = WorkerSlot()
         #: an off-thread call whose result was not picked up yet (see ``resume``)
         self.op: Op[Any] | None = None
         self._then: Callable[[Op[Any]], None] | None = None
@@ -126,9 +128,10 @@ class TurnControl:
             op.run()
             then(op)
             return
-        if self._worker is None:
-            self._worker = Worker(self.interrupter)
-        self.op, self._then, self._release = self._worker.submit(op), then, release
+        worker = self.workers.worker
+        if worker is None:
+            worker = self.workers.worker = Worker(self.interrupter)
+        self.op, self._then, self._release = worker.submit(op), then, release
         self.resume()
 
     def resume(self) -> None:
@@ -190,9 +193,33 @@ class TurnControl:
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
-        worker, self._worker = self._worker, None
+        self.workers.stop()
+
+
+class WorkerSlot:
+    """Where a ``TurnControl`` keeps its worker: it refers to nothing of the turn, so
+    a ``weakref.finalize`` of the stream may hold it without keeping the stream
+    alive."""
+
+    __slots__ = ("worker",)
+
+    def __init__(self) -> None:
+        self.worker: Worker | None = None
+
+    def stop(self) -> None:
+        """Let the worker thread finish (once the op it runs returns)."""
+        worker, self.worker = self.worker, None
         if worker is not None:
             worker.stop()
+
+
+def abandoned(interrupter: Interrupter, workers: WorkerSlot) -> None:
+    """A stream was freed before its turn ended (no ``close()``): interrupt the read
+    its worker is blocked in and let the worker thread end, so neither the thread
+    nor the connection outlives the stream."""
+    if workers.worker is not None:
+        interrupter.fire()
+        workers.stop()
 
 
 def _close(response: Any) -> None:

@@ -93,3 +93,4 @@ class Worker:
         get = self._inbox.get
         while (op := get()) is not None:
             op.run()
+            del op  # idle, it keeps nothing of the turn (a response, its socket) alive
