@@ -21,7 +21,10 @@ the process) per turn is taken. Contenders:
 
 Every turn is checked (two tool results, the whole answer). Printed: median CPU ms per
 turn and the median of per-round ratios to the floor. Goals: ``navi_core`` at most
-1.2x the floor, and the httpx-sse loop at least 3x ``navi_core``.
+1.2x the floor, and the httpx-sse loop at least 3x ``navi_core``. A third table, with
+no goal, has the same turn end in a 20-word answer (one sized body): there the cost
+that does not grow with the answer (the agent, the turn, three requests, two tool
+calls) is most of each contender's.
 
     python bench/bench_turn.py              # 9 rounds of ~0.4 s batches
     python bench/bench_turn.py --rounds 15
@@ -45,6 +48,7 @@ from bench_memory import PROMPT, SYSTEM, WORDS, requests, serving
 FLOOR_GOAL = 1.2
 LOOP_GOAL = 3.0
 ANSWER = "".join(WORDS)
+SHORT = 20  # words of the third table's answer
 TOOLS = [
     {
         "type": "function",
@@ -80,8 +84,8 @@ def _event(delta: dict[str, Any], finish: str | None = None) -> bytes:
     return b"data: " + orjson.dumps({**_ENVELOPE, "choices": [choice]}) + b"\n\n"
 
 
-def _reply(request: dict[str, Any]) -> bytes:
-    """``add(a=1, b=2)`` until two results came back, then the 500-word answer;
+def _reply(request: dict[str, Any], words: list[str]) -> bytes:
+    """``add(a=1, b=2)`` until two results came back, then an answer of ``words``;
     a usage event last when the request asks for one, as OpenAI's API sends it."""
     calls = sum(1 for m in request["messages"] if m["role"] == "tool")
     if calls < 2:
@@ -97,7 +101,7 @@ def _reply(request: dict[str, Any]) -> bytes:
         ]
     else:
         events = [_event({"role": "assistant", "content": ""})]
-        events += [_event({"content": w}) for w in WORDS]
+        events += [_event({"content": w}) for w in words]
         events.append(_event({}, "stop"))
     if (request.get("stream_options") or {}).get("include_usage"):
         usage = {"prompt_tokens": 120, "completion_tokens": len(events) - 1}
@@ -115,7 +119,8 @@ def _chunked(payload: bytes) -> bytes:
 def _connection(conn: socket.socket) -> None:
     with conn:
         for line, body in requests(conn):
-            payload = _reply(orjson.loads(body))
+            words = WORDS[:SHORT] if b" /short/" in line else WORDS
+            payload = _reply(orjson.loads(body), words)
             if b" /chunked/" in line:
                 conn.sendall(
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
@@ -332,24 +337,27 @@ CONTENDERS: dict[str, Callable[[str], Callable[[], Any] | None]] = {
 FLOOR = "socket + orjson (floor)"
 
 
-def _batch(turn: Callable[[], Any], count: int) -> float:
+def _batch(turn: Callable[[], Any], count: int, answer: str) -> float:
     start = time.process_time()
     for _ in range(count):
         tools, text = turn()
-        assert tools == 2 and text == ANSWER, (tools, text[:80])
+        assert tools == 2 and text == answer, (tools, text[:80])
     return (time.process_time() - start) / count
 
 
+#: table -> (the server's path, the answer's words, whether the goals apply)
 FRAMINGS = {
-    "one chunk per event": "/chunked/v1",
-    "one sized body": "/v1",
+    "one chunk per event": ("/chunked/v1", WORDS, True),
+    "one sized body": ("/v1", WORDS, True),
+    f"a {SHORT}-word answer, one sized body": ("/short/v1", WORDS[:SHORT], False),
 }
 
 
 def _measure(root: str, framing: str, rounds: int, batch_s: float) -> None:
-    """Every contender against ``root + FRAMINGS[framing]``: print and record the
-    table and the goals."""
-    url = root + FRAMINGS[framing]
+    """Every contender against the server's path for ``framing``: print and record
+    the table and, for the 500-word answer, the goals."""
+    path, words, goals = FRAMINGS[framing]
+    url, answer = root + path, "".join(words)
     turns = {}
     for name, make in CONTENDERS.items():
         turn = make(url)
@@ -358,13 +366,13 @@ def _measure(root: str, framing: str, rounds: int, batch_s: float) -> None:
             continue
         for _ in range(20):
             turn()
-        count = max(5, int(batch_s / max(_batch(turn, 10), 1e-5)))
+        count = max(5, int(batch_s / max(_batch(turn, 10, answer), 1e-5)))
         turns[name] = (turn, count)
     names = list(turns)
     cpu: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
-        seen = {name: _batch(*turns[name]) for name in order}
+        seen = {name: _batch(*turns[name], answer) for name in order}
         for name in names:
             cpu[name].append(seen[name])
 
@@ -383,11 +391,15 @@ def _measure(root: str, framing: str, rounds: int, batch_s: float) -> None:
         ["contender", "CPU ms per turn", "vs socket + orjson"],
         rows,
     )
+    loop = "httpx + httpx-sse + orjson"
+    if not goals:
+        if loop in cpu:
+            print(f"the httpx-sse loop: {ratio(loop, 'navi_core'):.2f}x navi_core")
+        return
     ours = ratio("navi_core", FLOOR)
     met = ours <= FLOOR_GOAL
     print(f"goal: navi_core <= {FLOOR_GOAL}x the floor: {ours:.2f}x ({_verdict(met)})")
     _record.goal(f"{framing}: navi_core <= {FLOOR_GOAL}x the floor ({ours:.2f}x)", met)
-    loop = "httpx + httpx-sse + orjson"
     if loop in cpu:
         lead = ratio(loop, "navi_core")
         met = lead >= LOOP_GOAL
