@@ -411,7 +411,12 @@ class Agent:
         with self.run(prompt, output=output) as stream:
             return stream.result()
 
-    def resume(self) -> Stream[Any]:
+    @overload
+    def resume(self, *, output: None = None) -> Stream[Any]: ...
+    @overload
+    def resume(self, *, output: type[_T]) -> Stream[_T]: ...
+
+    def resume(self, *, output: type[Any] | None = None) -> Stream[Any]:
         """Continue a turn that a crash interrupted, without a new user message.
 
         Calls that were in flight get error results saying so (a tool is never silently
@@ -422,15 +427,22 @@ class Agent:
         (claimed in the store first, so two resuming processes never both run it),
         denied calls get their reason; while a call is undecided the stream ends
         again with ``StopReason.APPROVAL_REQUIRED``.
+
+        ``output`` asks for the answer as that type, as ``run(..., output=T)`` does:
+        pass the type the interrupted turn asked for (it is not stored).
+
+        Raises:
+            TypeError: ``output`` is not a type that can be asked for.
         """
+        spec = OutputSpec.of(output) if output is not None else None
         self._claim_start()
         try:
             self._check_idle()
             held = approvals.plan_resume(self._session)
             if held is not None:  # steering waits until the batch has its results
-                return self._start(resume=True, steered=(), held=held)
+                return self._start(resume=True, steered=(), held=held, output=spec)
             self._session.answer_dangling_calls(self.provider.wire)
-            return self._start(resume=True, steered=self._apply_steering())
+            return self._start(resume=True, steered=self._apply_steering(), output=spec)
         finally:
             self._start_lock.release()
 

@@ -21,6 +21,7 @@ from ..approvals import ResumePlan
 from ..config import Config, Pricing
 from ..conversation import Message, ToolResult, ToolUse, Usage
 from ..events import (
+    Cost,
     Event,
     MessageComplete,
     StopReason,
@@ -48,6 +49,7 @@ class TurnExtras:
     """The per-turn state of hooks, observers, approvals, planning and sub-agents."""
 
     __slots__ = (
+        "child_cost",
         "claimed",
         "extra_usage",
         "greeting",
@@ -61,6 +63,7 @@ class TurnExtras:
         "saves_progress",
         "session",
         "turn_id",
+        "unpriced_usage",
     )
 
     def __init__(
@@ -93,8 +96,14 @@ class TurnExtras:
         self.resume_plan = resume_plan
         #: the calls this turn ends holding (``TurnComplete.pending_approvals``)
         self.pending: tuple[ToolUse, ...] = ()
-        #: usage of the plan and of the sub-agent turns run by this turn's tools
+        #: usage of the requests beside the turn's responses (the plan, summaries)
+        #: and of the sub-agent turns run by this turn's tools
         self.extra_usage = Usage()
+        #: what the sub-agent turns with a known price cost, at their own price
+        self.child_cost = Cost(0.0, 0.0, 0.0, 0.0)
+        #: the part of ``extra_usage`` priced at this turn's price: the plan, the
+        #: summaries, and the sub-agent turns whose price is unknown
+        self.unpriced_usage = Usage()
         #: a sub-agent's turn: the lineage its parent admitted; else made with the
         #: first tool batch
         self.lineage: Lineage | None = adopted()
@@ -123,8 +132,14 @@ class TurnExtras:
     def planned(self, plan: PlanStep, op: Op[Message]) -> list[MessageComplete]:
         """Commit the plan of a finished planning request; its usage counts."""
         events = plan.done(op)
-        self.extra_usage = self.extra_usage + plan.usage
+        self.add_usage(plan.usage)
         return events
+
+    def add_usage(self, usage: Usage) -> None:
+        """Count a request the turn made beside its responses (a plan, a summary)
+        in its usage, priced at the turn's price."""
+        self.extra_usage = self.extra_usage + usage
+        self.unpriced_usage = self.unpriced_usage + usage
 
     def watch(self, response: ProviderStream, config: Config) -> ProviderStream:
         """The opened response under the thinking-stall limit."""
@@ -134,8 +149,18 @@ class TurnExtras:
         """Tool events as a batch returns them; a sub-agent's usage joins the turn's."""
         for ev in events:
             if type(ev) is SubagentEvent and type(ev.event) is TurnComplete:
-                self.extra_usage = self.extra_usage + ev.event.usage
+                child = ev.event
+                self.extra_usage = self.extra_usage + child.usage
+                if child.cost is not None:  # priced at the child's own model
+                    self.child_cost = self.child_cost + child.cost
+                else:
+                    self.unpriced_usage = self.unpriced_usage + child.usage
         return events
+
+    def cost_of(self, usage: Usage, pricing: Pricing) -> Cost:
+        """What the turn spent: its own ``usage`` and the plan at ``pricing``,
+        each sub-agent turn at its own price (at ``pricing`` when it has none)."""
+        return pricing.cost_of(usage + self.unpriced_usage) + self.child_cost
 
     def _store_result(self, ordinal: int, result: ToolResult) -> None:
         self.session.store.move_approval(
@@ -202,18 +227,21 @@ class TurnExtras:
         if dispatch.done and not final:
             return  # its result message is committed next
         finished = dispatch.taken_by_ordinal()
-        if len(finished) <= self.saved:
+        held = dispatch.held
+        # a call held meanwhile is saved pending at once, so that it can be decided
+        # while the batch runs and is never read as interrupted after a crash
+        if len(finished) + len(held) <= self.saved:
             return
         try:
             approvals.keep_running(
-                self.session, self.turn_id, dispatch.order, finished, dispatch.held
+                self.session, self.turn_id, dispatch.order, finished, held
             )
         except Exception as exc:
             _log.warning(
                 "could not save the finished calls of a running batch: %s", exc
             )
             return
-        self.saved = len(finished)
+        self.saved = len(finished) + len(held)
 
     def batch_answered(self) -> None:
         """The batch's result message was committed: clear what the store kept of it
@@ -254,6 +282,7 @@ class TurnExtras:
         """The final ``TurnComplete``: usage of plan and sub-agents, its cost, held
         calls, the ``on_completion`` hooks run, and every hook failure (a hook call
         abandoned as the turn ends among them: none starts after)."""
+        cost = self.cost_of(usage, pricing) if pricing is not None else None
         usage = usage + self.extra_usage
         done = TurnComplete(
             reason,
@@ -264,7 +293,7 @@ class TurnExtras:
             turn_id,
             output,
             pending_approvals=self.pending,
-            cost=pricing.cost_of(usage) if pricing is not None else None,
+            cost=cost,
         )
         if not self.hooks:  # no hook, so no hook failure: built once
             return done

@@ -103,7 +103,7 @@ from ..compaction._compaction import (
     PendingCompaction,
     apply_pending,
     plan_compaction,
-    summarise_pending,
+    summarise_with_usage,
 )
 from ..config import Config, Pricing, RetryPolicy
 from ..conversation import Message, Text, ToolUse, Usage
@@ -742,7 +742,7 @@ class Turn:
                     f"for {self.host.provider.wire.model!r}; pass pricing=Pricing(...) "
                     "to the provider"
                 )
-            used = pricing.cost_of(spent).usd
+            used = self.x.cost_of(self.usage, pricing).usd
             estimate = prompt * pricing.prompt_rate / 1_000_000
             over = used + estimate >= budget.usd
         if over:
@@ -965,19 +965,25 @@ class Turn:
         """
         provider = self.host.provider
         self.ctl.offload(
-            self.ctl.guarded(lambda: summarise_pending(provider, config, job.pending)),
+            self.ctl.guarded(
+                lambda: summarise_with_usage(provider, config, job.pending)
+            ),
             lambda op: self._summarised(config, job, op),
         )
 
     def _summarised(
-        self, config: Config, job: CompactionJob, op: Op[tuple[str, int]]
+        self,
+        config: Config,
+        job: CompactionJob,
+        op: Op[tuple[tuple[str, int], Usage]],
     ) -> None:
-        """The continuation of a summary request: install it, or retry, skip or fail."""
+        """The continuation of a summary request: install it, or retry, skip or fail.
+        The summary request's usage counts in the turn's, like a planning request's."""
         host = self.host
         try:
-            compacted = apply_pending(
-                host.session, host.provider, job.pending, op.result()
-            )
+            summary, usage = op.result()
+            self.x.add_usage(usage)
+            compacted = apply_pending(host.session, host.provider, job.pending, summary)
         except ProviderError as exc:
             if self.ctl.stop is not None:
                 return
@@ -1019,8 +1025,13 @@ class Turn:
                 reason="overflow",
                 force=True,
             )
-            if pending is None:
-                raise exc
+            if pending is None:  # a new session, or only the prompt being answered
+                raise ContextOverflow(
+                    f"{exc.message} (nothing to compact: the prompt being answered, "
+                    "the system prompt and the tool declarations alone do not fit)",
+                    status_code=exc.status_code,
+                    retry_after_ms=exc.retry_after_ms,
+                ) from exc
             notice = retry_notice(exc, state.attempt, config.retry, 0, compaction=True)
             self._announce(pending, notice)
             return

@@ -59,6 +59,7 @@ __all__ = [
     "run_compaction",
     "split",
     "summarise_pending",
+    "summarise_with_usage",
 ]
 
 DEFAULT_SUMMARY_PROMPT: Final = (
@@ -142,8 +143,9 @@ def split(messages: Sequence[Message], keep_verbatim: int) -> Split:
     Whole turns are kept, newest first, while they fit. When not even the newest turn
     fits (one long turn of tool iterations), the suffix starts at the earliest assistant
     message of that turn whose suffix fits, so a tool call is never parted from its
-    results; when none fits, everything is summarised. An empty prefix means there is
-    nothing to summarise.
+    results; when none fits, everything is summarised but a trailing user prompt or
+    unanswered tool call (``keep_from``). An empty prefix means there is nothing to
+    summarise.
     """
     dialogue = [m for m in messages if m.role != "system"]
     return _split(messages, dialogue, message_sizes(dialogue), keep_verbatim)
@@ -174,8 +176,26 @@ def _split(
     )
 
 
+def keep_from(window: Sequence[Message]) -> int:
+    """The index from which ``window`` is always kept verbatim: its last message
+    when that is a user prompt (the request being answered: a summary of it would
+    stand in for the user's own words) or an assistant message whose tool calls
+    have no results yet (held for approval, or interrupted: ``Agent.resume``
+    answers them, so they must stay the last message); else ``len(window)``."""
+    if window:
+        last = window[-1]
+        if _is_prompt(last) or (last.role == "assistant" and last.tool_uses):
+            return len(window) - 1
+    return len(window)
+
+
 def _cut(window: Sequence[Message], sizes: Sequence[int], budget: int) -> int:
-    """The index where the kept suffix of ``window`` starts."""
+    """The index where the kept suffix of ``window`` starts (never after
+    ``keep_from``)."""
+    return min(_cut_turns(window, sizes, budget), keep_from(window))
+
+
+def _cut_turns(window: Sequence[Message], sizes: Sequence[int], budget: int) -> int:
     n = len(window)
     starts = [0, *(i for i in range(1, n) if _is_prompt(window[i]))]
     cut = n
@@ -230,10 +250,10 @@ def compact(
     plan = split(session.messages, cc.keep_verbatim)
     if not plan.prefix:
         return CompactionResult(False, 0, plan.kept_turns)
-    summary = _summarise(
+    text, output, _ = _summarise(
         provider, cc.provider, config, cc.prompt, plan, extra_instructions
     )
-    _install(session, provider, plan, *summary)
+    _install(session, provider, plan, text, output)
     return CompactionResult(True, len(plan.prefix), plan.kept_turns)
 
 
@@ -272,7 +292,8 @@ def plan_compaction(
 
     Without ``force`` (the threshold check) it plans only when
     ``compaction.context_window`` and ``prompt`` are set, the request (with the
-    declarations ``tools``) is estimated above ``threshold * context_window`` and more
+    declarations ``tools``) is estimated above ``threshold_tokens`` (``threshold *
+    context_window``, less when ``max_output_tokens`` needs the room) and more
     than ``MIN_FOLD_TOKENS`` would be folded. With ``force`` (after a context overflow)
     it plans whenever there is anything to summarise, keeping at most half the
     dialogue when ``keep_verbatim`` would keep all of it. ``cache`` (by default the
@@ -288,7 +309,7 @@ def plan_compaction(
     estimated = request_tokens(conversation.system_prompt(), dialogue, sizes, tools)
     if not force:
         assert cc.context_window is not None
-        if estimated <= cc.threshold * cc.context_window:
+        if estimated <= threshold_tokens(config, cc.context_window):
             return None
     plan = _split(messages, dialogue, sizes, cc.keep_verbatim)
     if force and not plan.prefix:
@@ -300,6 +321,18 @@ def plan_compaction(
         "compacting (%s): %d messages, ~%d tokens", reason, len(messages), estimated
     )
     return PendingCompaction(started, plan, config)
+
+
+def threshold_tokens(config: Config, window: int) -> float:
+    """The estimated prompt size above which a request is compacted first:
+    ``threshold * window``, lowered so that the prompt leaves room for
+    ``max_output_tokens`` (OpenAI, vLLM and Anthropic refuse a request whose prompt
+    and output limit together exceed the window)."""
+    limit = config.compaction.threshold * window
+    reserve = config.max_output_tokens
+    if reserve is not None and 0 < reserve < window:
+        limit = min(limit, window - reserve)
+    return limit
 
 
 def run_compaction(
@@ -324,10 +357,21 @@ def summarise_pending(
 ) -> tuple[str, int]:
     """The summary of a planned compaction and its output tokens: only the provider
     call, so a ``Stream`` may run it on another thread (raises as ``run_compaction``)."""
+    return summarise_with_usage(provider, config, pending)[0]
+
+
+def summarise_with_usage(
+    provider: Provider, config: Config, pending: PendingCompaction
+) -> tuple[tuple[str, int], Usage]:
+    """``summarise_pending`` and the usage of the summary request, which the turn
+    adds to its own (``TurnComplete.usage``, ``cost``, ``Config.budget``)."""
     cc = pending.settings
     if cc.prompt is None:  # plan_compaction never plans without a prompt
         raise NoCompactionPrompt("the planned compaction has no summary prompt")
-    return _summarise(provider, cc.provider, config, cc.prompt, pending.plan, None)
+    text, output, usage = _summarise(
+        provider, cc.provider, config, cc.prompt, pending.plan, None
+    )
+    return (text, output), usage
 
 
 def apply_pending(
@@ -371,8 +415,9 @@ def _summarise(
     prompt: str,
     plan: Split,
     extra_instructions: str | None,
-) -> tuple[str, int]:
-    """The summary text and its output tokens (0 when unreported).
+) -> tuple[str, int, Usage]:
+    """The summary text, its output tokens (0 when unreported) and the request's
+    usage (the successful attempt's; ``Usage()`` when unreported).
 
     The transcript is bounded to fit (``summary_input``); one that still overflows
     is halved and sent again, at most ``MAX_SHRINKS`` times.
@@ -402,5 +447,5 @@ def _summarise(
         raise EmptyAssistantResponse(
             "the summary response held no text; the conversation is unchanged"
         )
-    usage = answer.usage
-    return answer.text, usage.output if usage is not None else 0
+    usage = answer.usage if answer.usage is not None else Usage()
+    return answer.text, usage.output, usage

@@ -20,7 +20,7 @@ from ..providers.base import Provider
 from ..session import Session
 from ..tokens import message_sizes, request_tokens
 from ..tools._tool import ToolSpec
-from ._compaction import PendingCompaction, Split, run_compaction, split
+from ._compaction import PendingCompaction, Split, keep_from, run_compaction, split
 
 __all__ = ["MANUAL", "is_prompt", "plan_manual", "split_turns", "stream_compaction"]
 
@@ -40,6 +40,8 @@ def split_turns(messages: Sequence[Message], keep_turns: int) -> Split:
 
     When fewer than two messages would be summarised, the oldest kept turn is cut
     before its last assistant message instead (its earlier iterations summarised).
+    A trailing user prompt or unanswered tool call is always kept (``keep_from``),
+    so a batch held for approval still runs on ``resume()``.
     """
     if keep_turns < 0:
         raise ValueError(f"keep_turns must not be negative, not {keep_turns}")
@@ -57,6 +59,7 @@ def split_turns(messages: Sequence[Message], keep_turns: int) -> Split:
         inner = [i for i in range(cut + 1, turn_end) if window[i].role == "assistant"]
         if inner and inner[-1] >= 2:
             cut = inner[-1]
+    cut = min(cut, keep_from(window))
     sizes = whole.kept_sizes
     return Split(
         whole.system,
