@@ -75,6 +75,18 @@ class HTTPTransport:
         self._url = url
         self._own_client = client is None
         self._client = client or httpx.Client(timeout=httpx.Timeout(30.0), auth=auth)
+        #: the tool calls of the 2026-07-28 revision, each on a connection of its own:
+        #: the server answers only when the tool is done, and closing the connection
+        #: is how that revision cancels, so it must be known before the answer starts
+        self._calls_client = (
+            httpx.Client(
+                timeout=httpx.Timeout(30.0),
+                auth=auth,
+                limits=httpx.Limits(max_keepalive_connections=0),
+            )
+            if client is None
+            else client
+        )
         self._headers = {
             **(headers or {}),
             "accept": "application/json, text/event-stream",
@@ -207,8 +219,10 @@ class HTTPTransport:
         if call.done.is_set():  # cancelled before it was sent
             return
         supervised = call.method == "tools/call"
+        own = supervised and self.stateless and self._own_client
+        client = self._calls_client if own else self._client
         try:
-            with self._client.stream(
+            with client.stream(
                 "POST",
                 self._url,
                 content=body,
@@ -216,6 +230,7 @@ class HTTPTransport:
                 # a call's reads wait on a person or a model when the server asks
                 # mid-call; MCPTools' own idle watch ends a call that hangs
                 timeout=httpx.Timeout(idle, read=None if supervised else idle),
+                extensions={"trace": _connected(call)} if own else None,
             ) as response:
                 call.stop = _stopper(response)
                 call.secrets = self.secrets  # with a token the auth just obtained
@@ -369,6 +384,7 @@ class HTTPTransport:
             self.session_id = None
         if self._own_client:
             self._client.close()
+            self._calls_client.close()
 
 
 def _header_value(value: str) -> str:
@@ -380,10 +396,35 @@ def _header_value(value: str) -> str:
     return f"=?base64?{base64.b64encode(value.encode()).decode('ascii')}?="
 
 
+def _connected(call: Call) -> Callable[[str, Mapping[str, Any]], None]:
+    """An httpcore trace hook that sets ``call.stop`` as soon as the call's own
+    connection is open, before any answer: a call cancelled while the server works
+    (and has sent nothing yet) is closed too, and the server sees the client leave."""
+
+    def trace(event: str, info: Mapping[str, Any]) -> None:
+        if event not in (
+            "connection.connect_tcp.complete",
+            "connection.start_tls.complete",
+        ):
+            return
+        stream = info.get("return_value")
+        if stream is None:
+            return
+        call.stop = _socket_stopper(stream)
+        if call.done.is_set():  # cancelled while it connected
+            call.stop()
+
+    return trace
+
+
 def _stopper(response: httpx.Response) -> Callable[[], None]:
     """Ends ``response`` from another thread: its socket is shut down, so the read
     waiting on it returns at once and the server sees the client leave."""
-    stream = response.extensions.get("network_stream")
+    return _socket_stopper(response.extensions.get("network_stream"))
+
+
+def _socket_stopper(stream: Any) -> Callable[[], None]:
+    """Shuts down the socket under an httpcore network ``stream`` (when it has one)."""
     sock = stream.get_extra_info("socket") if stream is not None else None
 
     def stop() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import re
 import select
 import subprocess
 import threading
@@ -53,6 +54,9 @@ _READ_BYTES: Final = 64 * 1024
 _WRITER_POLL: Final = 0.1
 #: non-blocking pipe writes and ``poll`` (POSIX); elsewhere the writer thread blocks
 _NONBLOCKING: Final = hasattr(select, "poll")
+#: the start of a line that was meant as a JSON-RPC message: an object, or a batch
+#: (``[{``, ``[]``), not a log line such as ``[dotenv@17.2.1] injecting env``
+_MESSAGE_START: Final = re.compile(rb"\{|\[\s*(?:[{\]]|$)")
 
 
 class StdioTransport:
@@ -348,7 +352,7 @@ class StdioTransport:
         try:
             message = orjson.loads(stripped)
         except orjson.JSONDecodeError:
-            if stripped.startswith((b"{", b"[")):  # a message, mangled
+            if _MESSAGE_START.match(stripped):  # a message, mangled
                 return self._broken("a line of invalid JSON")
             return True  # a server printing to stdout: not protocol, not fatal
         items = message if isinstance(message, list) else [message]

@@ -10,6 +10,7 @@ the next batch.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import time
@@ -56,6 +57,8 @@ MODERN: Final = PROTOCOL_VERSIONS[0]
 HANDSHAKE: Final = PROTOCOL_VERSIONS[1:]
 _CLIENT_INFO: Final = {"name": "navi-core", "version": "0.1.0"}
 _BAD_NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
+#: the longest tool name providers take
+_MAX_NAME: Final = 64
 #: the envelope keys of a 2026-07-28 request's ``_meta``
 _VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 _INFO_KEY: Final = "io.modelcontextprotocol/clientInfo"
@@ -499,12 +502,14 @@ class MCPTools:
     def _list(self, method: str, key: str) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         cursor: str | None = None
+        seen: set[str] = set()
         while True:
             result = self._ask(method, {"cursor": cursor} if cursor else None)
             out.extend(e for e in result.get(key) or () if isinstance(e, dict))
             cursor = result.get("nextCursor")
             if not cursor:
                 return out
+            _check_cursor(method, cursor, seen)
 
     # -- connection -------------------------------------------------------------------
 
@@ -644,6 +649,7 @@ class MCPTools:
         names: dict[str, str] = {}
         schemas: dict[str, dict[str, Any]] = {}
         cursor: str | None = None
+        seen: set[str] = set()
         while True:
             params = {"cursor": cursor} if cursor else None
             if self.stateless:
@@ -654,7 +660,9 @@ class MCPTools:
                 specs.append(self._spec(entry, names, schemas))
             ttl = result.get("ttlMs")
             cursor = result.get("nextCursor")
-            if not cursor:
+            if cursor:
+                _check_cursor("tools/list", cursor, seen)
+            else:
                 self._names, self._schemas = names, schemas
                 if isinstance(transport, HTTPTransport):
                     marked = {names[k]: header_arguments(v) for k, v in schemas.items()}
@@ -673,7 +681,10 @@ class MCPTools:
     ) -> ToolSpec:
         server_name = str(entry.get("name", ""))
         name = f"{self._prefix}_{server_name}" if self._prefix else server_name
-        name = _BAD_NAME_CHARS.sub("_", name)[:64] or "tool"
+        name = _BAD_NAME_CHARS.sub("_", name)[:_MAX_NAME] or "tool"
+        if name in names:  # "a.b" beside "a_b", or two long names cut alike
+            digest = hashlib.sha256(server_name.encode()).hexdigest()[:8]
+            name = f"{name[: _MAX_NAME - 9]}_{digest}"
         names[name] = server_name
         schema = entry.get("inputSchema")
         if not isinstance(schema, dict) or schema.get("type") != "object":
@@ -681,6 +692,18 @@ class MCPTools:
         description = entry.get("description") or entry.get("title") or ""
         schemas[name] = schema
         return ToolSpec(name, str(description), schema)
+
+
+def _check_cursor(method: str, cursor: Any, seen: set[str]) -> None:
+    """Refuse a ``nextCursor`` the listing gave already: the server would be asked
+    for the same pages again and again, and the listing would never end."""
+    key = str(cursor)
+    if key in seen:
+        raise MCPError(
+            f"{method}: the MCP server sent the cursor {key[:100]!r} again "
+            "(its listing never ends)"
+        )
+    seen.add(key)
 
 
 def _falls_back(error: MCPError) -> bool:

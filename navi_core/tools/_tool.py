@@ -452,12 +452,17 @@ class SpecSelector(Protocol):
 class ToolRegistry:
     """Tool names mapped to the registration that owns them; names are unique."""
 
-    __slots__ = ("_owners", "_selector", "_specs")
+    __slots__ = ("_owners", "_selector", "_sources", "_specs")
 
     def __init__(self) -> None:
         self._owners: dict[str, Tool | ToolSource] = {}
         self._specs: dict[str, ToolSpec] = {}
         self._selector: SpecSelector | None = None
+        #: each source, what its ``tools()`` returned last and those declarations
+        #: (``MCPTools`` lists its tools again when its server says they changed)
+        self._sources: dict[
+            int, tuple[ToolSource, Sequence[ToolSpec], tuple[ToolSpec, ...]]
+        ] = {}
 
     def _claim(self, spec: ToolSpec, owner: Tool | ToolSource) -> None:
         if spec.name in self._owners:
@@ -476,7 +481,8 @@ class ToolRegistry:
 
     def register_source(self, source: ToolSource) -> None:
         """Register every tool a source declares, all or none."""
-        specs = list(source.tools())
+        listed = source.tools()
+        specs = list(listed)
         names = [s.name for s in specs]
         clash = [n for n in names if n in self._owners]
         dupes = {n for n in names if names.count(n) > 1}
@@ -489,6 +495,7 @@ class ToolRegistry:
             raise ToolRegistrationError("only one ToolSearch may be registered")
         for s in specs:
             self._claim(s, source)
+        self._sources[id(source)] = (source, listed, tuple(specs))
         if selector is not None:
             self._selector = selector
             selector.bind(self.specs)
@@ -497,13 +504,35 @@ class ToolRegistry:
         """The registration serving ``name``, or None."""
         return self._owners.get(name)
 
+    def refresh(self) -> None:
+        """Take the declarations a source changed since it was registered (a server's
+        tools/list_changed): its names that went away are dropped, new ones claimed
+        unless another registration holds them already. A source that returns the
+        same sequence object as last time costs a comparison of identity."""
+        for key, (source, listed, before) in list(self._sources.items()):
+            now = source.tools()
+            if now is listed:
+                continue
+            specs = tuple(now)
+            if specs != before:
+                for s in before:
+                    if self._owners.get(s.name) is source:
+                        del self._owners[s.name], self._specs[s.name]
+                for s in specs:
+                    if s.name not in self._owners:
+                        self._owners[s.name] = source
+                        self._specs[s.name] = s
+            self._sources[key] = (source, now, specs)
+
     def specs(self) -> tuple[ToolSpec, ...]:
         """Every declaration, in registration order."""
+        self.refresh()
         return tuple(self._specs.values())
 
     def visible_specs(self) -> tuple[ToolSpec, ...]:
         """The declarations a request carries: every one, or those a registered
         ``ToolSearch`` chose."""
+        self.refresh()
         specs = tuple(self._specs.values())
         return specs if self._selector is None else self._selector.select_specs(specs)
 

@@ -1,0 +1,85 @@
+"""A cancelled turn reaches a 2026-07-28 HTTP server whose tool has sent nothing yet.
+
+That revision cancels a call by closing its connection. The SDK's server sends the
+answer's headers only with the result, so a call that reports no progress had no
+response to close: the server was never told, ran on, and the call's thread and
+socket stayed open until it answered, or forever. Each such call now has a connection
+of its own, known from the moment it opens.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp_servers import free_port
+
+from navi_core import (
+    Agent,
+    Scripted,
+    StopReason,
+    Text,
+    ToolStarted,
+    ToolUse,
+    TurnComplete,
+)
+from navi_core.mcp import MCPTools
+
+SERVER = str(Path(__file__).parent / "quiet_http_server.py")
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, SERVER, str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the quiet server did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_cancelled_turn_closes_a_quiet_calls_connection(
+    url: str, tmp_path: Path
+) -> None:
+    mark = tmp_path / "cancelled.txt"
+    use = ToolUse("q", "quiet", orjson.dumps({"mark": str(mark)}).decode())
+    with MCPTools(url=url, timeout=600) as tools:
+        assert tools.protocol_version == "2026-07-28"
+        agent = Agent(Scripted([[use], [Text("x")]]), tools=[tools])
+        with agent.run("go") as stream:
+            for event in stream:
+                if isinstance(event, ToolStarted):  # cancel once the call is sent
+                    threading.Timer(0.5, stream.cancel).start()
+                if isinstance(event, TurnComplete):
+                    assert event.stop_reason == StopReason.CANCELLED
+        deadline = time.monotonic() + 5
+        while not mark.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert mark.exists() and mark.read_text() == "cancelled"
+    time.sleep(0.2)
+    posting = [t for t in threading.enumerate() if t.name.endswith("(_post)")]
+    assert posting == []  # the call's thread ended with its connection
