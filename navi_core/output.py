@@ -24,7 +24,7 @@ from typing import Any, Final
 import orjson
 
 from .conversation import Message, TextPart, ToolResult, ToolUse, UserMessage
-from .errors import OutputValidationError
+from .errors import OutputValidationError, ToolRegistrationError
 from .tools import _pydantic as pydantic_types
 from .tools._schema import convert, hoist_defs, schema_for
 from .tools._validation import errors, summary
@@ -35,6 +35,8 @@ __all__ = ["OUTPUT_TOOL", "OutputCheck", "OutputSpec"]
 #: (``tools._results`` names it too, for its error text, without importing this module).
 OUTPUT_TOOL: Final = "final_answer"
 _NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
+#: how ``tools._validation`` names the root of a value (a tool's arguments)
+_ROOT: Final = re.compile(r"^the arguments\b")
 _FENCE: Final = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
 
 
@@ -51,7 +53,9 @@ class OutputSpec:
         """The spec of a dataclass, TypedDict or pydantic model.
 
         Raises:
-            TypeError: ``tp`` is none of those.
+            TypeError: ``tp`` is none of those, or one with a field that has no JSON
+                schema form (a ``datetime`` in a dataclass, a dataclass that holds
+                itself).
         """
         record = isinstance(tp, type) and (
             dataclasses.is_dataclass(tp)
@@ -62,7 +66,16 @@ class OutputSpec:
             raise TypeError(
                 f"output= takes a dataclass, TypedDict or pydantic model, not {tp!r}"
             )
-        schema = _closed(hoist_defs(schema_for(tp, where=f"output {tp.__name__}")))
+        try:
+            found = schema_for(tp, where=f"output {tp.__name__}")
+        except ToolRegistrationError as exc:
+            raise TypeError(str(exc)) from exc
+        except RecursionError:  # a dataclass or TypedDict that holds itself
+            raise TypeError(
+                f"output= cannot ask for {tp.__name__}: it refers to itself; use a "
+                "pydantic model for a recursive type"
+            ) from None
+        schema = _closed(hoist_defs(found))
         schema.pop("title", None)
         name = _NAME_CHARS.sub("_", tp.__name__)[:64] or "output"
         return cls(tp, name, schema)
@@ -123,8 +136,8 @@ class OutputSpec:
     def parse(self, value: Any) -> tuple[Any, list[str]]:
         """``value`` (decoded JSON) as the type, or the problems found with it."""
         problems = errors(self.schema, value)
-        if problems:
-            return None, problems
+        if problems:  # the checker names the root as tool arguments
+            return None, [_ROOT.sub("the answer", p, count=1) for p in problems]
         try:
             if pydantic_types.is_model(self.type):
                 return pydantic_types.validate(self.type, value), []
@@ -248,8 +261,8 @@ def _strict(node: Any) -> bool:
         return all(_strict(n) for n in node)
     if not isinstance(node, dict):
         return True
-    if node.get("type") == "object" and "properties" in node:
-        props = node["properties"]
+    if node.get("type") == "object":  # a map (``dict[str, T]``) is an open object
+        props = node.get("properties", {})
         if node.get("additionalProperties") is not False:
             return False
         if set(node.get("required", ())) != set(props):
