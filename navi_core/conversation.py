@@ -196,8 +196,14 @@ class WireIdentity:
     model: str
 
 
+class _WeaklyReferable:
+    """A base giving a slots dataclass weak references (``weakref_slot`` is 3.11+)."""
+
+    __slots__ = ("__weakref__",)
+
+
 @dataclass(frozen=True, slots=True)
-class Message:
+class Message(_WeaklyReferable):
     """One conversation message.
 
     ``stop_reason`` (assistant only) is normalised: "end_turn", "tool_use",

@@ -1,7 +1,7 @@
 """Request bodies assembled from JSON kept per message, so a request costs what is new.
 
 Messages are frozen, so each is encoded once per wire format and its bytes are kept
-(``MessageCache``: keyed by identity, holding the message alive, bounded). An agent
+while the message lives (``MessageCache``: keyed by identity, bounded). An agent
 loop's next request repeats the previous request's messages and adds a few, so an
 encoder also remembers the last conversation it encoded and, when the next one extends
 it, encodes only the new messages and appends their bytes. Everything else of the body
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any, cast
@@ -41,12 +42,14 @@ _MARK = b',"cache_control":{"type":"ephemeral"}}'
 class MessageCache:
     """Encoded forms of messages, keyed by identity and a format key.
 
-    An entry holds its message, so an id is never reused while the entry lives. Past
-    ``limit`` messages or ``max_bytes`` of memory (as the callers of ``put`` measure
-    it) the oldest half of the entries is dropped (their messages are encoded again if
-    seen). An entry is one flat tuple, ``(message, size, key, value, key, value...)``:
-    most messages are encoded in one format only, so a dict per entry would cost more
-    than the bytes it holds.
+    An entry lives as long as its message and no longer: it holds a weak reference,
+    whose callback drops the entry when the message is freed (before its id can be
+    reused), so the messages of a conversation that ended take their bytes with them
+    and nothing is left for the garbage collector to walk. Past ``limit`` messages or
+    ``max_bytes`` of memory (as the callers of ``put`` measure it) the oldest half of
+    the entries is dropped (their messages are encoded again if seen). An entry is one
+    flat tuple, ``(ref, size, key, value, key, value...)``: most messages are encoded
+    in one format only, so a dict per entry would cost more than the bytes it holds.
     """
 
     def __init__(self, limit: int = 50_000, max_bytes: int = 256 << 20) -> None:
@@ -54,15 +57,19 @@ class MessageCache:
         self._limit = limit
         self._max_bytes = max_bytes
         self._bytes = 0
-        self._lock = threading.Lock()
+        # reentrant: a message freed by a collection that runs inside a locked
+        # section (any allocation) calls ``_gone`` on the same thread
+        self._lock = threading.RLock()
+        self._drop = self._gone  # one bound method for every reference
 
     def __len__(self) -> int:
         return len(self._entries)
 
     @property
     def table(self) -> Mapping[int, tuple[Any, ...]]:
-        """id(message) -> ``(message, size, key, value, ...)``: what ``get`` reads, for
-        loops that look up many messages without a call per message."""
+        """id(message) -> ``(ref, size, key, value, ...)``, ``ref()`` the message: what
+        ``get`` reads, for loops that look up many messages without a call per
+        message."""
         return self._entries
 
     @property
@@ -73,7 +80,7 @@ class MessageCache:
     def get(self, message: Message, key: Hashable) -> Any:
         """The value stored for ``message`` under ``key``, or None."""
         entry = self._entries.get(id(message))
-        if entry is None or entry[0] is not message:
+        if entry is None or entry[0]() is not message:
             return None
         return _value(entry, key)
 
@@ -82,16 +89,17 @@ class MessageCache:
         with self._lock:
             ident = id(message)
             entry = self._entries.get(ident)
-            if entry is None or entry[0] is not message:
+            if entry is None or entry[0]() is not message:
                 if len(self._entries) >= self._limit or self._bytes >= self._max_bytes:
                     self._evict_locked()
-                self._entries[ident] = (message, size, key, value)
+                ref = weakref.KeyedRef(message, self._drop, ident)
+                self._entries[ident] = (ref, size, key, value)
             else:
                 others = range(2, len(entry), 2)
                 flat = [
                     x for at in others if entry[at] != key for x in entry[at : at + 2]
                 ]
-                self._entries[ident] = (message, entry[1] + size, *flat, key, value)
+                self._entries[ident] = (entry[0], entry[1] + size, *flat, key, value)
             self._bytes += size
 
     def clear(self) -> None:
@@ -103,7 +111,18 @@ class MessageCache:
     def _evict_locked(self) -> None:
         entries = self._entries
         for old in list(islice(entries, (len(entries) + 1) // 2)):
-            self._bytes -= entries.pop(old)[1]
+            entry = entries.pop(old, None)  # a collection may have dropped it since
+            if entry is not None:
+                self._bytes -= entry[1]
+
+    def _gone(self, ref: weakref.KeyedRef[int, Message]) -> None:
+        """A message with an entry was freed: drop the entry (the weak reference's
+        callback, on whichever thread freed it)."""
+        with self._lock:
+            entry = self._entries.get(ref.key)
+            if entry is not None and entry[0] is ref:
+                del self._entries[ref.key]
+                self._bytes -= entry[1]
 
 
 def _value(entry: tuple[Any, ...], key: Hashable) -> Any:
@@ -126,33 +145,28 @@ def exact(data: bytes) -> bytes:
     return memoryview(data).tobytes()
 
 
-#: the memory of one entry besides the bytes it keeps: the entry tuple, its slot in
-#: the table, the id key, the value's tuple
-_ENTRY_BYTES = (
-    sys.getsizeof((None,) * 4)
-    + sys.getsizeof((None,) * 4)
-    + sys.getsizeof(1 << 60)
-    + 3 * 8 * 2  # a dict slot (hash, key, value), with the table at most 2/3 full
-)
+def _entry_bytes() -> int:
+    """The memory of one entry besides the bytes it keeps: the entry tuple, its slot in
+    the table, the id key, the weak reference and the value's tuple."""
+    message = Message("user", (Text(""),))
+    ref = weakref.KeyedRef(message, lambda _: None, 1 << 60)
+    return (
+        sys.getsizeof((None,) * 4)
+        + sys.getsizeof((None,) * 4)
+        + sys.getsizeof(1 << 60)
+        + sys.getsizeof(ref)
+        + 3 * 8 * 2  # a dict slot (hash, key, value), with the table at most 2/3 full
+    )
 
 
-def _message_bytes() -> int:
-    """The memory of the smallest message an entry can keep alive: the ``Message``,
-    its content tuple and one block with its (empty) text."""
-    block = Text("")
-    message = Message("user", (block,))
-    return sum(map(sys.getsizeof, (message, message.content, block, block.text)))
-
-
-_MESSAGE_BYTES = _message_bytes()
+_ENTRY_BYTES = _entry_bytes()
 
 
 def _held(*kept: bytes) -> int:
     """The memory an entry keeping ``kept`` costs: the bytes objects themselves (their
-    real size, overhead included), the message the entry keeps alive (the objects of
-    a smallest one, plus the last of ``kept``, its whole JSON, for what it holds) and
-    the entry's own bookkeeping."""
-    return sum(map(sys.getsizeof, kept)) + len(kept[-1]) + _MESSAGE_BYTES + _ENTRY_BYTES
+    real size, overhead included) and the entry's own bookkeeping (the message is the
+    conversation's: the entry does not keep it alive)."""
+    return sum(map(sys.getsizeof, kept)) + _ENTRY_BYTES
 
 
 CACHE = MessageCache()
@@ -275,7 +289,7 @@ class FlatEncoder:
                 key = keys[2 if turn else own]
                 entry = entries.get(id(message))
                 hit = None
-                if entry is not None and entry[0] is message:
+                if entry is not None and entry[0]() is message:
                     hit = entry[3] if entry[2] == key else _value(entry, key)
                 if hit is None or hit[2]:  # not kept, or its labels need checking
                     piece = self._piece(message, names, key, turn)
@@ -391,7 +405,7 @@ class AnthropicEncoder:
                 key = _ANTHROPIC[made is None or made == wire]  # is_own
                 entry = entries.get(id(message))
                 hit = None
-                if entry is not None and entry[0] is message:
+                if entry is not None and entry[0]() is message:
                     hit = entry[3] if entry[2] == key else _value(entry, key)
                 if hit is None:
                     hit = self._blocks(message, key)

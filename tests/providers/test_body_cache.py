@@ -8,16 +8,20 @@ breakpoints on and off.
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from unittest import mock
 
 import httpx
 import orjson
+from faultkit import openai_stream
 from hypothesis import given, settings, strategies as st
 from loopback import LoopbackServer, Reply
 
+from navi_core import Agent
 from navi_core.conversation import (
     Block,
     CompactionSummary,
@@ -480,3 +484,63 @@ def test_a_subclass_that_overrides_encode_body_sends_its_bytes(
                 sent = loopback.requests[-1]
                 assert orjson.loads(sent.body)["tag"] == tag
                 assert sent.headers["content-length"] == str(len(sent.body))
+
+
+def test_an_entry_lives_as_long_as_its_message() -> None:
+    """The cache keeps no message alive: a conversation that ended takes its bytes
+    with it, and its ids, reused by new messages, find nothing."""
+    cache = MessageCache()
+    message = Message("user", (Text("gone soon"),))
+    cache.put(message, "k", b"bytes", 100)
+    ref = weakref.ref(message)
+    assert len(cache) == 1 and cache.nbytes == 100
+    del message
+    gc.collect()
+    assert ref() is None  # the entry did not keep it alive
+    assert len(cache) == 0 and cache.nbytes == 0
+    for i in range(200):  # ids are reused: none finds another message's bytes
+        assert cache.get(Message("user", (Text(str(i)),)), "k") is None
+
+
+def test_messages_freed_by_a_collection_inside_put_leave_the_cache_whole() -> None:
+    """A message in a reference cycle is freed by the collector, on whatever thread
+    allocates at that moment, the cache's own ``put`` included: its entry goes
+    without a deadlock or a lost entry of another message."""
+    cache = MessageCache(limit=64)
+    kept = []
+    for i in range(2000):
+        cyclic = Message("user", (Text(f"cycle {i}"),))
+        holder: list[object] = [cyclic]
+        holder.append(holder)  # freed only by the cyclic collector
+        cache.put(cyclic, "k", b"x", 1)
+        del cyclic, holder
+        message = Message("user", (Text(f"kept {i}"),))
+        kept.append(message)
+        cache.put(message, "k", f"v{i}", 1)
+    gc.collect()
+    assert cache.nbytes == len(cache) <= 64 + 1
+    assert cache.get(kept[-1], "k") == "v1999"
+    survivors = [m for m in kept if cache.get(m, "k") is not None]
+    assert len(survivors) == len(cache)
+
+
+def test_ended_conversations_leave_nothing_for_the_collector(
+    loopback: LoopbackServer,
+) -> None:
+    """Turns of agents that are dropped leave no message behind in the process-wide
+    cache, so the collector has nothing of theirs to walk; only the last request's
+    messages stay, which the provider compares the next request with."""
+    CACHE.clear()
+    provider = OpenAIChat("m", loopback.url + "/v1", "k")
+    for _ in range(20):
+        loopback.add(Reply.sse(openai_stream("done")))
+    for i in range(20):
+        agent = Agent(provider)
+        agent.ask(f"question {i}")
+        agent.close()
+    del agent
+    gc.collect()
+    assert len(CACHE) == 1  # the last prompt
+    (entry,) = CACHE.table.values()
+    assert entry[0]().text == "question 19"
+    provider.close()
