@@ -487,8 +487,14 @@ class ToolRegistry:
         clash = [n for n in names if n in self._owners]
         dupes = {n for n in names if names.count(n) > 1}
         if clash or dupes:
+            hint = (
+                " (MCPTools(..., prefix='name') or a server's \"prefix\" in an MCP "
+                "config keeps two servers' names apart)"
+                if clash
+                else ""
+            )
             raise ToolRegistrationError(
-                f"tool names already registered: {sorted(set(clash) | dupes)}"
+                f"tool names already registered: {sorted(set(clash) | dupes)}{hint}"
             )
         selector = source if isinstance(source, SpecSelector) else None
         if selector is not None and self._selector is not None:

@@ -163,8 +163,8 @@ def test_registry_refuses_duplicates_including_from_sources() -> None:
         def call_batch(self, calls: Sequence[ToolCall]) -> list[Any]:
             return []
 
-    with pytest.raises(ToolRegistrationError):
-        reg.register_source(Src())
+    with pytest.raises(ToolRegistrationError, match=r"\['dup'\].*prefix"):
+        reg.register_source(Src())  # the hint: how two servers keep names apart
     assert reg.names() == ["dup"]  # all or none
 
 
