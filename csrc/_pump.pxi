@@ -38,9 +38,21 @@ def next_or_stop(self):
     return ev
 
 
+cdef extern from "pythread.h":
+    unsigned long PyThread_get_thread_ident()
+
+
+_BUSY = (
+    "Stream.next() is running on another thread: drive a stream from one thread at "
+    "a time (cancel() and close() may come from any thread)"
+)
+
+
 cdef inline object _quick(object self, bint read):
     cdef object queue = self._queue
     cdef Reader reader = <Reader>self._reader
+    if reader.driver != 0 and reader.driver != PyThread_get_thread_ident():
+        raise RuntimeError(_BUSY)
     if reader.response is not None:
         if queue:
             if reader.ready():
@@ -54,10 +66,6 @@ cdef inline object _quick(object self, bint read):
     ):
         return queue.popleft()
     return _LATER
-
-
-cdef extern from "pythread.h":
-    unsigned long PyThread_get_thread_ident()
 
 
 cdef class Reader:
@@ -124,10 +132,7 @@ cdef class Reader:
     cdef inline bint _enter(self) except -1:
         cdef unsigned long me = PyThread_get_thread_ident()
         if self.driver != 0 and self.driver != me:
-            raise RuntimeError(
-                "Stream.next() is running on another thread: drive a stream from one "
-                "thread at a time (cancel() and close() may come from any thread)"
-            )
+            raise RuntimeError(_BUSY)
         self.driver = me
         if self.closing:
             self.driver = 0

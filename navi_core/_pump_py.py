@@ -74,6 +74,8 @@ def _quick(self: Any, read: bool) -> Any:
     read the open response for one), else ``_LATER``."""
     queue = self._queue
     reader = self._reader
+    if reader.driver and reader.driver != get_ident():
+        raise RuntimeError(_BUSY)
     if reader.response is not None:
         if queue:
             if reader.ready():

@@ -134,6 +134,8 @@ class Stream(Generic[T]):
             TimeoutError: ``timeout`` seconds passed before the turn ended.
             Exception: what the turn raised (as ``next()`` raises it).
         """
+        if timeout is not None and timeout != timeout:
+            raise ValueError("result(timeout=...) is NaN: give seconds, or None")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             if deadline is None:

@@ -325,7 +325,7 @@ def instrument(agent: Agent, tracer_provider: Any = None) -> Agent:
     agent.provider = traced
     run, resume = agent.run, agent.resume
 
-    def start(opener: Any, *args: Any) -> Any:
+    def start(opener: Any, *args: Any, **kwargs: Any) -> Any:
         span = tracer.start_span(
             "invoke_agent navi_core",
             attributes={
@@ -336,12 +336,12 @@ def instrument(agent: Agent, tracer_provider: Any = None) -> Agent:
         )
         try:
             with trace.use_span(span, end_on_exit=False):
-                stream = opener(*args)
+                stream = opener(*args, **kwargs)
         except BaseException as exc:
             _fail(span, exc)
             raise
         return TracedStream(stream, span, tracer, traced.secrets)
 
-    setattr(agent, "run", lambda prompt: start(run, prompt))  # noqa: B010
-    setattr(agent, "resume", lambda: start(resume))  # noqa: B010
+    setattr(agent, "run", lambda *a, **k: start(run, *a, **k))  # noqa: B010
+    setattr(agent, "resume", lambda *a, **k: start(resume, *a, **k))  # noqa: B010
     return agent

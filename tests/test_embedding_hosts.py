@@ -23,6 +23,7 @@ from loopback import LoopbackServer, Reply
 from navi_core import (
     PENDING,
     Agent,
+    Config,
     OpenAIChat,
     Phase,
     Scripted,
@@ -115,7 +116,8 @@ def _start_from_two_threads(agent: Agent) -> tuple[list[Stream[None]], int]:
         t.start()
     for t in threads:
         t.join()
-    assert all("another thread" in str(e) or "not ended" in str(e) for e in refused)
+    # refused while the other starts its turn, or once it has started it
+    assert all("another thread" in str(e) or "still running" in str(e) for e in refused)
     return started, len(refused)
 
 
@@ -180,3 +182,17 @@ def test_a_nan_timeout_is_refused_and_the_turn_goes_on() -> None:
         with pytest.raises(ValueError, match="NaN"):
             stream.next(math.nan)
         assert stream.result().response == "Hello."
+
+
+def test_an_unbounded_turn_timeout_sets_no_timer() -> None:
+    """``Config(turn_timeout=math.inf)`` is no limit: no timer thread fails on it."""
+    config = Config(turn_timeout=math.inf)
+    with Agent(Scripted([[Text("Hello.")]]), config=config) as agent:
+        assert agent.run("hi").result().response == "Hello."
+
+
+def test_a_nan_result_timeout_is_refused() -> None:
+    with Agent(Scripted([[Text("Hello.")]])) as agent, agent.run("hi") as stream:
+        with pytest.raises(ValueError, match="NaN"):
+            stream.result(math.nan)
+        assert stream.result(1.0).response == "Hello."

@@ -64,8 +64,9 @@ class TurnControl:
         self._release: Callable[[Any], None] | None = None
 
     def start_timer(self, turn_timeout: float, on_timeout: Callable[[], None]) -> None:
-        """Call ``on_timeout`` (on a timer thread) ``turn_timeout`` seconds from now."""
-        if self._timer is None:
+        """Call ``on_timeout`` (on a timer thread) ``turn_timeout`` seconds from now
+        (never, for ``math.inf`` or anything past ``threading.TIMEOUT_MAX``)."""
+        if self._timer is None and turn_timeout < threading.TIMEOUT_MAX:
             timer = threading.Timer(turn_timeout, on_timeout)
             timer.daemon = True
             self._timer = timer
@@ -216,10 +217,24 @@ class WorkerSlot:
 def abandoned(interrupter: Interrupter, workers: WorkerSlot) -> None:
     """A stream was freed before its turn ended (no ``close()``): interrupt the read
     its worker is blocked in and let the worker thread end, so neither the thread
-    nor the connection outlives the stream."""
-    if workers.worker is not None:
-        interrupter.fire()
-        workers.stop()
+    nor the connection outlives the stream.
+
+    The collector that freed the stream may run this on any thread, the worker
+    itself among them while it holds the interrupter's lock: the stop is made on a
+    thread of its own, which waits for that lock as any other thread does."""
+    if workers.worker is None:
+        return
+    try:
+        threading.Thread(
+            target=_stop_abandoned, args=(interrupter, workers), daemon=True
+        ).start()
+    except RuntimeError:  # the interpreter is shutting down: no new threads
+        _stop_abandoned(interrupter, workers)
+
+
+def _stop_abandoned(interrupter: Interrupter, workers: WorkerSlot) -> None:
+    interrupter.fire()
+    workers.stop()
 
 
 def _close(response: Any) -> None:

@@ -16,6 +16,7 @@ from ..agent import Agent
 from ..compaction._compaction import DEFAULT_SUMMARY_PROMPT
 from ..config import CompactionConfig, Config
 from ..errors import NaviError
+from ._terminal_text import terminal_safe_line
 from .options import (
     Subcommands,
     UsageError,
@@ -82,7 +83,7 @@ def command(args: argparse.Namespace) -> int:
             before = len(agent.conversation.messages)
             result = agent.compact(args.instructions)
             after = len(agent.conversation.messages)
-            sid = agent.session_id
+            sid = terminal_safe_line(agent.session_id)  # a file's id may hold anything
     except (NaviError, ValueError) as exc:
         # ValueError: an endpoint the provider refuses, such as a bad base URL
         print(error_line(exc), file=sys.stderr)

@@ -150,7 +150,7 @@ def render_session(info: SessionInfo, windows: Sequence[Sequence[Message]]) -> s
     Blocks read as in the compaction's transcript (``navi_core.compaction._transcript``).
     """
     lines = [
-        f"session {info.id}",
+        f"session {terminal_safe_line(info.id)}",
         f"created {_when(info.created_at)} · modified {_when(info.modified_at)} · "
         f"{info.message_count} messages · model {info.model or '-'}",
     ]

@@ -430,7 +430,9 @@ def _socket_stopper(stream: Any) -> Callable[[], None]:
     def stop() -> None:
         if isinstance(sock, socket.socket):
             with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+                # the plain socket's shutdown: an SSLSocket's own would clear its
+                # SSL object under the thread still reading it
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
     return stop
 

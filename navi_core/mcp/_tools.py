@@ -179,6 +179,7 @@ class MCPTools:
         self._schemas: dict[str, dict[str, Any]] = {}  # our name -> input schema
         self._specs: tuple[ToolSpec, ...] = ()
         self._stale = False  # the server said its tools changed
+        self._relisting = False  # a background listing runs (``tools()``)
         self._fresh_until = float("inf")  # a cache hint's expiry of the tool list
         self._contexts: list[ToolContext] = []  # of the calls in flight
         self._asking = 0  # questions waiting for the user: no call is idle meanwhile
@@ -197,11 +198,29 @@ class MCPTools:
 
     def tools(self) -> Sequence[ToolSpec]:
         """The server's tools: listed at the start, and again once the server said
-        they changed (``notifications/tools/list_changed``) or its cache hint ran out."""
-        if self._stale or time.monotonic() > self._fresh_until:
-            with self._lock:
-                self._refresh()
+        they changed (``notifications/tools/list_changed``) or its cache hint ran out.
+
+        It never waits on the server (a turn asks before each request, on the thread
+        that drives it): a change a tool call made is listed before that call's batch
+        ends; any other is listed on a thread of its own, and the list so far is
+        returned meanwhile."""
+        if (
+            self._stale or time.monotonic() > self._fresh_until
+        ) and not self._relisting:
+            self._relisting = True
+            threading.Thread(
+                target=self._relist, name="navi-mcp-list", daemon=True
+            ).start()
         return self._specs
+
+    def _relist(self) -> None:
+        """``tools()``'s listing in the background (its own thread)."""
+        try:
+            with self._lock:
+                if self._stale or time.monotonic() > self._fresh_until:
+                    self._refresh()
+        finally:
+            self._relisting = False
 
     def call_batch(self, calls: Sequence[ToolCall]) -> Sequence[Any]:
         """Send every call, then collect the answers in order.
@@ -286,6 +305,13 @@ class MCPTools:
                     except MCPError as exc:
                         value = exc
                     del waiting[k]
+                    if not waiting and self._stale:
+                        # a call changed the tools (the server says so before it
+                        # answers): listed here, before the batch ends, so the next
+                        # request declares them
+                        with self._lock:
+                            if self._stale:
+                                self._refresh()
                     yield k, value
         finally:
             with self._lock:

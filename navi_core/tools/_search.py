@@ -173,10 +173,14 @@ class ToolSearch:
         self._all = specs
 
     def _indexed(self, specs: tuple[ToolSpec, ...]) -> _Index:
-        """The index of ``specs`` but the search tool, built again when tools were
-        registered since the last one (they are never removed)."""
-        if len(specs) != len(self._index.specs) + 1:
-            self._index = _Index([s for s in specs if s.name != self._spec.name])
+        """The index of ``specs`` but the search tool, built again when the tools
+        changed since the last one (registered, or a source's list changed)."""
+        others = [s for s in specs if s.name != self._spec.name]
+        indexed = self._index.specs
+        if len(others) != len(indexed) or any(
+            a is not b for a, b in zip(others, indexed, strict=True)
+        ):
+            self._index = _Index(others)
         return self._index
 
     def select_specs(self, specs: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:

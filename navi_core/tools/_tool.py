@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Generic, Protocol, overload, runtime_checkable
 
 from .._ids import publish
+from .._logs import get_logger
 from ..errors import ToolRegistrationError
 from . import _pydantic as pydantic_types
 from ._call_plan import CallPlan
@@ -516,7 +517,15 @@ class ToolRegistry:
         unless another registration holds them already. A source that returns the
         same sequence object as last time costs a comparison of identity."""
         for key, (source, listed, before) in list(self._sources.items()):
-            now = source.tools()
+            try:
+                now = source.tools()
+            except Exception as exc:  # a source's failure is not the turn's
+                _log.warning(
+                    "%s.tools() failed; its tools stay as they were: %s",
+                    type(source).__name__,
+                    exc,
+                )
+                continue
             if now is listed:
                 continue
             specs = tuple(now)
@@ -549,5 +558,7 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._specs)
 
+
+_log = get_logger("navi_core.tools")
 
 publish(globals())

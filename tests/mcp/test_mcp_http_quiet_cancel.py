@@ -80,6 +80,11 @@ def test_a_cancelled_turn_closes_a_quiet_calls_connection(
         while not mark.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert mark.exists() and mark.read_text() == "cancelled"
-    time.sleep(0.2)
-    posting = [t for t in threading.enumerate() if t.name.endswith("(_post)")]
-    assert posting == []  # the call's thread ended with its connection
+    deadline = time.monotonic() + 5
+    while _posting() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _posting() == []  # the call's thread ended with its connection
+
+
+def _posting() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.endswith("(_post)")]

@@ -24,6 +24,8 @@ from navi_core import (
     ProviderRetry,
     ResponseDiscarded,
     RetryPolicy,
+    Scripted,
+    Text,
     tool,
 )
 from navi_core.errors import AuthFailed
@@ -206,3 +208,21 @@ def test_a_failed_attempt_that_showed_deltas_is_discarded_under_tracing(
     chats = by_name(memory.get_finished_spans())["chat"]
     assert [c.status.status_code for c in chats] == [StatusCode.ERROR, StatusCode.UNSET]
     no_key(memory.get_finished_spans())
+
+
+def test_an_instrumented_agent_takes_every_keyword_of_run_and_resume(
+    exporter: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """``ask()`` passes ``output=`` to ``run()``, and ``resume()`` takes ``output=``:
+    the instrumented methods pass keywords on."""
+    tracer_provider, memory = exporter
+    agent = instrument(
+        Agent(Scripted([[Text("Hello.")], [Text("Again.")]])), tracer_provider
+    )
+    assert agent.ask("hi").response == "Hello."
+    with agent.resume(output=None) as stream:  # nothing to resume: it just ends
+        stream.result()
+    agent.close()
+    assert [s.name for s in memory.get_finished_spans()].count(
+        "invoke_agent navi_core"
+    ) == 2
