@@ -83,6 +83,35 @@ def big_prompt(lines: int) -> str:
     )
 
 
+def six_questions() -> list[Message]:
+    """Six questions about a proxy's logs and their answers: about 1,600 tokens."""
+    history: list[Message] = []
+    for i in range(6):
+        history += [
+            UserMessage(f"Question {i}: " + "what does the staging proxy log? " * 30),
+            Message("assistant", (Text(f"Answer {i}: " + "it logs requests. " * 30),)),
+        ]
+    return history
+
+
+def provider_for(loopback: LoopbackServer, **kwargs: Any) -> OpenAIChat:
+    return OpenAIChat("gpt-test", loopback.url + "/v1", KEY, **kwargs)
+
+
+def turn_after(
+    provider: OpenAIChat, tmp_path: Path, history: list[Message], config: Config
+) -> list[Any]:
+    """The events of a turn ("And now?") in a session stored holding ``history``."""
+    with provider, SQLiteStore(tmp_path / "navi.db") as store:
+        sid = store.create().id
+        store.append(sid, [m.with_wire(provider.wire) for m in history])
+        with (
+            Agent(provider, store=store, session=sid, config=config) as agent,
+            agent.run("And now?") as stream,
+        ):
+            return list(stream)
+
+
 def test_a_first_prompt_that_fits_is_sent_not_summarised(
     loopback: LoopbackServer, tmp_path: Path
 ) -> None:
@@ -200,12 +229,7 @@ def test_the_threshold_leaves_room_for_max_output_tokens(
     server refuses the request (vLLM: "you requested 5000 tokens (3000 in the
     messages, 2000 in the completion)"), so the compaction comes first."""
     window, out = 4096, 2048
-    history: list[Message] = []
-    for i in range(6):
-        history += [
-            UserMessage(f"Question {i}: " + "what does the staging proxy log? " * 30),
-            Message("assistant", (Text(f"Answer {i}: " + "it logs requests. " * 30),)),
-        ]
+    history = six_questions()
     size = sum(estimate_message_tokens(m) for m in history)
     assert window - out < size < 0.8 * window
     loopback.add(
@@ -218,17 +242,7 @@ def test_the_threshold_leaves_room_for_max_output_tokens(
             prompt=PROMPT, context_window=window, keep_verbatim=400
         ),
     )
-    with (
-        OpenAIChat("gpt-test", loopback.url + "/v1", KEY) as provider,
-        SQLiteStore(tmp_path / "navi.db") as store,
-    ):
-        sid = store.create().id
-        store.append(sid, [m.with_wire(provider.wire) for m in history])
-        with (
-            Agent(provider, store=store, session=sid, config=config) as agent,
-            agent.run("And now?") as stream,
-        ):
-            events = list(stream)
+    events = turn_after(provider_for(loopback), tmp_path, history, config)
     started = [e for e in events if isinstance(e, CompactionStarted)]
     assert [s.reason for s in started] == ["threshold"]
     summary_request, turn_request = (r.json for r in loopback.requests)
@@ -242,12 +256,7 @@ def test_a_summary_requests_usage_counts_in_the_turns_usage_and_cost(
 ) -> None:
     """The summary request is the turn's spending too: its tokens join
     ``TurnComplete.usage`` and ``cost``, as a planning request's do."""
-    history: list[Message] = []
-    for i in range(6):
-        history += [
-            UserMessage(f"Question {i}: " + "what does the staging proxy log? " * 30),
-            Message("assistant", (Text(f"Answer {i}: " + "it logs requests. " * 30),)),
-        ]
+    history = six_questions()
     summary = chat_body("Six questions about the staging proxy's logs.")
     summary = summary.replace(b'"prompt_tokens":10', b'"prompt_tokens":5000')
     summary = summary.replace(b'"completion_tokens":5', b'"completion_tokens":300')
@@ -257,19 +266,8 @@ def test_a_summary_requests_usage_counts_in_the_turns_usage_and_cost(
             prompt=PROMPT, context_window=2048, keep_verbatim=400
         )
     )
-    with (
-        OpenAIChat(
-            "gpt-test", loopback.url + "/v1", KEY, pricing=Pricing(1.0, 2.0)
-        ) as provider,
-        SQLiteStore(tmp_path / "navi.db") as store,
-    ):
-        sid = store.create().id
-        store.append(sid, [m.with_wire(provider.wire) for m in history])
-        with (
-            Agent(provider, store=store, session=sid, config=config) as agent,
-            agent.run("And now?") as stream,
-        ):
-            events = list(stream)
+    provider = provider_for(loopback, pricing=Pricing(1.0, 2.0))
+    events = turn_after(provider, tmp_path, history, config)
     assert [type(e) for e in events if isinstance(e, Compacted)] == [Compacted]
     done = events[-1]
     assert isinstance(done, TurnComplete) and done.cost is not None

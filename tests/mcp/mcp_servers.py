@@ -23,9 +23,16 @@ def free_port() -> int:
 
 def http_server(*mode: str) -> Iterator[str]:
     """Run the server over streamable HTTP; yields its URL, kills it afterwards."""
+    yield from http_script(SERVER, "http", "{port}", *mode)
+
+
+def http_script(script: str, *args: str) -> Iterator[str]:
+    """Run ``script`` with ``args`` (``"{port}"`` replaced by a free loopback port)
+    until it accepts connections; yields its ``/mcp`` URL, kills it afterwards."""
     port = free_port()
+    argv = [a.replace("{port}", str(port)) for a in args]
     proc = subprocess.Popen(
-        [sys.executable, SERVER, "http", str(port), *mode],
+        [sys.executable, script, *argv],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -37,9 +44,7 @@ def http_server(*mode: str) -> Iterator[str]:
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        "the MCP HTTP test server did not start"
-                    ) from None
+                    raise RuntimeError(f"{Path(script).name} did not start") from None
                 time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:

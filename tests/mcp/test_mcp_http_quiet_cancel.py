@@ -9,9 +9,6 @@ of its own, known from the moment it opens.
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +19,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from mcp_servers import free_port
+from mcp_servers import http_script
 
 from navi_core import (
     Agent,
@@ -40,26 +37,7 @@ SERVER = str(Path(__file__).parent / "quiet_http_server.py")
 
 @pytest.fixture
 def url() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, SERVER, str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the quiet server did not start") from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.kill()
-        proc.wait()
+    yield from http_script(SERVER, "{port}")
 
 
 def test_a_cancelled_turn_closes_a_quiet_calls_connection(
