@@ -76,7 +76,9 @@ def test_exact_copies_to_the_size_of_the_data() -> None:
 def test_a_cached_message_costs_about_its_json(
     cache: MessageCache, make: type[OpenAIChat] | type[Anthropic]
 ) -> None:
-    """Per message kept: the bytes (exact size), and the entry's small bookkeeping."""
+    """Per message kept: the bytes (exact size), and the entry's small bookkeeping
+    (its tuple, table slot and weak reference: ~650 bytes in all on Python 3.11+,
+    ~760 on 3.10, whose objects are larger)."""
     provider = make("m", URL)
     n = 400
     history = tuple(small_message(i) for i in range(n))
@@ -85,8 +87,8 @@ def test_a_cached_message_costs_about_its_json(
     size, _ = traced(lambda: provider.encode_body(request) and None)
     per_message = size / n
     json_size = len(orjson.dumps(provider.build_body(request))) / n
-    # a 1 KiB+ orjson buffer per message would be many times this
-    assert per_message < 4 * json_size + 300, (per_message, json_size)
+    # a 1 KiB+ orjson buffer per message would be well above this
+    assert per_message < 4 * json_size + 400, (per_message, json_size)
     provider.close()
 
 
