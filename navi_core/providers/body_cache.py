@@ -57,9 +57,10 @@ class MessageCache:
         self._limit = limit
         self._max_bytes = max_bytes
         self._bytes = 0
-        # reentrant: a message freed by a collection that runs inside a locked
-        # section (any allocation) calls ``_gone`` on the same thread
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
+        #: references of freed messages whose entries are still to be dropped: only
+        #: the holder of ``_lock`` changes the table (``_bury_locked``)
+        self._dead: list[weakref.KeyedRef[int, Message]] = []
         self._drop = self._gone  # one bound method for every reference
 
     def __len__(self) -> int:
@@ -101,27 +102,45 @@ class MessageCache:
                 ]
                 self._entries[ident] = (entry[0], entry[1] + size, *flat, key, value)
             self._bytes += size
+            self._bury_locked()
 
     def clear(self) -> None:
         """Forget every entry."""
         with self._lock:
             self._entries.clear()
+            self._dead.clear()
             self._bytes = 0
 
     def _evict_locked(self) -> None:
         entries = self._entries
         for old in list(islice(entries, (len(entries) + 1) // 2)):
-            entry = entries.pop(old, None)  # a collection may have dropped it since
-            if entry is not None:
-                self._bytes -= entry[1]
+            self._bytes -= entries.pop(old)[1]
 
     def _gone(self, ref: weakref.KeyedRef[int, Message]) -> None:
-        """A message with an entry was freed: drop the entry (the weak reference's
-        callback, on whichever thread freed it)."""
-        with self._lock:
-            entry = self._entries.get(ref.key)
+        """A message with an entry was freed (the weak reference's callback, on
+        whichever thread freed it): its entry is dropped now when the lock is free,
+        else by the lock's holder before it lets go.
+
+        It never waits for the lock: a collection may free the message inside a
+        locked section of this very thread (any allocation there), even while the
+        table is being iterated, which a change would break."""
+        self._dead.append(ref)
+        if self._lock.acquire(blocking=False):
+            try:
+                self._bury_locked()
+            finally:
+                self._lock.release()
+
+    def _bury_locked(self) -> None:
+        """Drop the entries of freed messages (``_gone``); the lock is held. An entry
+        a freed message left while another thread held the lock past this point
+        stays until the next ``put``: its reference is dead, so no lookup finds it."""
+        dead, entries = self._dead, self._entries
+        while dead:
+            ref = dead.pop()
+            entry = entries.get(ref.key)
             if entry is not None and entry[0] is ref:
-                del self._entries[ref.key]
+                del entries[ref.key]
                 self._bytes -= entry[1]
 
 

@@ -508,15 +508,20 @@ def test_messages_freed_by_a_collection_inside_put_leave_the_cache_whole() -> No
     without a deadlock or a lost entry of another message."""
     cache = MessageCache(limit=64)
     kept = []
-    for i in range(2000):
-        cyclic = Message("user", (Text(f"cycle {i}"),))
-        holder: list[object] = [cyclic]
-        holder.append(holder)  # freed only by the cyclic collector
-        cache.put(cyclic, "k", b"x", 1)
-        del cyclic, holder
-        message = Message("user", (Text(f"kept {i}"),))
-        kept.append(message)
-        cache.put(message, "k", f"v{i}", 1)
+    threshold = gc.get_threshold()
+    gc.set_threshold(1)  # a collection at almost every allocation: inside put too
+    try:
+        for i in range(2000):
+            cyclic = Message("user", (Text(f"cycle {i}"),))
+            holder: list[object] = [cyclic]
+            holder.append(holder)  # freed only by the cyclic collector
+            cache.put(cyclic, "k", b"x", 1)
+            del cyclic, holder
+            message = Message("user", (Text(f"kept {i}"),))
+            kept.append(message)
+            cache.put(message, "k", f"v{i}", 1)
+    finally:
+        gc.set_threshold(*threshold)
     gc.collect()
     assert cache.nbytes == len(cache) <= 64 + 1
     assert cache.get(kept[-1], "k") == "v1999"
