@@ -90,7 +90,12 @@ class MessageCache:
         with self._lock:
             ident = id(message)
             entry = self._entries.get(ident)
-            if entry is None or entry[0]() is not message:
+            if entry is not None and entry[0]() is not message:
+                # a freed message's entry, not dropped yet: the id is this one's now
+                del self._entries[ident]
+                self._bytes -= entry[1]
+                entry = None
+            if entry is None:
                 if len(self._entries) >= self._limit or self._bytes >= self._max_bytes:
                     self._evict_locked()
                 ref = weakref.KeyedRef(message, self._drop, ident)
