@@ -15,7 +15,15 @@ import pytest
 from faultkit import openai_stream
 from loopback import LoopbackServer, Reply
 
-from navi_core import Agent, Budget, Config, Pricing, StopReason, SubAgent
+from navi_core import (
+    Agent,
+    Budget,
+    Config,
+    Pricing,
+    StopReason,
+    SubAgent,
+    TurnComplete,
+)
 from navi_core.providers.openai_chat import OpenAIChat
 
 MILLION = {"prompt_tokens": 1_000_000, "completion_tokens": 1_000_000}
@@ -37,10 +45,10 @@ def _parent_and_child(
             yield agent
 
 
-def test_the_parents_cost_holds_the_child_at_its_own_price(
-    loopback: LoopbackServer,
-) -> None:
-    loopback.add(
+def _ask(parent: LoopbackServer, config: Config | None = None) -> TurnComplete[None]:
+    """The parent's turn: it calls the sub-agent (whose server reports a million
+    tokens each way), then answers."""
+    parent.add(
         Reply.sse(
             openai_stream(
                 "", usage=SMALL, tool_calls=[("c1", "research", '{"task": "t"}')]
@@ -50,8 +58,14 @@ def test_the_parents_cost_holds_the_child_at_its_own_price(
     )
     with LoopbackServer() as child:
         child.add(Reply.sse(openai_stream("child answer", usage=MILLION)))
-        with _parent_and_child(loopback, child) as agent:
-            done = agent.ask("go")
+        with _parent_and_child(parent, child, config) as agent:
+            return agent.ask("go")
+
+
+def test_the_parents_cost_holds_the_child_at_its_own_price(
+    loopback: LoopbackServer,
+) -> None:
+    done = _ask(loopback)
     assert done.cost is not None
     own = 2 * (10 * 1.0 + 2 * 2.0) / 1_000_000
     assert done.cost.usd == pytest.approx(30.0 + own)
@@ -61,18 +75,6 @@ def test_the_parents_cost_holds_the_child_at_its_own_price(
 def test_a_budget_counts_the_child_at_its_own_price(loopback: LoopbackServer) -> None:
     """$5 is three times what the child would cost at the parent's price, and a
     sixth of what it cost: the budget stops the turn before its next response."""
-    loopback.add(
-        Reply.sse(
-            openai_stream(
-                "", usage=SMALL, tool_calls=[("c1", "research", '{"task": "t"}')]
-            )
-        ),
-        Reply.sse(openai_stream("final", usage=SMALL)),
-    )
-    with LoopbackServer() as child:
-        child.add(Reply.sse(openai_stream("child answer", usage=MILLION)))
-        config = Config(budget=Budget(usd=5.0))
-        with _parent_and_child(loopback, child, config) as agent:
-            done = agent.ask("go")
+    done = _ask(loopback, Config(budget=Budget(usd=5.0)))
     assert done.stop_reason is StopReason.BUDGET
     assert len(loopback.requests) == 1
