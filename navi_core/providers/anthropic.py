@@ -40,7 +40,7 @@ from ..conversation import (
 from ..tools._tool import ToolSpec
 from ._http import HTTP_DEFAULTS, HTTPProvider, HTTPSettings, Parser, json_object
 from .base import ProviderRequest
-from .body_cache import AnthropicEncoder, split_body
+from .body_cache import AnthropicEncoder, BodyFrame, split_body
 from .openai_chat import SUMMARY_PREFIX
 from .wire import own_blocks
 
@@ -109,6 +109,7 @@ class Anthropic(HTTPProvider):
         #: USD per million tokens (``TurnComplete.cost``); None: the price table's
         self.pricing = pricing
         self._encoder = AnthropicEncoder(self._encode, self.wire, marks=cache)
+        self._frame = BodyFrame()
 
     def _parser(self) -> Parser:
         return core.AnthropicParser()
@@ -125,7 +126,9 @@ class Anthropic(HTTPProvider):
         """
         if "messages" in self._options:
             return super().encode_parts(request)
-        before, after = split_body(self._body(request, []), "messages")
+        before, after = self._frame.get(
+            request, lambda: split_body(self._body(request, []), "messages")
+        )
         return self._encoder.join(request.messages, before, after)
 
     def _encode(self, message: Message) -> list[dict[str, Any]]:

@@ -17,16 +17,20 @@ import threading
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
 from .._history import History
 from ..conversation import MediaPart, Message, Text, ToolResult, ToolUse, WireIdentity
 
+if TYPE_CHECKING:
+    from .base import ProviderRequest
+
 __all__ = [
     "CACHE",
     "AnthropicEncoder",
+    "BodyFrame",
     "FlatEncoder",
     "MessageCache",
     "exact",
@@ -211,6 +215,37 @@ def split_body(body: Mapping[str, Any], key: str) -> tuple[bytes, bytes]:
     before = head + (b"," if at else b"") + orjson.dumps(key) + b":["
     after = (b"]," if at + 1 < len(items) else b"]") + tail
     return before, after
+
+
+class BodyFrame:
+    """The encoded JSON around a request's message array, kept for the next request
+    with equal tools, system prompt, config and output: the requests of a turn (and
+    of an agent's turns) differ only in their messages, so their frame is encoded
+    once. One entry, swapped whole, so threads sharing a provider need no lock.
+    """
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[Any, ...] | None = None
+
+    def get(
+        self, request: ProviderRequest, make: Callable[[], tuple[bytes, ...]]
+    ) -> tuple[bytes, ...]:
+        """``make()``, or what it returned for the last request with the same frame."""
+        last = self._last
+        tools, system, config = request.tools, request.system, request.config
+        if (
+            last is not None
+            and last[3] is request.output
+            and last[1] == system
+            and (last[2] is config or last[2] == config)
+            and last[0] == tools  # specs are frozen: equal ones encode the same
+        ):
+            return last[4]  # type: ignore[no-any-return]
+        frame = make()
+        self._last = (tools, system, config, request.output, frame)
+        return frame
 
 
 def _dumps_all(values: Sequence[dict[str, Any]]) -> bytes:

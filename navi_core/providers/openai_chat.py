@@ -38,7 +38,7 @@ from ..tools._tool import ToolSpec
 from ._body import Tap
 from ._http import HTTP_DEFAULTS, HTTPProvider, HTTPSettings, Parser, json_object
 from .base import ProviderRequest
-from .body_cache import FlatEncoder, split_body, tool_turns
+from .body_cache import BodyFrame, FlatEncoder, split_body, tool_turns
 from .delta_stream import DeltaStream
 
 __all__ = [
@@ -167,6 +167,7 @@ class OpenAIChat(HTTPProvider):
         self.text_tool_calls = text_tool_calls
         self.reasoning_tags = reasoning_tags
         self._opening = threading.local()  # the request open() is sending
+        self._frame = BodyFrame()
 
     def open(self, request: ProviderRequest, *, tap: Tap | None = None) -> DeltaStream:
         """Send ``request`` and return its open response (``HTTPProvider.open``)."""
@@ -205,10 +206,15 @@ class OpenAIChat(HTTPProvider):
         """``orjson.dumps(build_body(request))`` in parts, from the messages' kept JSON."""
         if "messages" in self._options:
             return super().encode_parts(request)
+        before, first, after = self._frame.get(request, lambda: self._frame_of(request))
+        return self._encoder.join(request.messages, before, first, after)
+
+    def _frame_of(self, request: ProviderRequest) -> tuple[bytes, bytes, bytes]:
+        """The body's JSON before the messages, the system message's, and after."""
         before, after = split_body(self._body(request, []), "messages")
         system = request.system
         first = orjson.dumps({"role": "system", "content": system}) if system else b""
-        return self._encoder.join(request.messages, before, first, after)
+        return before, first, after
 
     def _encode(
         self, message: Message, names: dict[str, str], tool_turn: bool = False

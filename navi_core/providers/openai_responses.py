@@ -32,7 +32,7 @@ from ..conversation import (
 from ..tools._tool import ToolSpec
 from ._http import HTTP_DEFAULTS, HTTPProvider, HTTPSettings, Parser, json_object
 from .base import ProviderRequest
-from .body_cache import FlatEncoder, split_body
+from .body_cache import BodyFrame, FlatEncoder, split_body
 from .openai_chat import SUMMARY_PREFIX, openai_endpoint
 from .wire import own_blocks
 
@@ -74,6 +74,7 @@ class OpenAIResponses(HTTPProvider):
         #: USD per million tokens (``TurnComplete.cost``); None: the price table's
         self.pricing = pricing
         self._encoder = FlatEncoder(self.api_style, self._encode, self.wire)
+        self._frame = BodyFrame()
 
     def _parser(self) -> Parser:
         return core.OpenAIResponsesParser()
@@ -86,7 +87,9 @@ class OpenAIResponses(HTTPProvider):
         """``orjson.dumps(build_body(request))`` in parts, from the messages' kept JSON."""
         if "input" in self._options:
             return super().encode_parts(request)
-        before, after = split_body(self._body(request, []), "input")
+        before, after = self._frame.get(
+            request, lambda: split_body(self._body(request, []), "input")
+        )
         return self._encoder.join(request.messages, before, b"", after)
 
     def _encode(self, message: Message, names: dict[str, str]) -> list[dict[str, Any]]:

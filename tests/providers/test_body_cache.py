@@ -549,3 +549,51 @@ def test_ended_conversations_leave_nothing_for_the_collector(
     (entry,) = CACHE.table.values()
     assert entry[0]().text == "question 19"
     provider.close()
+
+
+def _outputs() -> list[object]:
+    from dataclasses import make_dataclass
+
+    from navi_core.output import OutputSpec
+
+    point = make_dataclass("Point", [("x", int), ("y", int)])
+    other = make_dataclass("Other", [("name", str)])
+    return [None, OutputSpec.of(point), OutputSpec.of(point), OutputSpec.of(other)]
+
+
+def _look(description: str) -> ToolSpec:
+    return ToolSpec("look", description, {"type": "object", "properties": {}})
+
+
+_OUTPUTS = _outputs()
+#: few values, most of them twice as distinct equal objects, so that consecutive
+#: requests often differ in one part of their frame only
+_FRAMES = st.tuples(
+    st.sampled_from([None, "", "be brief", "be brief", "other"]),
+    st.sampled_from([(), (_look("a"),), (_look("a"),), (_look("b"),)]),
+    st.sampled_from([Settings(), Settings(), Settings(max_output_tokens=5)]),
+    st.sampled_from(range(len(_OUTPUTS))),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(messages, max_size=8), st.lists(_FRAMES, min_size=1, max_size=8))
+def test_requests_whose_tools_system_config_or_output_change_match(
+    history: list[Message],
+    frames: list[tuple[str | None, tuple[ToolSpec, ...], Settings, int]],
+) -> None:
+    """One provider, each request with its own system prompt, tools, config and output
+    (equal ones often, as fresh objects): the kept frame of the body is used only for a
+    request it belongs to."""
+    for provider in providers():
+        for k, (system, tools, config, output) in enumerate(frames):
+            cut = min(len(history), k * 2)
+            request = ProviderRequest(
+                tuple(history[:cut]),
+                system,
+                tools,
+                config,
+                _OUTPUTS[output],  # type: ignore[arg-type]
+            )
+            same(provider, request)
+        provider.close()
