@@ -28,6 +28,7 @@ __all__ = ["new_id", "publish"]
 
 _key = os.urandom(32)
 _count = itertools.count()  # next() on it is atomic under the GIL
+_blake2b: Any = None  # hashlib.blake2b, imported on first use
 
 
 def _rekey() -> None:
@@ -43,8 +44,12 @@ if hasattr(os, "register_at_fork"):
 def new_id() -> str:
     """32 hex digits, shaped as ``uuid.uuid4().hex`` gives (version 4, RFC 4122
     variant), made without a ``UUID`` object or a system call."""
-    from hashlib import blake2b  # here: a module that only publishes needs no hashlib
+    global _blake2b
+    blake2b = _blake2b
+    if blake2b is None:  # on first use: a module that only publishes needs no hashlib
+        from hashlib import blake2b
 
+        _blake2b = blake2b
     b = bytearray(
         blake2b(next(_count).to_bytes(16, "little"), key=_key, digest_size=16).digest()
     )
