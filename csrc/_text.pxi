@@ -76,6 +76,7 @@ cdef int _tk_script_step[110]
 cdef int _tk_punct_run[9]
 cdef int _tk_symbol[22]
 cdef int _tk_prefix[22]
+cdef int _tk_blank_line[68]
 cdef int _tk_prefix_punct = _tp.PREFIX_PUNCT
 cdef int _tk_ascii_slope = _tp.ASCII_SLOPE
 cdef int _tk_punct_slope = _tp.PUNCT_SLOPE
@@ -83,8 +84,14 @@ cdef int _tk_repeat_16 = _tp.REPEAT_16
 cdef int _tk_lead_space = _tp.LEAD_SPACE
 cdef int _tk_trailing_newline = _tp.TRAILING_NEWLINE
 cdef long long _tk_token = _tp.TOKEN
+cdef int _tk_space_run = _tp.SPACE_RUN
 cdef int _tk_spaces_per_token = _tp.SPACES_PER_TOKEN
+cdef int _tk_tab_run = _tp.TAB_RUN
+cdef int _tk_tabs_per_token = _tp.TABS_PER_TOKEN
 cdef int _tk_newlines_per_token = _tp.NEWLINES_PER_TOKEN
+cdef int _tk_cr_newlines = _tp.CR_NEWLINES
+cdef int _tk_short_line = _tp.SHORT_LINE
+cdef int _tk_blank_line_max = _tp.BLANK_LINE_MAX
 
 
 cdef int _copy_table(int* dst, tuple src, Py_ssize_t size) except -1:
@@ -112,6 +119,9 @@ cdef int _load_tables() except -1:
     _copy_table(_tk_punct_run, _tp.PUNCT_RUN, 9)
     _copy_table(_tk_symbol, _tp.SYMBOL_COST, 22)
     _copy_table(_tk_prefix, _tp.PREFIX_COST, 22)
+    if _tp.BLANK_LINE_MAX != 16:
+        raise ImportError("navi_core._text_py BLANK_LINE differs from the compiled one")
+    _copy_table(_tk_blank_line, _tp.BLANK_LINE, 68)
     return 0
 
 
@@ -164,12 +174,51 @@ cdef inline long long _punct_cost(
     return cost + _tk_punct_run[changes]
 
 
+cdef inline long long _space_cost(
+    Py_ssize_t spaces, Py_ssize_t tabs, Py_ssize_t changes
+) noexcept nogil:
+    cdef long long cost = _tk_token + changes // 2 * _tk_token
+    if spaces > _tk_space_run:
+        cost += ((spaces - _tk_space_run - 1) // _tk_spaces_per_token + 1) * _tk_token
+    if tabs > _tk_tab_run:
+        cost += ((tabs - _tk_tab_run - 1) // _tk_tabs_per_token + 1) * _tk_token
+    return cost
+
+
 cdef inline long long _newline_cost(Py_ssize_t n) noexcept nogil:
-    return _tk_token + (n - 1) // _tk_newlines_per_token * _tk_token
+    return (n - 1) // _tk_newlines_per_token * _tk_token
 
 
-cdef inline long long _space_cost(Py_ssize_t n) noexcept nogil:
-    return _tk_token + (n - 1) // _tk_spaces_per_token * _tk_token
+cdef inline int _line_key(
+    Py_ssize_t spaces, Py_ssize_t tabs, Py_ssize_t changes, Py_ssize_t newlines
+) noexcept nogil:
+    if changes or newlines != 1 or spaces + tabs > _tk_blank_line_max:
+        return -1
+    return <int>(tabs + 2 * (_tk_blank_line_max + 1) if tabs else spaces)
+
+
+cdef inline long long _line_cost(
+    Py_ssize_t spaces,
+    Py_ssize_t tabs,
+    Py_ssize_t changes,
+    Py_ssize_t newlines,
+    int key,
+    int prev,
+) noexcept nogil:
+    if key > 0 and prev:
+        if prev == key + 1 or prev == -key - 1:
+            return _tk_blank_line[key + _tk_blank_line_max + 1]
+        if prev < 0:
+            return _tk_blank_line[key]
+    return _space_cost(spaces, tabs, changes) + _newline_cost(newlines)
+
+
+cdef inline int _line_mark(int key, int prev) noexcept nogil:
+    if key < 0:
+        return 0
+    if key <= _tk_short_line and not (prev < 0 or prev == key + 1):
+        return -key - 1
+    return key + 1
 
 
 cdef long long _scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
@@ -186,10 +235,14 @@ cdef long long _scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
     cdef Py_UCS4 p_first = 0, p_last = 0
     cdef int p_first_cls = 0
     cdef bint p_lead = False
-    cdef Py_ssize_t s_newlines = 0, s_tail = 0, digits = 0
-    cdef bint s_tail_space = False
-    for i in range(n):
+    cdef Py_ssize_t s_newlines = 0, s_spaces = 0, s_tabs = 0, s_changes = 0, digits = 0
+    cdef Py_UCS4 s_last = 0
+    cdef int s_prev = 0, key
+    cdef bint s_last_change = False
+    cdef Py_ssize_t i = 0, repeats
+    while i < n:
         cp = s[i]
+        i += 1
         cls = _char_class(cp)
         if mode == _TK_WORD:
             if _TK_LATIN <= cls <= _TK_MARK:
@@ -248,24 +301,56 @@ cdef long long _scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
             mode = _TK_NONE
         elif mode == _TK_SPACES:
             if cls == _TK_NEWLINE:
-                s_newlines += 1
-                s_tail = 0
+                s_newlines += _tk_cr_newlines if cp == 0x0D else 1
                 continue
             if _TK_SPACE <= cls <= _TK_BLANK:
-                s_tail += 1
-                s_tail_space = cp == 0x20
+                if s_newlines:
+                    key = _line_key(s_spaces, s_tabs, s_changes, s_newlines)
+                    total += _line_cost(
+                        s_spaces, s_tabs, s_changes, s_newlines, key, s_prev
+                    )
+                    s_prev = _line_mark(key, s_prev)
+                    s_newlines = 0
+                    s_spaces = 0
+                    s_tabs = 0
+                    s_changes = 0
+                    s_last_change = False
+                else:
+                    s_last_change = (cp == 0x20) != (s_last == 0x20)
+                    s_changes += s_last_change
+                # C only: the blanks that repeat this one, in a tight loop
+                repeats = 0
+                while i < n and s[i] == cp:
+                    i += 1
+                    repeats += 1
+                if repeats:
+                    s_last_change = False
+                if cp == 0x20:
+                    s_spaces += repeats + 1
+                else:
+                    s_tabs += repeats + 1
+                s_last = cp
                 continue
-            if s_newlines:
-                total += _newline_cost(s_newlines)
             mode = _TK_NONE
-            if s_tail:
-                if s_tail > 1:
-                    total += _space_cost(s_tail - 1)
+            if s_newlines:
+                key = _line_key(s_spaces, s_tabs, s_changes, s_newlines)
+                total += _line_cost(
+                    s_spaces, s_tabs, s_changes, s_newlines, key, s_prev
+                )
+            else:
+                if s_last == 0x20:
+                    s_spaces -= 1
+                else:
+                    s_tabs -= 1
+                if s_spaces or s_tabs:
+                    total += _space_cost(s_spaces, s_tabs, s_changes - s_last_change)
                 if _is_letter(cls):
                     mode = _TK_WORD
-                    w_pre = _TK_PRE_SPACE if s_tail_space else _TK_PRE_OTHER
-                    w_pre_cls = _TK_BLANK
-                elif s_tail_space and cls != _TK_DIGIT:
+                    w_pre = _TK_PRE_SPACE if s_last == 0x20 else _TK_PRE_OTHER
+                    w_pre_cls = (
+                        _TK_SPACE if s_last == 0x09 and cls <= _TK_UPPER else _TK_BLANK
+                    )
+                elif s_last == 0x20 and cls != _TK_DIGIT:
                     mode = _TK_PUNCTS
                     p_lead = True
                 else:
@@ -280,13 +365,18 @@ cdef long long _scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
                 continue
             elif _TK_SPACE <= cls <= _TK_BLANK:
                 mode = _TK_SPACES
-                s_newlines = 0
-                s_tail = 0
+                s_changes = 0
+                s_prev = 0
+                s_last_change = False
                 if cls == _TK_NEWLINE:
-                    s_newlines = 1
+                    s_newlines = _tk_cr_newlines if cp == 0x0D else 1
+                    s_spaces = 0
+                    s_tabs = 0
                 else:
-                    s_tail = 1
-                    s_tail_space = cp == 0x20
+                    s_newlines = 0
+                    s_spaces = cp == 0x20
+                    s_tabs = cp != 0x20
+                    s_last = cp
                 continue
             else:
                 mode = _TK_PUNCTS
@@ -322,9 +412,10 @@ cdef long long _scan(const _tk_unit* s, Py_ssize_t n) noexcept nogil:
         total += (digits + 2) // 3 * _tk_token
     elif mode == _TK_SPACES:
         if s_newlines:
-            total += _newline_cost(s_newlines)
-        if s_tail:
-            total += _space_cost(s_tail)
+            key = _line_key(s_spaces, s_tabs, s_changes, s_newlines)
+            total += _line_cost(s_spaces, s_tabs, s_changes, s_newlines, key, s_prev)
+        else:
+            total += _space_cost(s_spaces, s_tabs, s_changes)
     return total
 
 

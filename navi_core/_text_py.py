@@ -7,9 +7,11 @@ punctuation runs, whitespace runs) and prices each piece from tables measured ag
 o200k on real text: a word's cost grows with its letter count, per script (ASCII,
 extended Latin, Greek, Cyrillic, Arabic/Hebrew, Indic, Thai, Han, kana, Hangul, other),
 digits cost one token per group of three, punctuation and symbols per run or per
-character, whitespace one token per run. ``bench/token_error.py`` measures the error on
-text the tables were not tuned on: a few percent on English prose, code and JSON, about
-10% at most on the other languages it samples.
+character, whitespace one token per run of blanks or newlines and per line of blanks
+between newlines, less for lines o200k merges (a repeated indentation), more for long
+runs and for changes between spaces and tabs. ``bench/token_error.py`` measures the
+error on text the tables were not tuned on: a few percent on English prose, code and
+JSON, about 10% at most on the other languages it samples.
 
 Costs are integers in thousandths of a token, so both twins agree exactly; the total is
 rounded up. Two bounds hold for any texts ``a`` and ``b``:
@@ -155,9 +157,11 @@ SCRIPT_STEP: Final[tuple[int, ...]] = (
     450, 450, 450, 450, 450,  450, 450, 450, 450, 450,  # combining marks
 )  # fmt: skip
 PREFIX_PUNCT: Final = 680  # a word without ASCII letters after one ASCII mark
-#: a word after a tab (BLANK) or one non-ASCII mark or symbol, by the prefix's class
+#: a word after a tab, when it starts with an ASCII letter (at SPACE: a space is no
+#: prefix here), after another blank (BLANK) or one non-ASCII mark or symbol, by the
+#: prefix's class
 PREFIX_COST: Final[tuple[int, ...]] = (
-    (0,) * BLANK + (920,) + (0,) * (UPUNCT - BLANK - 1) + (420, 850, 340, 1100)
+    (0,) * SPACE + (450, 0, 920) + (0,) * (UPUNCT - BLANK - 1) + (420, 850, 340, 1100)
 )
 # Punctuation runs: by the ASCII marks that differ from the character before them
 # (0..8, then PUNCT_SLOPE per mark); repeats of a mark ("-----") cost REPEAT_16 per 16;
@@ -169,11 +173,41 @@ LEAD_SPACE: Final = 160  # " (" is one piece
 TRAILING_NEWLINE: Final = 140  # "):\n" is one piece
 #: per-character cost by class; only UPUNCT..EMOJI are non-zero
 SYMBOL_COST: Final[tuple[int, ...]] = (0,) * UPUNCT + (860, 870, 600, 1910)
-# A run of blanks, a run of newlines and a group of 1-3 digits cost one token each;
-# a run costs one more per SPACES_PER_TOKEN blanks or NEWLINES_PER_TOKEN newlines.
+# A group of 1-3 digits costs one token. Whitespace: see _space_cost, _newline_cost and
+# the whitespace branch of estimate_tokens.
 TOKEN: Final = 1000
-SPACES_PER_TOKEN: Final = 64
-NEWLINES_PER_TOKEN: Final = 12
+# A run of blanks costs one token up to SPACE_RUN spaces or TAB_RUN tabs (other blanks
+# count as tabs), one more per SPACES_PER_TOKEN spaces or TABS_PER_TOKEN tabs beyond,
+# and one more per second change between spaces and tabs ("    \t  ": "    \t", "  ").
+SPACE_RUN: Final = 79
+SPACES_PER_TOKEN: Final = 128
+TAB_RUN: Final = 20
+TABS_PER_TOKEN: Final = 16
+# A run of newlines costs one token, one more per NEWLINES_PER_TOKEN; "\r" counts as
+# CR_NEWLINES ("\n" * 16 is one token, so is "\r\n" * 4).
+NEWLINES_PER_TOKEN: Final = 16
+CR_NEWLINES: Final = 3
+# A line of 1..16 blanks of one kind (spaces, tabs) ended by one "\n" inside a
+# whitespace run: its cost by length (index 0 unused) after a short line (a bare "\n"
+# or at most SHORT_LINE spaces: "\n    \n" is one token), then repeating the line
+# before ("    \n" * 4 is one token). Other lines cost like a blank run (one token and
+# more) plus their newlines' extra tokens.
+SHORT_LINE: Final = 3
+BLANK_LINE: Final[tuple[int, ...]] = (
+    # spaces, after a short line
+    0,  0, 0, 0, 0, 1000, 0, 1000, 0,
+        1000, 1000, 1000, 0, 1000, 1000, 1000, 0,
+    # spaces, repeating the line before
+    0,  500, 500, 1000, 250, 1000, 1000, 1000, 500,
+        1000, 1000, 1000, 500, 1000, 1000, 1000, 500,
+    # tabs, after a short line
+    0,  0, 0, 0, 0, 1000, 1000, 1000, 1000,
+        1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000,
+    # tabs, repeating the line before
+    0,  250, 500, 500, 500, 1000, 1000, 1000, 1000,
+        1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000,
+)  # fmt: skip
+BLANK_LINE_MAX: Final = 16
 
 # What the scanner is inside of.
 _NONE, _WORD, _DIGITS, _PUNCT, _TRAIL, _SPACE = range(6)
@@ -211,12 +245,51 @@ def _punct_cost(cost: int, changes: int, repeats: int, lead: bool, trail: bool) 
     return cost + PUNCT_RUN[changes]
 
 
-def _space_cost(n: int) -> int:
-    return TOKEN + (n - 1) // SPACES_PER_TOKEN * TOKEN
+def _space_cost(spaces: int, tabs: int, changes: int) -> int:
+    """A run of ``spaces`` spaces and ``tabs`` other blanks, ``changes`` between."""
+    cost = TOKEN + changes // 2 * TOKEN
+    if spaces > SPACE_RUN:
+        cost += ((spaces - SPACE_RUN - 1) // SPACES_PER_TOKEN + 1) * TOKEN
+    if tabs > TAB_RUN:
+        cost += ((tabs - TAB_RUN - 1) // TABS_PER_TOKEN + 1) * TOKEN
+    return cost
 
 
 def _newline_cost(n: int) -> int:
-    return TOKEN + (n - 1) // NEWLINES_PER_TOKEN * TOKEN
+    """What a run of ``n`` newlines (CR_NEWLINES per "\\r") adds to its line's cost."""
+    return (n - 1) // NEWLINES_PER_TOKEN * TOKEN
+
+
+def _line_key(spaces: int, tabs: int, changes: int, newlines: int) -> int:
+    """A whitespace line's index in BLANK_LINE's first row of its kind, when it is at
+    most BLANK_LINE_MAX blanks of one kind (0: none) and one "\\n"; else -1."""
+    if changes or newlines != 1 or spaces + tabs > BLANK_LINE_MAX:
+        return -1
+    return tabs + 2 * (BLANK_LINE_MAX + 1) if tabs else spaces
+
+
+def _line_cost(
+    spaces: int, tabs: int, changes: int, newlines: int, key: int, prev: int
+) -> int:
+    """A line of a whitespace run: its blanks and the newlines ending it; ``key`` is
+    its ``_line_key``, ``prev`` the ``_line_mark`` of the line before."""
+    if key > 0 and prev:
+        if prev == key + 1 or prev == -key - 1:
+            return BLANK_LINE[key + BLANK_LINE_MAX + 1]
+        if prev < 0:
+            return BLANK_LINE[key]
+    return _space_cost(spaces, tabs, changes) + _newline_cost(newlines)
+
+
+def _line_mark(key: int, prev: int) -> int:
+    """What a whitespace line lets the next one do, from its ``_line_key`` and the
+    line before's mark: repeat it (key + 1); also merge with it (-key - 1: a short line
+    that neither merged nor repeated); nothing (0)."""
+    if key < 0:
+        return 0
+    if key <= SHORT_LINE and not (prev < 0 or prev == key + 1):
+        return -key - 1
+    return key + 1
 
 
 def estimate_tokens(text: str) -> int:
@@ -240,9 +313,11 @@ def estimate_tokens(text: str) -> int:
     # first code point and its class, last code point
     p_changes = p_repeats = p_cost = p_len = p_first = p_first_cls = p_last = 0
     p_lead = False
-    # whitespace run: newlines (the part up to the last one), blanks after it
-    s_newlines = s_tail = 0
-    s_tail_space = False
+    # whitespace run (its finished lines are in total): the current line's newlines (0:
+    # still in its blanks), spaces, tabs (other blanks), changes between the two, last
+    # blank and whether it made a change; the _line_mark of the line before
+    s_newlines = s_spaces = s_tabs = s_changes = s_last = s_prev = 0
+    s_last_change = False
     digits = 0
     bmp = BMP_CLASS
     for ch in text:
@@ -302,25 +377,46 @@ def estimate_tokens(text: str) -> int:
             mode = _NONE
         elif mode == _SPACE:
             if cls == NEWLINE:
-                s_newlines += 1
-                s_tail = 0
+                s_newlines += CR_NEWLINES if cp == 0x0D else 1
                 continue
             if SPACE <= cls <= BLANK:
-                s_tail += 1
-                s_tail_space = cp == 0x20
+                if s_newlines:  # the line ends, the next one starts
+                    key = _line_key(s_spaces, s_tabs, s_changes, s_newlines)
+                    total += _line_cost(
+                        s_spaces, s_tabs, s_changes, s_newlines, key, s_prev
+                    )
+                    s_prev = _line_mark(key, s_prev)
+                    s_newlines = s_spaces = s_tabs = s_changes = 0
+                    s_last_change = False
+                else:
+                    s_last_change = (cp == 0x20) != (s_last == 0x20)
+                    if s_last_change:
+                        s_changes += 1
+                if cp == 0x20:
+                    s_spaces += 1
+                else:
+                    s_tabs += 1
+                s_last = cp
                 continue
-            if s_newlines:
-                total += _newline_cost(s_newlines)
             mode = _NONE
-            if s_tail:
+            if s_newlines:
+                key = _line_key(s_spaces, s_tabs, s_changes, s_newlines)
+                total += _line_cost(
+                    s_spaces, s_tabs, s_changes, s_newlines, key, s_prev
+                )
+            else:
                 # o200k gives the last blank to a following word or " " + punctuation
-                if s_tail > 1:
-                    total += _space_cost(s_tail - 1)
+                if s_last == 0x20:
+                    s_spaces -= 1
+                else:
+                    s_tabs -= 1
+                if s_spaces or s_tabs:
+                    total += _space_cost(s_spaces, s_tabs, s_changes - s_last_change)
                 if _is_letter(cls):
                     mode = _WORD
-                    w_pre = _PRE_SPACE if s_tail_space else _PRE_OTHER
-                    w_pre_cls = BLANK
-                elif s_tail_space and cls != DIGIT:
+                    w_pre = _PRE_SPACE if s_last == 0x20 else _PRE_OTHER
+                    w_pre_cls = SPACE if s_last == 0x09 and cls <= UPPER else BLANK
+                elif s_last == 0x20 and cls != DIGIT:
                     mode = _PUNCT
                     p_lead = True
                 else:
@@ -336,12 +432,16 @@ def estimate_tokens(text: str) -> int:
                 continue
             elif SPACE <= cls <= BLANK:
                 mode = _SPACE
-                s_newlines = s_tail = 0
+                s_changes = s_prev = 0
+                s_last_change = False
                 if cls == NEWLINE:
-                    s_newlines = 1
+                    s_newlines = CR_NEWLINES if cp == 0x0D else 1
+                    s_spaces = s_tabs = 0
                 else:
-                    s_tail = 1
-                    s_tail_space = cp == 0x20
+                    s_newlines = 0
+                    s_spaces = 1 if cp == 0x20 else 0
+                    s_tabs = 1 - s_spaces
+                    s_last = cp
                 continue
             else:
                 mode = _PUNCT
@@ -375,9 +475,10 @@ def estimate_tokens(text: str) -> int:
         total += (digits + 2) // 3 * TOKEN
     elif mode == _SPACE:
         if s_newlines:
-            total += _newline_cost(s_newlines)
-        if s_tail:
-            total += _space_cost(s_tail)
+            key = _line_key(s_spaces, s_tabs, s_changes, s_newlines)
+            total += _line_cost(s_spaces, s_tabs, s_changes, s_newlines, key, s_prev)
+        else:
+            total += _space_cost(s_spaces, s_tabs, s_changes)
     return (total + TOKEN - 1) // TOKEN
 
 

@@ -13,11 +13,22 @@ DIFF = settings(deadline=None, max_examples=500)
 PIECES = (
     "word", " word", "Word", "WORD", "camelCase", "x", "'s", "(", " (", "((", "--",
     "-" * 20, "):\n", ".\n/", "\n", "\r\n", "\n\n  ", "  ", "   ", "\t", "\u00a0", "7",
+    "    \n", "  \t  \n", "\t\n", " " * 100, "\t" * 30,
     "123456", "é", "naïve", " Привет", "мир", "Ωμέγα", "مرحبا", "नमस्ते", "สวัสดี", "中文",
     "ひらがな", "カタカナ", "한국어", "ሰላም", "\u0301", "\u200d", "\ufe0f", "😀", "👍🏽",
     "«", "“", "—", "\uff0c", "。", "→", "\x00", "\U00020000", "\U000e0041", "\U0010ffff",
 )  # fmt: skip
 MIXED = st.lists(st.sampled_from(PIECES), max_size=30).map("".join)
+#: runs of blanks, tabs and newlines (lines of blanks, repeated lines, long runs, CRLF)
+#: between a few other pieces
+BLANKS = (
+    " ", "  ", "   ", "    ", "        ", "\t", "\t\t", "\n", "\r", "\r\n", "\n\n",
+    "\u00a0", "\x0c", "\u3000", " " * 90, "\t" * 22, "\n" * 17,
+)  # fmt: skip
+WHITESPACE = st.lists(
+    st.sampled_from(BLANKS) | st.sampled_from(("x", " word", "(", "7", "é", "😀")),
+    max_size=40,
+).map("".join)
 ANY_TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=80)
 WITH_SURROGATES = st.text(st.characters(), max_size=40)
 
@@ -36,6 +47,15 @@ def same_outcome(py: ModuleType, cy: ModuleType, name: str, arg: object) -> None
 @DIFF
 @given(text=ANY_TEXT | MIXED)
 def test_estimates_agree(both_cores: tuple[ModuleType, ModuleType], text: str) -> None:
+    py, cy = both_cores
+    assert py.estimate_tokens(text) == cy.estimate_tokens(text)
+
+
+@DIFF
+@given(text=WHITESPACE)
+def test_estimates_agree_on_whitespace_runs(
+    both_cores: tuple[ModuleType, ModuleType], text: str
+) -> None:
     py, cy = both_cores
     assert py.estimate_tokens(text) == cy.estimate_tokens(text)
 

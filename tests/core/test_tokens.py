@@ -40,10 +40,55 @@ FIXTURE_SAFE = settings(
 TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40) | st.lists(
     st.sampled_from(
         ["word", " Word", "ALL", "x", "(", " (", "--", "\n", "  ", "\t", "123", "é",
-         " Привет", "中文", "かな", "한국", "😀", "\u200d", "\ufe0f", "\u0301", ",", "."]
+         " Привет", "中文", "かな", "한국", "😀", "\u200d", "\ufe0f", "\u0301", ",", ".",
+         " ", "    ", "\t\t", " \t", "\r\n", "\n\n", "    \n", "  \n", "\t\n",
+         "    \t  \n", "\u00a0", " " * 90, "\t" * 24, "\n" * 20]
     ),
     max_size=12,
 ).map("".join)  # fmt: skip
+#: whitespace-heavy texts and their o200k_base token counts, measured with tiktoken
+#: 0.14 (``test_the_whitespace_counts_are_o200k_counts`` checks them where it can)
+WHITESPACE = {
+    "blank lines of 4 spaces, a tab, 2 spaces": ("    \t  \n" * 800, 1600),
+    "blank lines of 4 spaces": ("x = 1\n" + "    \n" * 200 + "y = 2", 59),
+    "blank lines of 8 spaces": ("x = 1\n" + "        \n" * 200 + "y = 2", 108),
+    "blank lines of 3 spaces": ("x\n" + "   \n" * 300 + "y", 302),
+    "lines of 2 trailing spaces": ("x\n" + "  \n" * 300 + "y", 153),
+    "blank lines of a tab": ("x\n" + "\t\n" * 300 + "y", 78),
+    "blank lines of 0-12 spaces": (
+        "x\n" + "".join(" " * (i % 13) + "\n" for i in range(300)) + "y",
+        233,
+    ),
+    "trailing spaces, indented blank line": (
+        "".join(f"line {i}   \n    \n" for i in range(300)),
+        1200,
+    ),
+    "python, trailing whitespace": (
+        "def f(x):\n    y = x + 1    \n    \n    return y\n\n\n" * 100,
+        1600,
+    ),
+    "go, tab indents": (
+        "func main() {\n\tx := 1\n\t\n\tfor i := range items {\n\t\tif i > 0 {\n"
+        "\t\t\tfmt.Println(i)\n\t\t}\n\t\t\n\t}\n}\n\n" * 50,
+        1700,
+    ),
+    "python, CRLF": (
+        "def f(x):\r\n    y = x + 1\r\n\r\n    return y\r\n\r\n\r\n" * 100,
+        1600,
+    ),
+    "CRLF blank lines": ("\r\n" * 400, 100),
+    "runs of 100 newlines": (("word" + "\n" * 100) * 10, 80),
+    "1000 newlines": ("\n" * 1000, 63),
+    "1000 spaces": ("a" + " " * 1000 + "b", 11),
+    "runs of 200 spaces": (("a" + " " * 200) * 50 + "b", 151),
+    "runs of 50 tabs": (("a" + "\t" * 50) * 40 + "b", 161),
+    "spaces and tabs alternating": (("a" + "  \t  \t " * 5) * 60 + "b", 661),
+    "blanks, tabs, newlines mixed": (
+        "a" + " \t\n \t \n\t\t  \n   \t\n" * 100 + "b",
+        602,
+    ),
+}
+WHITESPACE_TOLERANCE = 0.20
 
 
 # --- rules -----------------------------------------------------------------------
@@ -88,10 +133,28 @@ def test_the_estimate_is_rounded_up(core: ModuleType) -> None:
     assert core.estimate_tokens(" the" * 1000) in range(900, 1101)
 
 
-def test_a_whitespace_run_is_one_token(core: ModuleType) -> None:
-    for run in (" " * 8, "\t\t", "\n\n\n", " \n\n", "    \n"):
+def test_a_short_whitespace_run_is_one_token(core: ModuleType) -> None:
+    for run in (" " * 8, "\t\t", "\n\n\n", " \n\n", "    \n", "\r\n", "\n    \n"):
         assert core.estimate_tokens(run) == 1, repr(run)
     assert core.estimate_tokens(" " * 200) > 1
+    assert core.estimate_tokens("\t" * 40) > 1
+
+
+def test_blanks_between_newlines_are_counted(core: ModuleType) -> None:
+    """Each line of blanks costs tokens, not just the newlines around it."""
+    est = core.estimate_tokens
+    assert est("    \t  \n" * 800) > est("\n" * 800) * 10
+    assert est("\n" + "   \n" * 100) > 50
+    assert est("x\n" + "    \n" * 100 + "y") < est("x\n" + "   \n" * 100 + "y")
+
+
+@pytest.mark.parametrize("name", WHITESPACE)
+def test_whitespace_shapes_are_within_a_fifth_of_o200k(
+    core: ModuleType, name: str
+) -> None:
+    text, real = WHITESPACE[name]
+    estimate = core.estimate_tokens(text)
+    assert abs(estimate - real) <= WHITESPACE_TOLERANCE * real, (name, real, estimate)
 
 
 def test_a_repeated_mark_is_cheap_and_a_mixed_run_is_not(core: ModuleType) -> None:
@@ -176,6 +239,14 @@ def test_error_on_english_code_and_json_is_within_ten_percent(
     text = (DATA / "tokens" / f"{name}.txt").read_text()
     real, estimate = o200k(text), core.estimate_tokens(text)
     assert abs(estimate - real) <= 0.10 * real, (name, real, estimate)
+
+
+@pytest.mark.parametrize("name", WHITESPACE)
+def test_the_whitespace_counts_are_o200k_counts(
+    o200k: Callable[[str], int], name: str
+) -> None:
+    text, recorded = WHITESPACE[name]
+    assert o200k(text) == recorded, name
 
 
 @pytest.mark.parametrize(
