@@ -14,7 +14,8 @@ import hashlib
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -105,7 +106,10 @@ class MCPTools:
         auth: an ``httpx.Auth`` for every HTTP request: ``navi_core.mcp.OAuth``
             (OAuth 2.1 as MCP specifies it) or any other.
         prefix: put before each tool name as ``prefix_name``, so two servers'
-            tools cannot clash.
+            tools cannot clash. A name providers cannot take is cleaned (other
+            characters than ``A-Z a-z 0-9 _ -`` become ``_``, cut at 64); names that
+            clash once cleaned get a suffix hashed from the server's name, the same
+            whatever order the server lists its tools in (``_tool_names``).
         timeout: seconds a call may go without an answer or a progress notification
             before it is cancelled and becomes an error result (an idle limit).
         startup_timeout: seconds the handshake and the tool listing may take.
@@ -671,9 +675,7 @@ class MCPTools:
 
     def _list_tools(self, transport: Transport) -> tuple[ToolSpec, ...]:
         deadline = time.monotonic() + self.startup_timeout
-        specs: list[ToolSpec] = []
-        names: dict[str, str] = {}
-        schemas: dict[str, dict[str, Any]] = {}
+        entries: dict[str, Mapping[str, Any]] = {}  # the server's name -> its entry
         cursor: str | None = None
         seen: set[str] = set()
         while True:
@@ -683,41 +685,68 @@ class MCPTools:
             call = transport.start("tools/list", params, deadline)
             result = transport.wait(call, deadline)
             for entry in result.get("tools") or ():
-                specs.append(self._spec(entry, names, schemas))
+                # a name listed twice: its first entry (both would be called alike)
+                entries.setdefault(str(entry.get("name", "")), entry)
             ttl = result.get("ttlMs")
             cursor = result.get("nextCursor")
             if cursor:
                 _check_cursor("tools/list", cursor, seen)
-            else:
-                self._names, self._schemas = names, schemas
-                if isinstance(transport, HTTPTransport):
-                    marked = {names[k]: header_arguments(v) for k, v in schemas.items()}
-                    transport.param_headers = {k: v for k, v in marked.items() if v}
-                fresh = isinstance(ttl, int) and ttl > 0
-                self._fresh_until = (
-                    time.monotonic() + ttl / 1000 if fresh else float("inf")
-                )
-                return tuple(specs)
+                continue
+            ours = _tool_names(entries, self._prefix)
+            specs = tuple(_spec(ours[k], entry) for k, entry in entries.items())
+            self._names = {ours[k]: k for k in entries}
+            self._schemas = {s.name: s.parameters for s in specs}
+            if isinstance(transport, HTTPTransport):
+                marked = {
+                    theirs: header_arguments(self._schemas[our])
+                    for our, theirs in self._names.items()
+                }
+                transport.param_headers = {k: v for k, v in marked.items() if v}
+            fresh = isinstance(ttl, int) and ttl > 0
+            self._fresh_until = time.monotonic() + ttl / 1000 if fresh else float("inf")
+            return specs
 
-    def _spec(
-        self,
-        entry: Mapping[str, Any],
-        names: dict[str, str],
-        schemas: dict[str, dict[str, Any]],
-    ) -> ToolSpec:
-        server_name = str(entry.get("name", ""))
-        name = f"{self._prefix}_{server_name}" if self._prefix else server_name
-        name = _BAD_NAME_CHARS.sub("_", name)[:_MAX_NAME] or "tool"
-        if name in names:  # "a.b" beside "a_b", or two long names cut alike
-            digest = hashlib.sha256(server_name.encode()).hexdigest()[:8]
-            name = f"{name[: _MAX_NAME - 9]}_{digest}"
-        names[name] = server_name
-        schema = entry.get("inputSchema")
-        if not isinstance(schema, dict) or schema.get("type") != "object":
-            schema = {"type": "object", "properties": {}}
-        description = entry.get("description") or entry.get("title") or ""
-        schemas[name] = schema
-        return ToolSpec(name, str(description), schema)
+
+def _tool_names(server_names: Iterable[str], prefix: str | None) -> dict[str, str]:
+    """The name each of a server's tools is declared under (the server's name -> ours),
+    in what providers take (``_BAD_NAME_CHARS`` made ``_``, at most ``_MAX_NAME``
+    characters, after ``prefix_``).
+
+    It depends on the set of names, never on the order the server lists them in: a
+    name that needs no cleaning keeps it; a cleaned one keeps its cleaned form unless
+    another name cleans to the same (``read.file`` beside ``read_file``, or two long
+    names cut alike), and then each of those that needed cleaning ends in ``_`` and
+    eight hex digits of the SHA-256 of its own server name."""
+    full = {k: f"{prefix}_{k}" if prefix else k for k in server_names}
+    cleaned = {
+        k: _BAD_NAME_CHARS.sub("_", v)[:_MAX_NAME] or "tool" for k, v in full.items()
+    }
+    counts = Counter(cleaned.values())
+    out = {k: v for k, v in cleaned.items() if v == full[k] or counts[v] == 1}
+    taken = set(out.values())
+    # sorted: should a suffixed name be taken already (a hash collision, or a server
+    # naming a tool so), the next try goes to the same name whatever the listing order
+    for k in sorted(cleaned.keys() - out.keys()):
+        salt = 0
+        while True:
+            key = k if not salt else f"{k}\0{salt}"
+            digest = hashlib.sha256(key.encode(errors="surrogatepass")).hexdigest()[:8]
+            name = f"{cleaned[k][: _MAX_NAME - 9]}_{digest}"
+            if name not in taken:
+                break
+            salt += 1
+        out[k] = name
+        taken.add(name)
+    return out
+
+
+def _spec(name: str, entry: Mapping[str, Any]) -> ToolSpec:
+    """The declaration of a listed tool, under ``name``."""
+    schema = entry.get("inputSchema")
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        schema = {"type": "object", "properties": {}}
+    description = entry.get("description") or entry.get("title") or ""
+    return ToolSpec(name, str(description), schema)
 
 
 def _check_cursor(method: str, cursor: Any, seen: set[str]) -> None:

@@ -515,7 +515,14 @@ class ToolRegistry:
         """Take the declarations a source changed since it was registered (a server's
         tools/list_changed): its names that went away are dropped, new ones claimed
         unless another registration holds them already. A source that returns the
-        same sequence object as last time costs a comparison of identity."""
+        same sequence object as last time costs a comparison of identity.
+
+        The order of the declarations stays as it was, whatever order the source
+        lists them in now (the tools array is part of the prefix a provider caches):
+        a tool that stays keeps its place, also with a changed description or schema;
+        a removed one drops out and the rest keep their order; a new one is appended
+        after every declaration there is (of any registration), in the source's
+        order. A tool that went away and is listed again later is a new one."""
         for key, (source, listed, before) in list(self._sources.items()):
             try:
                 now = source.tools()
@@ -530,17 +537,24 @@ class ToolRegistry:
                 continue
             specs = tuple(now)
             if specs != before:
+                latest: dict[str, ToolSpec] = {}
+                for s in specs:  # a name listed twice: its first declaration
+                    latest.setdefault(s.name, s)
                 for s in before:
-                    if self._owners.get(s.name) is source:
+                    if s.name not in latest and self._owners.get(s.name) is source:
                         del self._owners[s.name], self._specs[s.name]
-                for s in specs:
-                    if s.name not in self._owners:
-                        self._owners[s.name] = source
-                        self._specs[s.name] = s
+                for name, s in latest.items():
+                    owner = self._owners.get(name)
+                    if owner is source:  # in place: a dict keeps a key's position
+                        self._specs[name] = s
+                    elif owner is None:  # appended
+                        self._owners[name] = source
+                        self._specs[name] = s
             self._sources[key] = (source, now, specs)
 
     def specs(self) -> tuple[ToolSpec, ...]:
-        """Every declaration, in registration order."""
+        """Every declaration, in registration order (a source's new tools last: see
+        ``refresh``)."""
         self.refresh()
         return tuple(self._specs.values())
 
