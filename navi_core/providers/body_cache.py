@@ -350,7 +350,9 @@ class FlatEncoder:
                 hit = None
                 if entry is not None and entry[0]() is message:
                     hit = entry[3] if entry[2] == key else _value(entry, key)
-                if hit is None or hit[2]:  # not kept, or its labels need checking
+                if hit is None:
+                    piece = self._encoded(message, names, key, turn)
+                elif hit[2]:  # its image labels name tools: check them
                     piece = self._piece(message, names, key, turn)
                 else:
                     if hit[1]:
@@ -372,16 +374,25 @@ class FlatEncoder:
                 names.update(added)
             if not label_ids or labels == tuple(names.get(i) for i in label_ids):
                 return piece  # type: ignore[no-any-return]
-        added = tuple((b.id, b.name) for b in message.content if isinstance(b, ToolUse))
-        label_ids = tuple(
-            b.tool_use_id
-            for b in message.content
-            if isinstance(b, ToolResult)
-            and any(isinstance(p, MediaPart) for p in b.parts)
-        )
-        piece = exact(_dumps_all(self._encode(message, names, turn)))
-        labels = tuple(names.get(i) for i in label_ids)
-        CACHE.put(message, key, (piece, added, label_ids, labels), _held(piece))
+        return self._encoded(message, names, key, turn)
+
+    def _encoded(
+        self, message: Message, names: dict[str, str], key: Hashable, turn: bool
+    ) -> bytes:
+        """Encode ``message`` and keep its piece, the tool names it adds and the names
+        its image labels read (``names`` as they were)."""
+        added: tuple[tuple[str, str], ...] = ()
+        label_ids: tuple[str, ...] = ()
+        for b in message.content:
+            if type(b) is ToolUse:
+                added += ((b.id, b.name),)
+            elif type(b) is ToolResult and any(type(p) is MediaPart for p in b.parts):
+                label_ids += (b.tool_use_id,)
+        items = self._encode(message, names, turn)
+        piece = exact(orjson.dumps(items[0]) if len(items) == 1 else _dumps_all(items))
+        labels = tuple(names.get(i) for i in label_ids) if label_ids else ()
+        size = sys.getsizeof(piece) + _ENTRY_BYTES  # _held(piece)
+        CACHE.put(message, key, (piece, added, label_ids, labels), size)
         return piece
 
 
