@@ -1,6 +1,6 @@
 """MCP: tools from a server written with the official ``mcp`` SDK, over stdio.
 
-    pip install 'navi-core[mcp]'      # the SDK, to write the server; the client needs none
+    pip install '.[mcp]'              # the SDK, to write the server; the client needs none
     python examples/mcp_tools.py      # starts this same file as the server, `... server`
 
 ``MCPTools`` starts the server as a child process, lists its tools and hands the

@@ -1,6 +1,6 @@
 """A served session: ``navi-core serve`` on loopback, driven over HTTP with httpx.
 
-    pip install 'navi-core[serve]'    # gunicorn
+    pip install '.[serve]'            # gunicorn
     python examples/served_session.py
 
 Starts the server on a free port of 127.0.0.1 with a fresh bearer token, creates a

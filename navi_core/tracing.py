@@ -1,6 +1,6 @@
 """OpenTelemetry spans for agent turns, following the GenAI semantic conventions.
 
-``instrument(agent)`` (``pip install 'navi-core[otel]'``) makes every turn of ``agent``
+``instrument(agent)`` (the ``otel`` extra: ``pip install '.[otel]'`` in a clone) makes every turn of ``agent``
 report three kinds of span to the global tracer provider (or the one given):
 
 * ``invoke_agent {name}``: the whole turn, from ``run()`` to ``TurnComplete`` or the

@@ -1,6 +1,6 @@
 """``PostgresStore``: sessions in PostgreSQL, shared by many processes on many hosts.
 
-Needs the ``navi-core[postgres]`` extra (psycopg 3 and psycopg_pool). Connections come
+Needs the ``postgres`` extra (psycopg 3 and psycopg_pool). Connections come
 from a ``ConnectionPool``; every ``append`` and ``new_window`` is one transaction that
 locks the session row, so concurrent writers never interleave or lose a message.
 Bodies are codec JSON in a ``jsonb`` column, beside the wire identity columns; no key

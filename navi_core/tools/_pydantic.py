@@ -1,6 +1,6 @@
 """Pydantic models and ``Annotated[T, Field(...)]`` in tool signatures and outputs.
 
-Pydantic is optional (``pip install 'navi-core[pydantic]'``). It is never imported
+Pydantic is optional (the ``pydantic`` extra). It is never imported
 here: a type can only be a pydantic model, or carry a ``Field``, when the caller's
 code imported pydantic already, so ``sys.modules`` answers without the import cost.
 """
