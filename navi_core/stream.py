@@ -33,7 +33,15 @@ from ._turn.machine import TRANSITIONS, Phase, Trigger, Turn, TurnHost
 from .conversation import Message, Usage
 from .core import Reader, next_event, next_or_stop
 from .errors import Cancelled, ProviderError
-from .events import PENDING, AnyEvent, ModelInfo, Steered, StopReason, TurnComplete
+from .events import (
+    PENDING,
+    AnyEvent,
+    Cost,
+    ModelInfo,
+    Steered,
+    StopReason,
+    TurnComplete,
+)
 from .output import OutputCheck, OutputSpec
 from .tools._answers import deliver
 
@@ -101,8 +109,22 @@ class Stream(Generic[T]):
 
     @property
     def usage(self) -> Usage:
-        """Usage summed over the responses completed so far in this turn."""
-        return self._turn.usage
+        """What the turn has used so far, counted as ``TurnComplete.usage`` counts
+        it: its responses, its plan and summary requests, its sub-agents' turns; also
+        after it failed (what it used up to the failure)."""
+        turn = self._turn
+        return turn.x.total(turn.usage)
+
+    @property
+    def cost(self) -> Cost | None:
+        """What ``usage`` cost, priced as ``TurnComplete.cost`` is (each sub-agent's
+        turn at its own model's price); None when no price is known. Once the turn
+        completed, its ``TurnComplete.cost``."""
+        turn = self._turn
+        if turn.complete is not None:
+            return turn.complete.cost
+        pricing = turn.pricing()
+        return None if pricing is None else turn.x.cost_of(turn.usage, pricing)
 
     @property
     def turn_id(self) -> str:

@@ -5,7 +5,10 @@ one turn on the tool's thread with its own ``max_iterations`` and
 ``max_thinking_chars``, and ends with ``StopReason.TIMEOUT`` when ``timeout`` seconds
 pass. Each child event reaches the parent stream as ``SubagentEvent(call_id, event)``;
 the child's ``TurnComplete`` among them carries its usage, which the parent adds to
-its own. The result is the child's answer followed by a status line such as
+its own. A child turn that ends without one (it failed: a refused request, a thinking
+stall) spent tokens too: what it used up to the failure (``Stream.usage`` and
+``cost``) goes to the parent in a ``ChildSpent``, counted there once and never shown.
+The result is the child's answer followed by a status line such as
 ``[Sub-agent stopped: completed]``.
 
 Sub-agents form a tree under the top-level turn (``navi_core._turn.lineage``): a call
@@ -23,6 +26,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from ._ids import publish
+from ._turn.extras import ChildSpent
 from ._turn.lineage import Lineage, LineageContext, adopting
 from .errors import ThinkingStall
 from .events import StopReason, TextDelta, TurnComplete
@@ -30,6 +34,7 @@ from .tools._tool import Tool, ToolContext
 
 if TYPE_CHECKING:
     from .agent import Agent
+    from .stream import Stream
 
 __all__ = ["SubAgent", "status_line"]
 
@@ -195,6 +200,7 @@ class SubAgent(Tool[[str, ToolContext], str]):
     ) -> str:
         text: list[str] = []
         status = "completed"
+        completed = False  # the child's TurnComplete, with its usage, was forwarded
         with adopting(node):  # the child's turn takes ``node`` as its lineage
             stream = child.run(task)
         with stream:
@@ -205,16 +211,31 @@ class SubAgent(Tool[[str, ToolContext], str]):
                     if isinstance(ev, TextDelta):
                         text.append(ev.text)
                     elif isinstance(ev, TurnComplete):
+                        completed = True
                         status = _STATUS.get(ev.stop_reason, str(ev.stop_reason))
                         if ev.response:
                             text = [ev.response]
             except ThinkingStall:
                 status = "thinking stall"
+            finally:  # failed (raising or not): what it spent still counts, once
+                if not completed:
+                    _forward_spent(stream, context)
         answer = "".join(text).strip()
         return f"{answer}\n\n{status_line(status)}" if answer else status_line(status)
 
     def __repr__(self) -> str:
         return f"SubAgent(name={self.name!r})"
+
+
+def _forward_spent(stream: Stream, context: ToolContext) -> None:
+    """Hand the parent what the child's turn, ended without ``TurnComplete``, spent
+    (priced at the child's model); nothing when it spent nothing, or when the
+    parent's batch was cancelled (its stop counts no event of the batch any more)."""
+    if context.cancelled.is_set():
+        return
+    usage = stream.usage
+    if usage.total:
+        context.forward(ChildSpent(usage, stream.cost))
 
 
 publish(globals())

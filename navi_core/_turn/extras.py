@@ -6,13 +6,19 @@ being resumed, the calls the turn ends holding for approval, the usage of the
 sub-agents its tools ran and the ``Lineage`` that bounds and stops them. ``Stream``
 calls it at a few fixed points (first step, publish, open, dispatch, dispatch done,
 stop, finish, end); the agent builds one per turn.
+
+A sub-agent's usage and cost reach its parent turn in the batch's events, once per
+sub-agent turn: in its ``TurnComplete``, or, for a turn that ended without one (it
+failed), in a ``ChildSpent`` its ``SubAgent`` forwards, which the parent counts and
+drops (the host never sees it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
+from typing import final
 
 from .. import approvals
 from .._ids import new_id
@@ -40,9 +46,21 @@ from .offload import Op
 from .planning import PlanStep
 from .thinking import watch_thinking
 
-__all__ = ["TurnExtras"]
+__all__ = ["ChildSpent", "TurnExtras"]
 
 _log = get_logger("navi_core.tools")
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ChildSpent(Event):
+    """What a sub-agent turn that ended without ``TurnComplete`` (it failed) spent:
+    ``usage`` as its ``TurnComplete`` would have counted it, ``cost`` at its own
+    model's price (None: no known price). Its ``SubAgent`` forwards it; the parent
+    turn counts it and drops it from the events it returns."""
+
+    usage: Usage
+    cost: Cost | None
 
 
 class TurnExtras:
@@ -141,21 +159,43 @@ class TurnExtras:
         self.extra_usage = self.extra_usage + usage
         self.unpriced_usage = self.unpriced_usage + usage
 
+    def total(self, usage: Usage) -> Usage:
+        """The turn's usage from ``usage``, its responses': with the plan, the
+        summaries and the sub-agent turns (``TurnComplete.usage``)."""
+        return usage + self.extra_usage
+
+    def _add_child(self, usage: Usage, cost: Cost | None) -> None:
+        """Count a sub-agent turn: its usage, its cost at its own model's price (its
+        usage at this turn's price when it has none)."""
+        self.extra_usage = self.extra_usage + usage
+        if cost is not None:
+            self.child_cost = self.child_cost + cost
+        else:
+            self.unpriced_usage = self.unpriced_usage + usage
+
     def watch(self, response: ProviderStream, config: Config) -> ProviderStream:
         """The opened response under the thinking-stall limit."""
         return watch_thinking(response, config)
 
     def polled(self, events: list[Event]) -> list[Event]:
-        """Tool events as a batch returns them; a sub-agent's usage joins the turn's."""
+        """Tool events as a batch returns them; a sub-agent's usage joins the turn's
+        (from its ``TurnComplete``, or the ``ChildSpent`` of a failed one, dropped)."""
+        spent = False
         for ev in events:
-            if type(ev) is SubagentEvent and type(ev.event) is TurnComplete:
+            if type(ev) is SubagentEvent:
                 child = ev.event
-                self.extra_usage = self.extra_usage + child.usage
-                if child.cost is not None:  # priced at the child's own model
-                    self.child_cost = self.child_cost + child.cost
-                else:
-                    self.unpriced_usage = self.unpriced_usage + child.usage
-        return events
+                if type(child) is TurnComplete:
+                    self._add_child(child.usage, child.cost)
+                elif type(child) is ChildSpent:
+                    self._add_child(child.usage, child.cost)
+                    spent = True
+        if not spent:
+            return events
+        return [
+            ev
+            for ev in events
+            if not (type(ev) is SubagentEvent and type(ev.event) is ChildSpent)
+        ]
 
     def cost_of(self, usage: Usage, pricing: Pricing) -> Cost:
         """What the turn spent: its own ``usage`` and the plan at ``pricing``,
@@ -283,7 +323,7 @@ class TurnExtras:
         calls, the ``on_completion`` hooks run, and every hook failure (a hook call
         abandoned as the turn ends among them: none starts after)."""
         cost = self.cost_of(usage, pricing) if pricing is not None else None
-        usage = usage + self.extra_usage
+        usage = self.total(usage)
         done = TurnComplete(
             reason,
             response,

@@ -11,6 +11,7 @@ from navi_core import (
     AnyEvent,
     CompactionResult,
     Config,
+    Cost,
     HistoryPage,
     Hook,
     HookFailure,
@@ -56,6 +57,7 @@ stream = agent.run("hello")
 assert_type(stream, Stream)
 assert_type(stream.phase, Phase)
 assert_type(stream.usage, Usage)
+assert_type(stream.cost, Cost | None)
 ev = stream.next()
 assert_type(ev, AnyEvent | None)
 match ev:
