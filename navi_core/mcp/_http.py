@@ -25,6 +25,7 @@ import orjson
 from .. import core
 from .._logs import protect
 from .._secrets import clip, environment_proxy, public_url, redact, request_secrets
+from ._listen import Listener
 from ._wire import (
     CLOSE_WAIT,
     MAX_MESSAGE_BYTES,
@@ -110,6 +111,7 @@ class HTTPTransport:
         self.param_headers: dict[str, dict[tuple[str, ...], str]] = {}
         self.on_request: ServerRequests | None = None
         self.on_notify: Callable[[str, Mapping[str, Any]], None] | None = None
+        self._listener: Listener | None = None
 
     def __repr__(self) -> str:
         return f"<HTTPTransport {self.url!r}>"
@@ -124,6 +126,53 @@ class HTTPTransport:
     @property
     def alive(self) -> bool:
         return not self._closed
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self._max
+
+    @property
+    def listen_client(self) -> httpx.Client:
+        """The client of the long-lived stream: a connection of its own, not kept
+        alive, so shutting its socket down ends nothing else."""
+        return self._calls_client
+
+    @property
+    def listening(self) -> bool:
+        """Whether the stream of what relates to no request is open now."""
+        return self._listener is not None and self._listener.listening
+
+    def next_id(self) -> int:
+        with self._lock:
+            self._next_id += 1
+            return self._next_id
+
+    def listen(
+        self,
+        subscribe: Mapping[str, Any] | None,
+        on_reopen: Callable[[], None],
+    ) -> None:
+        """Keep the server's stream of what relates to no request open on a daemon
+        thread (``_listen``): the standalone GET stream, or with ``subscribe`` (the
+        params of a ``subscriptions/listen`` request, 2026-07-28) that request's."""
+        if self._closed or self._listener is not None:
+            return
+        self._listener = Listener(self, subscribe, on_reopen)
+        self._listener.start()
+
+    def unsolicited(self, item: dict[str, Any]) -> None:
+        """A message of the long-lived stream: a notification goes to
+        ``on_notify``, a request of the server's is answered with a POST (under the
+        handshake: 2026-07-28 servers send none, and clients send no answers)."""
+        method = item.get("method")
+        if not isinstance(method, str):
+            return  # an answer: no request of ours is waiting on this stream
+        if "id" in item:
+            if not self.stateless:
+                threading.Thread(target=self._reply, args=(item,), daemon=True).start()
+        elif method != "notifications/progress" and self.on_notify is not None:
+            raw = item.get("params")
+            self.on_notify(method, raw if isinstance(raw, dict) else {})
 
     def _session_headers(self) -> dict[str, str]:
         headers = dict(self._headers)
@@ -373,6 +422,8 @@ class HTTPTransport:
         self._send(answer_bytes(message["id"], self.on_request, message, self.secrets))
 
     def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
         if self._closed and self.session_id is None:
             return
         self._closed = True

@@ -11,6 +11,7 @@ the next batch.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import threading
 import time
@@ -77,6 +78,9 @@ _POLL: Final = 0.05
 _NOTICE: Final = 0.01
 #: ``_outcome``'s word for a call sent again with the input it asked for
 _AGAIN: Final = object()
+#: seconds after a batch within which a change notice is taken for one of its calls'
+#: (it came on a stream of its own, after their answers): ``tools()`` lists it then
+_LATE: Final = 1.0
 
 
 class _Waiting:
@@ -185,6 +189,7 @@ class MCPTools:
         self._stale = False  # the server said its tools changed
         self._relisting = False  # a background listing runs (``tools()``)
         self._fresh_until = float("inf")  # a cache hint's expiry of the tool list
+        self._batch_ended = -math.inf  # ``time.monotonic()`` when the last batch ended
         self._contexts: list[ToolContext] = []  # of the calls in flight
         self._asking = 0  # questions waiting for the user: no call is idle meanwhile
         self._asked_at = 0.0  # when the last of them was answered
@@ -204,10 +209,22 @@ class MCPTools:
         """The server's tools: listed at the start, and again once the server said
         they changed (``notifications/tools/list_changed``) or its cache hint ran out.
 
-        It never waits on the server (a turn asks before each request, on the thread
-        that drives it): a change a tool call made is listed before that call's batch
-        ends; any other is listed on a thread of its own, and the list so far is
-        returned meanwhile."""
+        It does not wait on the server (a turn asks before each request, on the thread
+        that drives it), but for a change its calls made: a change said before a
+        batch's last answer is listed before the batch ends, and one said on a stream
+        of its own (HTTP) that came just after (within ``_LATE`` seconds) is listed
+        here; any other is listed on a thread of its own, and the list so far is
+        returned meanwhile. A notice on its own stream can come after the request that
+        follows the batch has gone out: the request after that declares the change."""
+        if (
+            self._stale
+            and not self._relisting
+            and time.monotonic() - self._batch_ended < _LATE
+        ):
+            with self._lock:
+                if self._stale:
+                    self._refresh()
+            return self._specs
         if (
             self._stale or time.monotonic() > self._fresh_until
         ) and not self._relisting:
@@ -318,6 +335,7 @@ class MCPTools:
                                 self._refresh()
                     yield k, value
         finally:
+            self._batch_ended = time.monotonic()
             with self._lock:
                 for context in live:
                     self._contexts.remove(context)
@@ -576,7 +594,45 @@ class MCPTools:
         if method == "notifications/tools/list_changed":
             self._stale = True
 
+    def _reopened(self) -> None:
+        """The long-lived stream opened again: a change said meanwhile went unheard."""
+        self._stale = True
+
     def _connect(self) -> Transport:
+        """Start (or reach) the server, agree on a revision, and listen for its tool
+        list changes where the revision needs the client to ask (``_listen``)."""
+        transport = self._agree()
+        try:
+            self._listen(transport)
+        except BaseException:
+            transport.close()
+            raise
+        return transport
+
+    def _listen(self, transport: Transport) -> None:
+        """Ask for ``notifications/tools/list_changed`` where it does not come by
+        itself: under the handshake over HTTP, on the standalone GET stream (a server
+        without one answers 405); under 2026-07-28, on the stream of a
+        ``subscriptions/listen`` request, sent to a server that declares
+        ``tools.listChanged`` (over stdio its notifications come on the pipe). Under
+        the handshake over stdio they come on the pipe unasked."""
+        tools = self.server_capabilities.get("tools")
+        declared = isinstance(tools, dict) and tools.get("listChanged") is True
+        if self.stateless:
+            if not declared:
+                return
+            params = {
+                "notifications": {"toolsListChanged": True},
+                "_meta": self._envelope(),
+            }
+            if isinstance(transport, HTTPTransport):
+                transport.listen(params, self._reopened)
+            else:  # answered only when it ends; its notifications come meanwhile
+                transport.start("subscriptions/listen", params, math.inf)
+        elif isinstance(transport, HTTPTransport):
+            transport.listen(None, self._reopened)
+
+    def _agree(self) -> Transport:
         """Start (or reach) the server and agree on a revision: ``server/discover``
         first (unless a handshake revision was asked for), else ``initialize``."""
         transport = self._transport_now()

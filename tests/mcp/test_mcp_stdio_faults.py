@@ -18,6 +18,7 @@ import pytest
 from loopback import LoopbackServer, Reply
 
 from navi_core.mcp import MCPError, MCPTools
+from navi_core.mcp._http import HTTPTransport
 from navi_core.tools import ToolCall
 
 #: a hand-written stdio server; each tool misbehaves in its own way
@@ -254,7 +255,15 @@ def _rpc(request_id: int, result: Any) -> bytes:
     return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loopback answers in order, whatever the method: the standalone GET stream
+    the client opens under the handshake would take an answer scripted for a POST."""
+    monkeypatch.setattr(HTTPTransport, "listen", lambda self, *args: None)
+
+
 @pytest.mark.parametrize("events", [False, True], ids=["json", "event-stream"])
+@pytest.mark.usefixtures("scripted")
 def test_an_http_answer_past_the_limit_fails_its_call(
     loopback: LoopbackServer, events: bool
 ) -> None:
@@ -280,6 +289,7 @@ def test_an_http_answer_past_the_limit_fails_its_call(
     assert "sent an answer larger than 100000 bytes" in str(error)
 
 
+@pytest.mark.usefixtures("scripted")
 def test_a_compressed_http_answer_is_measured_as_it_is_decoded(
     loopback: LoopbackServer,
 ) -> None:
