@@ -12,6 +12,7 @@ runs=(
   "bench_text.py"
   "bench_store.py"
   "bench_turn.py"
+  "loop_instructions.py --loopback-only"
   "bench_syscalls.py"
   "bench_memory.py"
   "bench_import.py --rounds 7"

@@ -10,7 +10,16 @@ prints the difference per unit, so start-up and import cost cancel out:
   reads hold), without and with ``Config(coalesce_deltas=True)``;
 - per tool turn: a turn with 5 tool calls and a final answer, on ``Scripted`` with one
   agent, and on ``prebuilt.PrebuiltToolTurns`` (nothing to parse) with a new ``Agent``
-  per turn.
+  per turn;
+- per loopback tool turn: ``bench_turn.py``'s turn (``add`` called twice over real HTTP
+  to a loopback server in its own, untraced process, then a 20-word or a 500-word
+  answer in one sized body), for ``navi_core`` (the tool on the pool, and
+  ``@tool(inline=True)``), the httpx + httpx-sse + orjson loop and the socket + orjson
+  floor: the instructions of the client process, every thread. Where ``bench_turn.py``
+  finds a gap in CPU time that is not here, it is in the kernel and the hand-offs
+  between threads (``bench_syscalls.py``), not in the code run. Under valgrind threads
+  run one at a time, slowly, so the pool turn's count moves a few percent between runs
+  (a short wait for the tool times out or not); the inline turn's does not.
 
 Compare two trees in one sitting, e.g. ``PYTHONPATH=/path/to/other/checkout python
 bench/loop_instructions.py``. Needs ``valgrind`` (``apt-get install valgrind``).
@@ -25,6 +34,9 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from functools import partial
+
+import _record
 
 DELTAS = 10_000
 
@@ -97,6 +109,31 @@ def prebuilt_tool_turns(turns: int) -> None:
         agent.close()
 
 
+#: the loopback turn's contenders: name -> (bench_turn's maker, keywords)
+LOOPBACK = {
+    "navi_core": ("navi", {}),
+    "navi_core, inline tool": ("navi", {"inline": True}),
+    "httpx + httpx-sse + orjson": ("httpx_sse", {}),
+    "socket + orjson (floor)": ("floor", {}),
+}
+#: answer -> bench_turn's server path for it
+ANSWERS = {"20-word": "/short/v1", "500-word": "/v1"}
+
+
+def loopback_turns(turns: int, contender: str, answer: str) -> None:
+    """``turns`` of bench_turn's tool turn, after 5 to warm up."""
+    import bench_turn
+    from bench_memory import serving
+
+    maker, keywords = LOOPBACK[contender]
+    with serving(bench_turn.__file__) as root:
+        turn = getattr(bench_turn, maker)(root + ANSWERS[answer], **keywords)
+        if turn is None:
+            raise SystemExit(f"{contender}: not installed")
+        for _ in range(5 + turns):
+            turn()
+
+
 SCENARIOS: dict[str, Callable[[int], None]] = {
     "floor": floor,
     "delta": delta_turns,
@@ -104,6 +141,13 @@ SCENARIOS: dict[str, Callable[[int], None]] = {
     "coalesced64": lambda turns: delta_turns(turns, 64, coalesce=True),
     "tool": tool_turns,
     "toolprebuilt": prebuilt_tool_turns,
+    **{
+        f"loopback:{answer}:{contender}": partial(
+            loopback_turns, contender=contender, answer=answer
+        )
+        for answer in ANSWERS
+        for contender in LOOPBACK
+    },
 }
 
 
@@ -134,15 +178,54 @@ def instructions(scenario: str, count: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--loopback-only", action="store_true", help="only the loopback tool turns"
+    )
+    _record.add_option(parser)
     args = parser.parse_args()
     if args.child:
         SCENARIOS[args.child[0]](int(args.child[1]))
         return
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed (apt-get install valgrind)")
+    _record.start(args)
     import navi_core.core
 
     print(f"core: {navi_core.core.IMPLEMENTATION}; navi_core from {navi_core.__file__}")
+    if not args.loopback_only:
+        _loop_scenarios()
+    _loopback_table()
+
+
+def _loopback_table() -> None:
+    """The loopback tool turn's instructions per contender, against the floor."""
+    rows: list[list[object]] = []
+    print(f"{'per loopback tool turn':<44} {'instructions':>13} {'x floor':>8}")
+    import importlib.util
+
+    contenders = [
+        c
+        for c in LOOPBACK
+        if LOOPBACK[c][0] != "httpx_sse" or importlib.util.find_spec("httpx_sse")
+    ]
+    for answer in ANSWERS:
+        counts = {c: per_unit(f"loopback:{answer}:{c}", 1) for c in contenders}
+        base = counts["socket + orjson (floor)"]
+        for contender, n in counts.items():
+            print(
+                f"{f'{answer} answer: {contender}':<44} {n:>13,.0f} {n / base:>7.2f}x"
+            )
+            rows.append([answer, contender, f"{n:,.0f}", f"{n / base:.2f}x"])
+    _record.table(
+        "Instructions per loopback tool turn (the client process, every thread)",
+        ["answer", "contender", "instructions", "vs socket + orjson"],
+        rows,
+        note="bench_turn.py's turn, one sized body; valgrind's count, so the kernel's "
+        "work (system calls, wake-ups) is not in it.",
+    )
+
+
+def _loop_scenarios() -> None:
     base = per_unit("floor", DELTAS)
     print(f"{'scenario':<44} {'instructions':>13} {'x floor':>8}")
     print(f"{'floor: a generator, per event':<44} {base:>13,.0f} {1:>7.1f}x")
@@ -162,7 +245,10 @@ def main() -> None:
 
 def per_unit(scenario: str, units: int) -> float:
     """Instructions per unit: two runs, so start-up and imports cancel out."""
-    small, large = (1, 3) if not scenario.startswith("tool") else (1, 21)
+    if scenario.startswith("loopback"):
+        small, large = 10, 60
+    else:
+        small, large = (1, 3) if not scenario.startswith("tool") else (1, 21)
     diff = instructions(scenario, large) - instructions(scenario, small)
     return diff / ((large - small) * units)
 
