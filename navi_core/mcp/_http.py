@@ -13,7 +13,6 @@ import base64
 import contextlib
 import math
 import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -25,7 +24,7 @@ import orjson
 from .. import core
 from .._logs import protect
 from .._secrets import clip, environment_proxy, public_url, redact, request_secrets
-from ._listen import Listener
+from ._listen import Listener, socket_stopper
 from ._wire import (
     CLOSE_WAIT,
     MAX_MESSAGE_BYTES,
@@ -174,7 +173,12 @@ class HTTPTransport:
             raw = item.get("params")
             self.on_notify(method, raw if isinstance(raw, dict) else {})
 
-    def _session_headers(self) -> dict[str, str]:
+    @property
+    def endpoint(self) -> str:
+        """The endpoint's URL (it may hold credentials: never shown as it is)."""
+        return self._url
+
+    def session_headers(self) -> dict[str, str]:
         headers = dict(self._headers)
         if self.session_id is not None:
             headers["mcp-session-id"] = self.session_id
@@ -198,7 +202,7 @@ class HTTPTransport:
             self._next_id += 1
             call = Call(self._next_id, method, self.secrets, progress)
         body = request_bytes(call.id, method, params, progress is not None)
-        headers = self._session_headers()
+        headers = self.session_headers()
         if self.stateless:
             headers["mcp-method"] = method
             named = (params or {}).get(_NAMED.get(method, ""))
@@ -246,7 +250,7 @@ class HTTPTransport:
             self._client.post(
                 self._url,
                 content=body,
-                headers=self._session_headers(),
+                headers=self.session_headers(),
                 timeout=CLOSE_WAIT * 5,
             ).close()
 
@@ -430,7 +434,7 @@ class HTTPTransport:
         if self.session_id is not None:
             with contextlib.suppress(httpx.HTTPError):
                 self._client.delete(
-                    self._url, headers=self._session_headers(), timeout=CLOSE_WAIT
+                    self._url, headers=self.session_headers(), timeout=CLOSE_WAIT
                 ).close()
             self.session_id = None
         if self._own_client:
@@ -461,7 +465,7 @@ def _connected(call: Call) -> Callable[[str, Mapping[str, Any]], None]:
         stream = info.get("return_value")
         if stream is None:
             return
-        call.stop = _socket_stopper(stream)
+        call.stop = socket_stopper(stream)
         if call.done.is_set():  # cancelled while it connected
             call.stop()
 
@@ -471,21 +475,7 @@ def _connected(call: Call) -> Callable[[str, Mapping[str, Any]], None]:
 def _stopper(response: httpx.Response) -> Callable[[], None]:
     """Ends ``response`` from another thread: its socket is shut down, so the read
     waiting on it returns at once and the server sees the client leave."""
-    return _socket_stopper(response.extensions.get("network_stream"))
-
-
-def _socket_stopper(stream: Any) -> Callable[[], None]:
-    """Shuts down the socket under an httpcore network ``stream`` (when it has one)."""
-    sock = stream.get_extra_info("socket") if stream is not None else None
-
-    def stop() -> None:
-        if isinstance(sock, socket.socket):
-            with contextlib.suppress(OSError):
-                # the plain socket's shutdown: an SSLSocket's own would clear its
-                # SSL object under the thread still reading it
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-    return stop
+    return socket_stopper(response.extensions.get("network_stream"))
 
 
 def header_arguments(schema: Any) -> dict[tuple[str, ...], str]:

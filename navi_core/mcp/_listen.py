@@ -33,20 +33,26 @@ under the thread reading it.
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import httpx
 import orjson
 
 from .. import core
 
-if TYPE_CHECKING:
-    from ._http import HTTPTransport
-
-__all__ = ["ATTEMPTS", "FIRST_WAIT", "HEALTHY", "IDLE", "THREAD_NAME", "Listener"]
+__all__ = [
+    "ATTEMPTS",
+    "FIRST_WAIT",
+    "HEALTHY",
+    "IDLE",
+    "THREAD_NAME",
+    "Listener",
+    "socket_stopper",
+]
 
 #: the name of a listener's thread
 THREAD_NAME: Final = "navi-mcp-listen"
@@ -69,6 +75,25 @@ class _Refused(Exception):
     """The server offers no such stream: listening ends for good."""
 
 
+class ListenedTransport(Protocol):
+    """What a ``Listener`` uses of the HTTP transport it listens for (``_http``)."""
+
+    @property
+    def endpoint(self) -> str: ...
+
+    @property
+    def listen_client(self) -> httpx.Client: ...
+
+    @property
+    def max_message_bytes(self) -> int: ...
+
+    def session_headers(self) -> dict[str, str]: ...
+
+    def next_id(self) -> int: ...
+
+    def unsolicited(self, item: dict[str, Any]) -> None: ...
+
+
 class Listener:
     """One long-lived stream of ``transport``'s server, kept open on a daemon thread.
 
@@ -78,7 +103,7 @@ class Listener:
 
     def __init__(
         self,
-        transport: HTTPTransport,
+        transport: ListenedTransport,
         subscribe: Mapping[str, Any] | None,
         on_reopen: Callable[[], None],
     ) -> None:
@@ -152,7 +177,7 @@ class Listener:
         True after each message. Ends when the stream does; raises ``_Refused`` when the server
         offers none."""
         t = self._transport
-        headers = t._session_headers()
+        headers = t.session_headers()
         headers["accept"] = "text/event-stream"
         if self._subscribe is None:
             method = "GET"
@@ -179,7 +204,7 @@ class Listener:
         client = t.listen_client
         with client.stream(
             method,
-            t._url,
+            t.endpoint,
             content=body,
             headers=headers,
             timeout=httpx.Timeout(30.0, read=IDLE),
@@ -276,6 +301,18 @@ def _stop_network(response: httpx.Response) -> Callable[[], None]:
 
 
 def _stop_stream(stream: Any) -> Callable[[], None]:
-    from ._http import _socket_stopper  # the shutdown the calls use
+    return socket_stopper(stream)
 
-    return _socket_stopper(stream)
+
+def socket_stopper(stream: Any) -> Callable[[], None]:
+    """Shuts down the socket under an httpcore network ``stream`` (when it has one)."""
+    sock = stream.get_extra_info("socket") if stream is not None else None
+
+    def stop() -> None:
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                # the plain socket's shutdown: an SSLSocket's own would clear its
+                # SSL object under the thread still reading it
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+    return stop
