@@ -20,12 +20,12 @@ from ._turn.extras import TurnExtras
 from ._turn.planning import plan_step
 from ._turn.steering import SteerDisposition, SteeringQueue
 from ._turn.user_input import user_message
-from .compaction._compaction import CompactionResult, compact
-from .compaction._manual import plan_manual, stream_compaction
+from .compaction._compaction import CompactionResult
+from .compaction._manual import compact_now, plan_manual, stream_compaction
 from .config import Config
 from .conversation import Conversation, Message, ToolUse, UserMessage
-from .errors import NothingToCompact, SteeringQueueFull
-from .events import Compacted, Event, TodoItem, TurnComplete
+from .errors import SteeringQueueFull
+from .events import Event, TodoItem, TurnComplete
 from .hooks import Hook, check_hooks
 from .output import OutputSpec
 from .providers.base import Provider, ProviderRequest, check_provider
@@ -297,21 +297,21 @@ class Agent:
         ``keep_verbatim`` tokens of them); ``prompt`` replaces the configured
         summary prompt for this call.
 
+        The result carries the summary request's usage and cost.
+
         Raises:
             NoCompactionPrompt: no summary prompt is set or given.
         """
         self._check_idle()
-        if keep_turns is None and prompt is None:
-            return compact(
-                self._session, self.provider, self._config, extra_instructions
-            )
-        try:
-            events = list(self.compact_stream(extra_instructions, keep_turns, prompt))
-        except NothingToCompact:
-            return CompactionResult(False, 0, 0)
-        done = events[-1]
-        assert isinstance(done, Compacted)
-        return CompactionResult(True, done.summarized_messages, done.kept_turns)
+        return compact_now(
+            self._session,
+            self.provider,
+            self._config,
+            self.tool_specs(),
+            extra_instructions,
+            keep_turns,
+            prompt,
+        )
 
     def compact_stream(
         self,

@@ -10,7 +10,8 @@ stop, finish, end); the agent builds one per turn.
 A sub-agent's usage and cost reach its parent turn in the batch's events, once per
 sub-agent turn: in its ``TurnComplete``, or, for a turn that ended without one (it
 failed), in a ``ChildSpent`` its ``SubAgent`` forwards, which the parent counts and
-drops (the host never sees it).
+drops (the host never sees it). A summary written by a separate compaction provider
+is counted the same way: at that provider's price when it is known.
 """
 
 from __future__ import annotations
@@ -67,7 +68,6 @@ class TurnExtras:
     """The per-turn state of hooks, observers, approvals, planning and sub-agents."""
 
     __slots__ = (
-        "child_cost",
         "claimed",
         "extra_usage",
         "greeting",
@@ -76,6 +76,7 @@ class TurnExtras:
         "observers",
         "pending",
         "plan",
+        "priced_cost",
         "resume_plan",
         "saved",
         "saves_progress",
@@ -117,10 +118,11 @@ class TurnExtras:
         #: usage of the requests beside the turn's responses (the plan, summaries)
         #: and of the sub-agent turns run by this turn's tools
         self.extra_usage = Usage()
-        #: what the sub-agent turns with a known price cost, at their own price
-        self.child_cost = Cost(0.0, 0.0, 0.0, 0.0)
-        #: the part of ``extra_usage`` priced at this turn's price: the plan, the
-        #: summaries, and the sub-agent turns whose price is unknown
+        #: what the sub-agent turns and the summaries of a separate compaction
+        #: provider cost, those with a known price, at their own price
+        self.priced_cost = Cost(0.0, 0.0, 0.0, 0.0)
+        #: the part of ``extra_usage`` priced at this turn's price: the plan, and the
+        #: summaries and sub-agent turns that have no price of their own
         self.unpriced_usage = Usage()
         #: a sub-agent's turn: the lineage its parent admitted; else made with the
         #: first tool batch
@@ -153,25 +155,20 @@ class TurnExtras:
         self.add_usage(plan.usage)
         return events
 
-    def add_usage(self, usage: Usage) -> None:
-        """Count a request the turn made beside its responses (a plan, a summary)
-        in its usage, priced at the turn's price."""
+    def add_usage(self, usage: Usage, cost: Cost | None = None) -> None:
+        """Count a request the turn made beside its responses (a plan, a summary) or
+        a sub-agent turn: its usage, and its ``cost`` at its own price (its usage at
+        the turn's price when ``cost`` is None)."""
         self.extra_usage = self.extra_usage + usage
-        self.unpriced_usage = self.unpriced_usage + usage
+        if cost is None:
+            self.unpriced_usage = self.unpriced_usage + usage
+        else:
+            self.priced_cost = self.priced_cost + cost
 
     def total(self, usage: Usage) -> Usage:
         """The turn's usage from ``usage``, its responses': with the plan, the
         summaries and the sub-agent turns (``TurnComplete.usage``)."""
         return usage + self.extra_usage
-
-    def _add_child(self, usage: Usage, cost: Cost | None) -> None:
-        """Count a sub-agent turn: its usage, its cost at its own model's price (its
-        usage at this turn's price when it has none)."""
-        self.extra_usage = self.extra_usage + usage
-        if cost is not None:
-            self.child_cost = self.child_cost + cost
-        else:
-            self.unpriced_usage = self.unpriced_usage + usage
 
     def watch(self, response: ProviderStream, config: Config) -> ProviderStream:
         """The opened response under the thinking-stall limit."""
@@ -185,9 +182,9 @@ class TurnExtras:
             if type(ev) is SubagentEvent:
                 child = ev.event
                 if type(child) is TurnComplete:
-                    self._add_child(child.usage, child.cost)
+                    self.add_usage(child.usage, child.cost)
                 elif type(child) is ChildSpent:
-                    self._add_child(child.usage, child.cost)
+                    self.add_usage(child.usage, child.cost)
                     spent = True
         if not spent:
             return events
@@ -198,9 +195,10 @@ class TurnExtras:
         ]
 
     def cost_of(self, usage: Usage, pricing: Pricing) -> Cost:
-        """What the turn spent: its own ``usage`` and the plan at ``pricing``,
-        each sub-agent turn at its own price (at ``pricing`` when it has none)."""
-        return pricing.cost_of(usage + self.unpriced_usage) + self.child_cost
+        """What the turn spent: its own ``usage`` and the plan at ``pricing``; each
+        sub-agent turn, and each summary of a separate compaction provider, at its
+        own price (at ``pricing`` when it has none)."""
+        return pricing.cost_of(usage + self.unpriced_usage) + self.priced_cost
 
     def _store_result(self, ordinal: int, result: ToolResult) -> None:
         self.session.store.move_approval(

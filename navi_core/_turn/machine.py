@@ -115,6 +115,7 @@ from ..errors import (
 )
 from ..events import (
     AnyEvent,
+    Cost,
     MessageComplete,
     ProviderRetry,
     ResponseDiscarded,
@@ -975,14 +976,15 @@ class Turn:
         self,
         config: Config,
         job: CompactionJob,
-        op: Op[tuple[tuple[str, int], Usage]],
+        op: Op[tuple[tuple[str, int], Usage, Cost | None]],
     ) -> None:
         """The continuation of a summary request: install it, or retry, skip or fail.
-        The summary request's usage counts in the turn's, like a planning request's."""
+        The summary request's usage counts in the turn's, like a planning request's;
+        its cost at the summary provider's own price, when it has one."""
         host = self.host
         try:
-            summary, usage = op.result()
-            self.x.add_usage(usage)
+            summary, usage, cost = op.result()
+            self.x.add_usage(usage, cost)
             compacted = apply_pending(host.session, host.provider, job.pending, summary)
         except ProviderError as exc:
             if self.ctl.stop is not None:

@@ -8,6 +8,10 @@ system prompt, to the compaction provider; its answer becomes a user message hol
 is bounded to fit the summary request (``summary_input``), and the summary's own
 output tokens anchor the usage restated on the kept messages.
 
+The summary request is spending: a turn adds its usage to its own and prices it at the
+price of the provider that wrote it (``summarise_with_usage``); ``Agent.compact``
+reports it in its ``CompactionResult``.
+
 Messages are sized as ``navi_core.tokens`` describes. Compaction works on a
 ``Session`` (conversation and store), a provider and the tool declarations; it never
 sees the ``Agent``.
@@ -16,15 +20,16 @@ sees the ``Agent``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Final
+from dataclasses import dataclass, field
+from typing import Final, NamedTuple
 
+from .._ids import publish
 from .._logs import get_logger
-from ..config import CompactionConfig, Config
+from ..config import CompactionConfig, Config, Pricing
 from ..conversation import CompactionSummary, Message, ToolResult, Usage, UserMessage
 from ..core import estimate_tokens
 from ..errors import ContextOverflow, EmptyAssistantResponse, NoCompactionPrompt
-from ..events import Compacted, CompactionStarted
+from ..events import Compacted, CompactionStarted, Cost
 from ..providers.base import Provider, ProviderRequest
 from ..session import Session
 from ..tokens import (
@@ -40,6 +45,7 @@ from ._summary import (
     MIN_TRANSCRIPT_TOKENS,
     ask_summary,
     bounded_transcript,
+    price_of,
     transcript_budget,
 )
 from ._transcript import is_summary
@@ -56,6 +62,7 @@ __all__ = [
     "message_sizes",
     "plan_compaction",
     "apply_pending",
+    "compact_pending",
     "run_compaction",
     "split",
     "summarise_pending",
@@ -91,17 +98,22 @@ _CHAIN_NOTE: Final = (
 
 @dataclass(frozen=True, slots=True)
 class CompactionResult:
-    """What ``Agent.compact`` did.
+    """What ``Agent.compact`` did, and what it spent.
 
     ``summarized_messages`` counts the messages folded into the new summary (the
     previous summary not included); ``kept_turns`` the user prompts kept verbatim.
+    ``usage`` is the summary request's (``Usage()`` when nothing was summarised, or
+    the server reported none); ``cost`` prices it at the price of the provider that
+    wrote the summary (``CompactionConfig.provider``'s, at the session provider's
+    when its price is unknown or the session provider wrote it), None when no price
+    is known or nothing was summarised.
     """
-
-    __module__ = "navi_core"  # its public path, in reprs, docs and pickles
 
     compacted: bool
     summarized_messages: int
     kept_turns: int
+    usage: Usage = field(default_factory=Usage)
+    cost: Cost | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,11 +262,21 @@ def compact(
     plan = split(session.messages, cc.keep_verbatim)
     if not plan.prefix:
         return CompactionResult(False, 0, plan.kept_turns)
-    text, output, _ = _summarise(
+    answer = _summarise(
         provider, cc.provider, config, cc.prompt, plan, extra_instructions
     )
-    _install(session, provider, plan, text, output)
-    return CompactionResult(True, len(plan.prefix), plan.kept_turns)
+    _install(session, provider, plan, answer.text, answer.usage.output)
+    return _result(provider, plan, answer)
+
+
+def compact_pending(
+    session: Session, provider: Provider, config: Config, pending: PendingCompaction
+) -> CompactionResult:
+    """``run_compaction`` for ``Agent.compact``: what it did and spent (raises as
+    ``run_compaction``)."""
+    answer = _summarise_planned(provider, config, pending)
+    apply_pending(session, provider, pending, (answer.text, answer.usage.output))
+    return _result(provider, pending.plan, answer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,21 +379,54 @@ def summarise_pending(
 ) -> tuple[str, int]:
     """The summary of a planned compaction and its output tokens: only the provider
     call, so a ``Stream`` may run it on another thread (raises as ``run_compaction``)."""
-    return summarise_with_usage(provider, config, pending)[0]
+    answer = _summarise_planned(provider, config, pending)
+    return answer.text, answer.usage.output
 
 
 def summarise_with_usage(
     provider: Provider, config: Config, pending: PendingCompaction
-) -> tuple[tuple[str, int], Usage]:
-    """``summarise_pending`` and the usage of the summary request, which the turn
-    adds to its own (``TurnComplete.usage``, ``cost``, ``Config.budget``)."""
+) -> tuple[tuple[str, int], Usage, Cost | None]:
+    """``summarise_pending``, the usage of the summary request and its cost, which
+    the turn adds to its own (``TurnComplete.usage``, ``cost``, ``Config.budget``).
+
+    The cost is the usage at the price of the summary provider
+    (``CompactionConfig.provider``: its ``pricing=``, else the price table's for its
+    model), as a sub-agent's turn is priced at its own model's. It is None when that
+    price is unknown, or when ``provider`` (the session's) wrote the summary (no
+    summary provider, or it failed or answered nothing): the turn then prices the
+    usage at its own price, as it does a sub-agent turn with no known price. The
+    price is looked up here, beside the provider call (off the driving thread when
+    the turn runs that call there), and only for a compaction that ran.
+    """
+    answer = _summarise_planned(provider, config, pending)
+    price = _own_price(provider, answer.by)
+    cost = None if price is None else price.cost_of(answer.usage)
+    return (answer.text, answer.usage.output), answer.usage, cost
+
+
+def _summarise_planned(
+    provider: Provider, config: Config, pending: PendingCompaction
+) -> _Answer:
     cc = pending.settings
     if cc.prompt is None:  # plan_compaction never plans without a prompt
         raise NoCompactionPrompt("the planned compaction has no summary prompt")
-    text, output, usage = _summarise(
-        provider, cc.provider, config, cc.prompt, pending.plan, None
-    )
-    return (text, output), usage
+    return _summarise(provider, cc.provider, config, cc.prompt, pending.plan, None)
+
+
+def _own_price(provider: Provider, by: Provider) -> Pricing | None:
+    """The price of the summary provider ``by`` that wrote a summary; None when it is
+    the session's ``provider`` or its price is unknown."""
+    return None if by is provider else price_of(by)
+
+
+def _result(provider: Provider, plan: Split, answer: _Answer) -> CompactionResult:
+    """A done compaction's result: its summary request's usage, priced as
+    ``CompactionResult.cost`` says."""
+    price = _own_price(provider, answer.by)
+    if price is None:
+        price = price_of(provider)
+    cost = None if price is None else price.cost_of(answer.usage)
+    return CompactionResult(True, len(plan.prefix), plan.kept_turns, answer.usage, cost)
 
 
 def apply_pending(
@@ -408,6 +463,17 @@ def _install(
     return len(new)
 
 
+class _Answer(NamedTuple):
+    """A summary request's answer."""
+
+    #: the summary
+    text: str
+    #: the successful attempt's usage (``Usage()`` when unreported)
+    usage: Usage
+    #: the provider that wrote it: the summary provider, or the session's
+    by: Provider
+
+
 def _summarise(
     provider: Provider,
     summariser: Provider | None,
@@ -415,9 +481,8 @@ def _summarise(
     prompt: str,
     plan: Split,
     extra_instructions: str | None,
-) -> tuple[str, int, Usage]:
-    """The summary text, its output tokens (0 when unreported) and the request's
-    usage (the successful attempt's; ``Usage()`` when unreported).
+) -> _Answer:
+    """The summary, the request's usage and who wrote it (``_Answer``).
 
     The transcript is bounded to fit (``summary_input``); one that still overflows
     is halved and sent again, at most ``MAX_SHRINKS`` times.
@@ -436,7 +501,7 @@ def _summarise(
         )
         request = ProviderRequest((message,), system, (), config)
         try:
-            answer = ask_summary(provider, summariser, request)
+            answer, by = ask_summary(provider, summariser, request)
             break
         except ContextOverflow:
             tokens = estimate_tokens(transcript)
@@ -448,4 +513,8 @@ def _summarise(
             "the summary response held no text; the conversation is unchanged"
         )
     usage = answer.usage if answer.usage is not None else Usage()
-    return answer.text, usage.output, usage
+    return _Answer(answer.text, usage, by)
+
+
+# its public path, in reprs, docs and pickles; its annotations resolved here
+publish(globals())

@@ -5,6 +5,8 @@ compaction asked for by hand may instead keep a number of turns, whatever their 
 When that leaves fewer than two messages to summarise, the oldest kept turn is split
 between its iterations (before an assistant message, so a tool call stays with its
 results). ``prompt`` replaces ``CompactionConfig.prompt`` for one call.
+``compact_now`` is ``Agent.compact``: the same compaction, reported with what its
+summary request spent.
 """
 
 from __future__ import annotations
@@ -20,9 +22,25 @@ from ..providers.base import Provider
 from ..session import Session
 from ..tokens import message_sizes, request_tokens
 from ..tools._tool import ToolSpec
-from ._compaction import PendingCompaction, Split, keep_from, run_compaction, split
+from ._compaction import (
+    CompactionResult,
+    PendingCompaction,
+    Split,
+    compact,
+    compact_pending,
+    keep_from,
+    run_compaction,
+    split,
+)
 
-__all__ = ["MANUAL", "is_prompt", "plan_manual", "split_turns", "stream_compaction"]
+__all__ = [
+    "MANUAL",
+    "compact_now",
+    "is_prompt",
+    "plan_manual",
+    "split_turns",
+    "stream_compaction",
+]
 
 #: ``CompactionStarted.reason`` of a compaction asked for by hand
 MANUAL = "manual"
@@ -112,16 +130,56 @@ def stream_compaction(
     extra_instructions: str | None,
 ) -> Iterator[Event]:
     """``CompactionStarted``, then (after the summary request) ``Compacted``."""
+    pending = _pending(session, config, tools, prompt, plan, extra_instructions)
+    yield pending.started
+    yield run_compaction(session, provider, config, pending)
+
+
+def compact_now(
+    session: Session,
+    provider: Provider,
+    config: Config,
+    tools: Sequence[ToolSpec],
+    extra_instructions: str | None,
+    keep_turns: int | None,
+    prompt: str | None,
+) -> CompactionResult:
+    """``Agent.compact``: compact now (as ``compact``, or as ``stream_compaction``
+    with ``keep_turns`` or ``prompt``); what it did and what its summary request
+    spent.
+
+    Raises:
+        NoCompactionPrompt: neither ``prompt`` nor ``config.compaction.prompt`` is set.
+        ProviderError, EmptyAssistantResponse: the summary request failed; the
+            conversation and the store are unchanged.
+    """
+    if keep_turns is None and prompt is None:
+        return compact(session, provider, config, extra_instructions)
+    try:
+        text, plan = plan_manual(session, config, keep_turns, prompt)
+    except NothingToCompact:
+        return CompactionResult(False, 0, 0)
+    pending = _pending(session, config, tools, text, plan, extra_instructions)
+    return compact_pending(session, provider, config, pending)
+
+
+def _pending(
+    session: Session,
+    config: Config,
+    tools: Sequence[ToolSpec],
+    prompt: str,
+    plan: Split,
+    extra_instructions: str | None,
+) -> PendingCompaction:
+    """The compaction asked for: announced as ``MANUAL``, run with ``prompt`` (and
+    the extra instructions) as its summary prompt."""
     conversation = session.conversation
     dialogue = conversation.dialogue()
     sizes = message_sizes(dialogue, session.sizes)
     estimated = request_tokens(conversation.system_prompt(), dialogue, sizes, tools)
     before = len(conversation.messages)
     started = CompactionStarted(MANUAL, before, estimated)
-    yield started
     if extra_instructions:
         prompt += "\n\nAdditional instructions:\n" + extra_instructions
     snapshot = replace(config, compaction=replace(config.compaction, prompt=prompt))
-    yield run_compaction(
-        session, provider, config, PendingCompaction(started, plan, snapshot)
-    )
+    return PendingCompaction(started, plan, snapshot)

@@ -9,7 +9,8 @@ replaced by a note saying how much was cut), the small ones stay whole.
 without one the first request is sent whole and a context overflow halves the budget
 (``compaction`` asks again, at most ``MAX_SHRINKS`` times). ``ask_summary`` asks
 the compaction provider and falls back to the chat provider when it fails or answers
-with no text.
+with no text; it says which of them answered, so that the summary is priced at the
+price of the provider that wrote it (``price_of``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Final
 
-from ..config import Config
+from ..config import Config, Pricing
 from ..conversation import Message
 from ..core import estimate_tokens
 from ..errors import ProviderError
@@ -33,6 +34,7 @@ __all__ = [
     "bounded_transcript",
     "clip_block",
     "complete",
+    "price_of",
     "transcript_budget",
 ]
 
@@ -115,18 +117,29 @@ def bounded_transcript(messages: Sequence[Message], budget: int | None) -> str:
 
 def ask_summary(
     provider: Provider, summariser: Provider | None, request: ProviderRequest
-) -> Message:
-    """The summary from ``summariser``, else ``provider``: also when the summariser
-    fails or answers with no text."""
+) -> tuple[Message, Provider]:
+    """The summary from ``summariser``, else ``provider`` (also when the summariser
+    fails or answers with no text), and the provider that answered."""
     first = summariser if summariser is not None else provider
     try:
         answer = complete(first, request)
         if first is provider or answer.text.strip():
-            return answer
+            return answer, first
     except ProviderError:
         if first is provider:
             raise
-    return complete(provider, request)
+    return complete(provider, request), provider
+
+
+def price_of(provider: Provider) -> Pricing | None:
+    """``provider``'s price, as a turn's is found: its ``pricing`` attribute when set,
+    else the price table's for its endpoint and model (``Pricing.lookup``, which may
+    wait for the table's first import); None when no price is known."""
+    given = getattr(provider, "pricing", None)  # not in the Provider protocol
+    if isinstance(given, Pricing):
+        return given
+    wire = provider.wire
+    return Pricing.lookup(wire.model, wire.base_url)
 
 
 def complete(provider: Provider, request: ProviderRequest) -> Message:

@@ -162,6 +162,8 @@ _SCHEMAS: dict[str, Any] = {
             "compacted": {"type": "boolean"},
             "summarized_messages": _INT,
             "kept_turns": _INT,
+            "usage": {"type": "object"},
+            "cost": {"type": ["object", "null"]},
         },
     },
 }

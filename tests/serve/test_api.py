@@ -188,7 +188,14 @@ def test_compact_summarises_the_old_turns(client: Client) -> None:
     )
     assert r.status_code == 200, r.text
     body = r.json()
-    assert set(body) == {"compacted", "summarized_messages", "kept_turns"}
+    assert set(body) == {
+        "compacted",
+        "summarized_messages",
+        "kept_turns",
+        "usage",
+        "cost",
+    }
+    assert set(body["usage"]) >= {"input", "output"}
 
 
 @pytest.mark.parametrize(
