@@ -5,6 +5,10 @@
 # that take minutes (gunicorn, llama-server, wheel builds) and the docs site (its
 # plugins resolve to other versions on older Pythons) are built on the main interpreter
 # only. ResourceWarning is an error everywhere (pyproject's filterwarnings).
+# Then, on Python 3.10 (the oldest the project supports), the project is installed
+# with no extras into a fresh venv and `navi-core --version` and `navi-core demo` run
+# outside the checkout, as `pip install . && navi-core demo` does on a new machine: a
+# module only an extra brings (tomli was one) would break every command there.
 # Sourced by .ci/run; prints one line per interpreter and fails if any run failed.
 
 navi_interpreters() {
@@ -55,7 +59,55 @@ navi_other_interpreters() {
       tail -30 "$log"
     fi
   done
+  local oldest
+  oldest=$(navi_python_310)
+  if [ -z "$oldest" ]; then
+    results+=("Python 3.10 without extras: skipped (no Python 3.10 on this machine)")
+  elif navi_smoke_without_extras "$oldest"; then
+    results+=("Python 3.10 without extras: navi-core --version and demo ran")
+  else
+    results+=("Python 3.10 without extras: FAILED")
+    failed=1
+  fi
   echo "== Suites on the other interpreters:"
   for line in "${results[@]}"; do echo "   $line"; done
   return "$failed"
+}
+
+# The Python 3.10 interpreter: the main one, or one navi_interpreters finds; empty if
+# there is none.
+navi_python_310() {
+  local exe
+  for exe in "$(command -v python)" $(navi_interpreters); do
+    if [ -x "$exe" ] && [ "$("$exe" -c 'import sys; print(sys.version_info[:2] == (3, 10))' 2>/dev/null)" = "True" ]; then
+      echo "$exe"
+      return 0
+    fi
+  done
+}
+
+# navi_smoke_without_extras PYTHON: `pip install .` with no extras into a fresh venv,
+# then `navi-core --version` and `navi-core demo` from a folder outside the checkout;
+# fails (printing what they said) if either fails or the demo's turn does not end.
+navi_smoke_without_extras() {
+  local exe=$1 work status=0
+  work=$(mktemp -d "${TMPDIR:-/tmp}/navi-no-extras.XXXXXX")
+  echo "== $("$exe" -c 'import platform; print("Python", platform.python_version())'): pip install . (no extras) into a fresh venv, then navi-core --version and demo"
+  if ! "$exe" -m venv "$work/venv" >"$work/install.log" 2>&1 \
+    || ! "$work/venv/bin/python" -m pip install -q "$PWD" >>"$work/install.log" 2>&1; then
+    tail -30 "$work/install.log"
+    echo "   the install without extras failed"
+    status=1
+  elif ! (cd "$work" && "$work/venv/bin/navi-core" --version \
+          && "$work/venv/bin/navi-core" demo --db demo.db) >"$work/out.txt" 2>&1; then
+    cat "$work/out.txt"
+    echo "   navi-core failed without extras"
+    status=1
+  elif ! grep -q '\[end_turn\] 3 responses, 3 tool calls' "$work/out.txt"; then
+    cat "$work/out.txt"
+    echo "   the demo's turn did not complete"
+    status=1
+  fi
+  rm -rf "$work"
+  return "$status"
 }

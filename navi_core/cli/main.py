@@ -1,55 +1,37 @@
-"""The ``navi-core`` parser and entry point: one sub-command per module of this package.
+"""The ``navi-core`` entry point: cheap to import, and interruptible from the start.
 
-``navi-core`` alone prints the help on stderr and exits with status 2 (a command is
-missing, as argparse reports any missing argument); ``navi-core --help`` prints it on
-stdout and exits with 0; ``navi-core --version`` prints ``navi-core X.Y.Z``.
+``main`` imports the parser and the commands (``parser``) only once it runs, under
+the same guard as the command itself: a Ctrl-C while Python is still loading them,
+as while a command runs, exits with status 130 and no traceback. ``import
+navi_core.cli`` (what the ``navi-core`` script does first) loads nothing else.
 """
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from .. import __version__
-from .bench.command import register as add_bench
-from .chat.command import register as add_chat
-from .compact import register as add_compact
-from .demo import register as add_demo
-from .options import Command, help_command
-from .run import register as add_run
-from .serve import register as add_serve
-from .sessions import register as add_sessions
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["build_parser", "main"]
+
+#: the exit status of a command cut short by Ctrl-C (128 + SIGINT, as shells report)
+INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
-    parser = argparse.ArgumentParser(
-        prog="navi-core",
-        description="A synchronous, pull-based LLM agent loop.",
-        epilog="Run 'navi-core COMMAND --help' for a command's flags.",
-    )
-    parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {__version__}"
-    )
-    parser.set_defaults(func=help_command(parser))
-    subcommands = parser.add_subparsers(
-        title="commands", metavar="COMMAND", dest="command"
-    )
-    for add in (add_demo, add_run, add_chat, add_sessions, add_compact, add_serve,
-                add_bench):  # fmt: skip
-        add(subcommands)
-    return parser
+    from .parser import build_parser as build
+
+    return build()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``navi-core`` command; returns the exit status."""
-    args = build_parser().parse_args(argv)
-    command: Command = args.func
     try:
-        return int(command(args))
+        from .parser import dispatch  # every command's module: the slow part
+
+        return dispatch(argv)
     except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
+        return INTERRUPTED

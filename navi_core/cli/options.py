@@ -15,18 +15,23 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
 
 from .._secrets import public_url
-from ..errors import NaviError
+from ..errors import NaviError, SessionError
 from ..providers.base import Provider
 from ..store.base import SessionStore
 from ._data_dir import default_db
 from ._terminal_text import terminal_safe
 
+if TYPE_CHECKING:  # psycopg is an optional extra: imported when a DSN is given
+    from ..store.postgres import PostgresStore
+
 __all__ = [
     "Command",
     "ProviderChoice",
+    "StoreExtraMissing",
     "Subcommands",
     "UsageError",
     "add_provider_arguments",
@@ -36,7 +41,9 @@ __all__ = [
     "error_line",
     "help_command",
     "parse_extra_body",
+    "postgres_store_class",
     "provider_choice",
+    "require_public_key",
     "store_and_provider",
     "store_from_args",
 ]
@@ -55,6 +62,15 @@ class UsageError(Exception):
     """The flags contradict each other or name something missing (exit status 2)."""
 
 
+class StoreExtraMissing(SessionError):
+    """The store that the flags or the environment name needs an extra that is not
+    installed (PostgreSQL without psycopg); the message says which and how to add it.
+
+    A ``SessionError``, so every command reports it as a store that cannot be opened:
+    one ``error:`` line (without the class name) and exit status 1.
+    """
+
+
 def error_line(exc: BaseException, *, with_type: bool = True) -> str:
     """``exc`` as one ``error:`` line; with ``with_type`` a NaviError names its class.
 
@@ -62,7 +78,11 @@ def error_line(exc: BaseException, *, with_type: bool = True) -> str:
     it may quote a server's body, so its controls are shown as marks (``terminal_safe``).
     """
     text = terminal_safe(" ".join(str(exc).split()))
-    if with_type and isinstance(exc, NaviError):
+    if (
+        with_type
+        and isinstance(exc, NaviError)
+        and not isinstance(exc, StoreExtraMissing)
+    ):
         return f"error: {type(exc).__name__}: {text}"
     return f"error: {text}"
 
@@ -115,7 +135,8 @@ def store_from_args(
     ``environ`` defaults to ``os.environ``; an empty variable counts as unset.
 
     Raises:
-        SessionError: the database cannot be opened.
+        SessionError: the database cannot be opened; ``StoreExtraMissing`` when it
+            is PostgreSQL and psycopg is not installed.
     """
     env = os.environ if environ is None else environ
     dsn: str | None = getattr(args, "postgres", None)
@@ -124,13 +145,35 @@ def store_from_args(
         dsn = env.get("NAVI_POSTGRES_DSN") or None
         db = env.get("NAVI_DB") or (None if dsn else str(default_db()))
     if dsn:
-        from ..store.postgres import PostgresStore  # psycopg is an optional extra
-
-        return PostgresStore(dsn, max_size=2)
+        given = getattr(args, "postgres", None)
+        cls = postgres_store_class("--postgres" if given else "$NAVI_POSTGRES_DSN")
+        return cls(dsn, max_size=2)
     from ..store.sqlite import SQLiteStore
 
     assert db is not None
     return SQLiteStore(db)
+
+
+def postgres_store_class(source: str) -> type[PostgresStore]:
+    """``PostgresStore``, imported now: psycopg is the optional ``postgres`` extra.
+
+    ``source`` names what asked for PostgreSQL (``--postgres``,
+    ``$NAVI_POSTGRES_DSN``), for the message.
+
+    Raises:
+        StoreExtraMissing: psycopg (or psycopg_pool) cannot be imported; the message
+            names the pip command that adds the extra to this install.
+    """
+    try:
+        from ..store.postgres import PostgresStore
+    except ImportError:
+        from .._extras import install_command
+
+        raise StoreExtraMissing(
+            f"{source} names a PostgreSQL store, which needs the postgres extra "
+            f"(psycopg 3 and psycopg_pool): {install_command('postgres')}"
+        ) from None
+    return PostgresStore
 
 
 # -- the provider ------------------------------------------------------------------
@@ -224,7 +267,8 @@ def provider_choice(
 
     Raises:
         UsageError: the flags name two APIs or two base URLs, a base URL that is
-            not http(s), or ``--api-key-env`` names a variable that is unset or empty.
+            not http(s), ``--api-key-env`` names a variable that is unset or empty,
+            or the public API is asked without its key (``require_public_key``).
     """
     openai_url: str | None = args.openai_base_url
     anthropic_url: str | None = args.anthropic_base_url
@@ -244,17 +288,53 @@ def provider_choice(
         )
     api_key = None
     var: str | None = args.api_key_env
+    env = os.environ if environ is None else environ
     if var is not None:
-        env = os.environ if environ is None else environ
         api_key = env.get(var) or None
         if api_key is None:
             raise UsageError(f"--api-key-env: ${var} is not set")
+    else:
+        require_public_key(anthropic, urls[0] if urls else None, env)
     return ProviderChoice(
         model=args.model,
         anthropic=anthropic,
         base_url=urls[0] if urls else None,
         api_key=api_key,
     )
+
+
+#: the hosts of the public APIs, which answer nothing without a key
+_PUBLIC_HOSTS = frozenset({"api.openai.com", "api.anthropic.com"})
+
+
+def require_public_key(
+    anthropic: bool, base_url: str | None, environ: Mapping[str, str] | None = None
+) -> None:
+    """Refuse to ask a public API (OpenAI's, Anthropic's) without its key.
+
+    For the provider's own key variable (``OPENAI_API_KEY``, or ``ANTHROPIC_API_KEY``
+    with ``anthropic``), when no other variable was named: ``base_url`` None means
+    the provider's default (``$OPENAI_BASE_URL`` / ``$ANTHROPIC_BASE_URL``, else the
+    public API). A local server, which may need no key (Ollama, llama.cpp), passes.
+
+    Raises:
+        UsageError: the public API is the endpoint and the variable is unset or empty.
+    """
+    env = os.environ if environ is None else environ
+    prefix = "ANTHROPIC" if anthropic else "OPENAI"
+    url = base_url or env.get(f"{prefix}_BASE_URL") or None
+    if url is not None:
+        try:
+            host = (urlsplit(url).hostname or "").rstrip(".").lower()
+        except ValueError:
+            return  # the provider says what is wrong with it
+        if host not in _PUBLIC_HOSTS:
+            return
+    if not env.get(f"{prefix}_API_KEY"):
+        raise UsageError(
+            f"${prefix}_API_KEY is not set (export it, or give --base-url for a "
+            "local server that needs none)"
+        )
 
 
 # -- what every request carries ---------------------------------------------------

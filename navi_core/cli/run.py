@@ -6,7 +6,10 @@ shared provider flags, the store from the shared store flags (``options``).
 
 The turn runs on a worker thread so that Ctrl-C, which Python delivers to the main
 thread, cancels it (``Stream.cancel``): what was written stays, marked as interrupted,
-and the program exits with 130. A second Ctrl-C leaves at once.
+and the program exits with 130. A second Ctrl-C leaves at once. While the turn runs
+the main thread counts Ctrl-C with a handler of its own (``_counted_ctrl_c``) instead
+of taking a KeyboardInterrupt wherever it is; a Ctrl-C the process was started
+ignoring (a background job of a script) stays ignored.
 
 A refused turn (``StopReason.REFUSED``: the model refused, or the provider's content
 filter withheld or cut the answer) is said under what streamed and exits with 3, so a
@@ -16,11 +19,14 @@ script does not take the partial text for the answer.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import threading
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
+from types import FrameType
 from typing import Protocol
 
 from ..agent import Agent
@@ -28,7 +34,6 @@ from ..config import Config
 from ..errors import NaviError
 from ..events import Event, StopReason, TurnComplete
 from ..tools._tool import Tool, ToolSource
-from ._mcp_config import open_mcp_servers
 from .console import EventPrinter, turn_summary
 from .options import (
     Subcommands,
@@ -89,6 +94,8 @@ def command(args: argparse.Namespace) -> int:
     try:
         with ExitStack() as stack:
             if args.mcp_config:
+                from ._mcp_config import open_mcp_servers  # the MCP client: httpx
+
                 servers = open_mcp_servers(Path(args.mcp_config).expanduser())
                 for server in servers:
                     stack.callback(server.close)
@@ -125,11 +132,51 @@ class _Turn(Protocol):
     def cancel(self) -> None: ...
 
 
+class _CtrlC:
+    """A SIGINT handler that counts the presses and raises nothing."""
+
+    def __init__(self) -> None:
+        self.presses = 0
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.presses += 1
+
+
+@contextmanager
+def _counted_ctrl_c() -> Iterator[_CtrlC]:
+    """While the turn runs, Ctrl-C is counted rather than raised.
+
+    Python's own handler raises ``KeyboardInterrupt`` wherever the main thread is:
+    inside a lock's wait, where it can break the lock, or inside a finalizer, which
+    swallows it (the Ctrl-C is lost and the turn runs on). A counter cannot be lost;
+    the waiting loop reads it. It replaces only Python's own handler, on the main
+    thread: a Ctrl-C that this process was started ignoring (a background job of a
+    script) stays ignored, and a host's own handler stays in place.
+    """
+    counter = _CtrlC()
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield counter  # never counts: KeyboardInterrupt, if anything, as before
+        return
+    signal.signal(signal.SIGINT, counter)
+    try:
+        yield counter
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+#: how often the waiting main thread looks at the turn and the Ctrl-C count
+_POLL = 0.05
+
+
 def _drive(stream: _Turn, printer: EventPrinter, session_id: str) -> int:
     """Print the turn as it runs on a worker thread; Ctrl-C here cancels it.
 
     Raises what the turn raised; 130 after a Ctrl-C, 3 (``REFUSED_EXIT``) for a
-    turn the provider refused, else 0.
+    turn the provider refused, else 0. A second Ctrl-C raises KeyboardInterrupt
+    without waiting for the turn to end.
     """
     failure: list[BaseException] = []
     refused = threading.Event()
@@ -149,16 +196,26 @@ def _drive(stream: _Turn, printer: EventPrinter, session_id: str) -> int:
         finally:
             finished.set()
 
-    threading.Thread(target=pump, name="navi-run-turn", daemon=True).start()
     interrupted = False
-    try:
-        while not finished.wait(0.1):
-            pass
-    except KeyboardInterrupt:
-        interrupted = True
-        stream.cancel()  # the turn ends as CANCELLED within 100 ms
-        while not finished.wait(0.1):  # a second Ctrl-C leaves without waiting
-            pass
+    with _counted_ctrl_c() as ctrl_c:
+        threading.Thread(target=pump, name="navi-run-turn", daemon=True).start()
+        try:
+            while not finished.wait(_POLL):
+                if ctrl_c.presses > 1:
+                    raise KeyboardInterrupt  # a second Ctrl-C leaves without waiting
+                if ctrl_c.presses and not interrupted:
+                    interrupted = True
+                    stream.cancel()  # the turn ends as CANCELLED within 100 ms
+        except KeyboardInterrupt:
+            if interrupted:
+                raise
+            # Python's own handler (not the main thread, or a host's handler)
+            interrupted = True
+            stream.cancel()
+            while not finished.wait(_POLL):  # a second Ctrl-C leaves without waiting
+                pass
+        # a Ctrl-C as the turn ended still says the run was interrupted
+        interrupted = interrupted or ctrl_c.presses > 0
     if failure:
         raise failure[0]
     if interrupted:

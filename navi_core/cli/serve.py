@@ -44,6 +44,7 @@ from .options import (
     add_endpoint_arguments,
     add_store_arguments,
     error_line,
+    postgres_store_class,
     provider_choice,
 )
 from .workspace import workspace_tools
@@ -320,12 +321,12 @@ def _open_store(
     """The worker's store and a maker of its control bus (both after the fork)."""
     dsn = args.postgres or (None if args.db else os.environ.get("NAVI_POSTGRES_DSN"))
     if dsn:
-        from ..serve.control import PostgresControl
-        from ..store.postgres import PostgresStore
-
-        return PostgresStore(dsn, max_size=args.threads + 2), lambda: PostgresControl(
-            dsn
+        cls = postgres_store_class(
+            "--postgres" if args.postgres else "$NAVI_POSTGRES_DSN"
         )
+        from ..serve.control import PostgresControl
+
+        return cls(dsn, max_size=args.threads + 2), lambda: PostgresControl(dsn)
     from ..serve.control import SQLiteControl
     from ..store.sqlite import SQLiteStore
 

@@ -216,3 +216,32 @@ def test_a_server_error_is_named_inert(capsys: pytest.CaptureFixture[str]) -> No
     out = capsys.readouterr().out
     assert "error: BadRequest: A␛]52;c;SGVsbG8=␇B" in out
     assert leaks(out) == [], out
+
+
+def test_the_png_help_names_a_pip_command_that_works_from_a_clone(
+    tmp_path: Path,
+) -> None:
+    """navi-core is not on PyPI: ``pip install navi-core[bench]`` would fail; the
+    README installs from a clone, as the bench page does (``'.[bench]'``)."""
+    import subprocess
+    import sys
+
+    from test_chat import ROOT, chat_env
+
+    result = subprocess.run(
+        [sys.executable, "-m", "navi_core", "bench", "--help"],
+        cwd=tmp_path,
+        env=chat_env(tmp_path),  # this checkout's navi_core
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert (
+        "--png FILE write a chart (needs matplotlib, in the bench extra: "
+        "pip install '.[bench]' from a clone)"
+    ) in text, text
+    assert "navi-core[bench]" not in text
+    doc = (ROOT / "docs" / "commands" / "bench.md").read_text(encoding="utf-8")
+    assert "pip install '.[bench]'" in doc

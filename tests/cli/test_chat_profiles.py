@@ -476,3 +476,42 @@ def test_piped_chat_exits_1_when_a_turn_failed(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert "http://127.0.0.1:9/v1" in result.stdout + result.stderr
+
+
+def docs_profile() -> str:
+    """The TOML block of docs/commands/chat.md's "Profiles" section, as written."""
+    page = (ROOT / "docs" / "commands" / "chat.md").read_text(encoding="utf-8")
+    section = page.split("## Profiles", 1)[1]
+    return section.split("```toml\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_documented_profile_works_as_copied(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    """Pasted into a config file unchanged, on a machine with no key variable and
+    none of the folders it might name: only the server is moved (a flag wins over
+    the profile's base_url), since no Ollama listens here."""
+    loopback.add(text_reply("Hello from ", "the documented profile."))
+    config = tmp_path / "config.toml"
+    config.write_text(docs_profile(), encoding="utf-8")
+    project = tmp_path / "project"  # the chat is started in a folder of its own
+    project.mkdir()
+    env = chat_env(project)
+    for name in ("OLLAMA_API_KEY", "OPENAI_API_KEY"):
+        env.pop(name, None)
+    result = subprocess.run(
+        [sys.executable, "-m", "navi_core", "chat", "--config", str(config),
+         "--base-url", f"{loopback.url}/v1", "--db", str(tmp_path / "c.db")],
+        input="hi\n", cwd=project, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Hello from the documented profile." in result.stdout
+    assert "profile local" in result.stdout
+    (request,) = loopback.requests
+    body = request.json
+    assert body["model"] == "qwen2.5"
+    assert "authorization" not in request.headers  # Ollama needs no key
+    assert body["messages"][0] == {"role": "system", "content": "You answer briefly."}
+    assert (body["temperature"], body["top_p"]) == (0.2, 0.9)
+    assert 2048 in (body.get("max_tokens"), body.get("max_completion_tokens"))

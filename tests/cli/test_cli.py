@@ -132,8 +132,9 @@ PROVIDER_FLAGS = [
 ]
 
 
-def _parse(*argv: str) -> ProviderChoice:
-    return provider_choice(build_parser().parse_args(argv), {"NAVI_TEST_KEY": "k-1"})
+def _parse(*argv: str, **environ: str) -> ProviderChoice:
+    env = {"NAVI_TEST_KEY": "k-1", "OPENAI_API_KEY": "k-2", **environ}
+    return provider_choice(build_parser().parse_args(argv), env)
 
 
 def test_every_provider_command_reads_the_same_flags() -> None:
@@ -174,6 +175,39 @@ def test_the_provider_flags_are_documented_once_for_every_command(
 def test_contradictory_or_missing_provider_flags(argv: list[str], message: str) -> None:
     with pytest.raises(UsageError, match=re.escape(message)):
         _parse("run", "hi", "--model", "m", *argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "refused"),
+    [
+        ([], {}, "OPENAI"),
+        (["--anthropic"], {}, "ANTHROPIC"),
+        (["--base-url", "https://API.openai.com./v1"], {}, "OPENAI"),
+        ([], {"OPENAI_BASE_URL": "https://api.openai.com/v1"}, "OPENAI"),
+        (["--anthropic"], {"OPENAI_API_KEY": "k"}, "ANTHROPIC"),
+        # a local server (by flag or by variable) may need no key; a key is enough
+        (["--base-url", "http://127.0.0.1:11434/v1"], {}, None),
+        ([], {"OPENAI_BASE_URL": "http://127.0.0.1:8080/v1"}, None),
+        (["--anthropic"], {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}, None),
+        ([], {"OPENAI_API_KEY": "k"}, None),
+        (["--anthropic"], {"ANTHROPIC_API_KEY": "k"}, None),
+        # a variable named by --api-key-env is checked by itself
+        (["--api-key-env", "NAVI_TEST_KEY"], {"NAVI_TEST_KEY": "k"}, None),
+    ],
+)
+def test_the_public_api_needs_its_key_and_a_local_server_does_not(
+    argv: list[str], environ: dict[str, str], refused: str | None
+) -> None:
+    args = build_parser().parse_args(["run", "hi", "--model", "m", *argv])
+    if refused is None:
+        provider_choice(args, environ)
+        return
+    with pytest.raises(UsageError) as info:
+        provider_choice(args, environ)
+    assert str(info.value) == (
+        f"${refused}_API_KEY is not set (export it, or give --base-url for a local "
+        "server that needs none)"
+    )
 
 
 def test_a_base_url_without_a_scheme_is_a_usage_error(tmp_path: Path) -> None:

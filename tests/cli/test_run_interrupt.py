@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import io
 import itertools
+import re
+import signal
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pexpect
+import pytest
 from loopback import LoopbackServer
 from terminal_check import OWN_SGR
-from test_chat import chat_env, text_reply
+from test_chat import ROOT, chat_env, text_reply
 
 from navi_core.cli.console import EventPrinter
 from navi_core.conversation import Usage
@@ -24,8 +28,42 @@ from navi_core.events import (
 )
 from navi_core.store.sqlite import SQLiteStore
 
+SESSION = re.compile(r"session [0-9a-f]{12}\b")
 
-def run(server: LoopbackServer, cwd: Path, *args: str) -> pexpect.spawn[str]:
+
+def documented_sample() -> str:
+    """What docs/commands/run.md shows under "Ctrl-C", without its command line and
+    the ``^C`` the terminal echoes."""
+    page = (ROOT / "docs" / "commands" / "run.md").read_text(encoding="utf-8")
+    block = page.split("## Ctrl-C", 1)[1].split("```text\n", 1)[1].split("```")[0]
+    command, _, shown = block.partition("\n")
+    assert command.startswith('$ navi-core run "List the parts" '), command
+    return shown.replace("^C", "")
+
+
+def default_sigint() -> None:
+    """In the child before it runs Python: Ctrl-C does what it does in a terminal.
+
+    A process started with SIGINT ignored keeps ignoring it (Python installs no
+    KeyboardInterrupt handler then, and navi-core keeps the ignore), and a child
+    inherits the ignore: a test runner started as a background job of a script
+    (``python -m pytest &`` in ``sh``) would give the command a Ctrl-C that does
+    nothing, and the turn would end on its own with status 0.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def ignored_sigint() -> None:
+    """In the child: started as a background job of a script is, Ctrl-C ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def run(
+    server: LoopbackServer,
+    cwd: Path,
+    *args: str,
+    sigint: Callable[[], None] = default_sigint,
+) -> pexpect.spawn[str]:
     argv = ["-m", "navi_core", "run", *args, "--model", "loop-model"]
     argv += ["--base-url", f"{server.url}/v1", "--db", str(cwd / "run.db")]
     return pexpect.spawn(
@@ -37,14 +75,32 @@ def run(server: LoopbackServer, cwd: Path, *args: str) -> pexpect.spawn[str]:
         encoding="utf-8",
         codec_errors="replace",
         timeout=15,
+        preexec_fn=sigint,
     )
 
 
+@pytest.fixture(params=["default", "ignored"])
+def runner_sigint(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The test runner's own Ctrl-C disposition, which its children inherit when it
+    is ignored: as for ``python -m pytest &`` in a script (where this test once
+    failed with status 0: the Ctrl-C did nothing and the stalled answer ended)."""
+    handler = (
+        signal.SIG_IGN if request.param == "ignored" else signal.default_int_handler
+    )
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_ends_the_answer_with_a_newline_and_a_marker_and_exits_130(
-    loopback: LoopbackServer, tmp_path: Path
+    loopback: LoopbackServer, tmp_path: Path, runner_sigint: None
 ) -> None:
+    # The answer stalls for longer than the test may take: the turn cannot end by
+    # itself, so only the Ctrl-C can end it (a lost one is a timeout, not a pass).
     loopback.add(
-        text_reply("1. Wheels\n", "2. Brakes\n", "4. **Sensor", stall=10.0, after=3),
+        text_reply("1. Wheels\n", "2. Brakes\n", "4. **Sensor", stall=120.0, after=3),
         text_reply("5. Lights"),
     )
     child = run(loopback, tmp_path, "List the parts")
@@ -59,6 +115,10 @@ def test_ctrl_c_ends_the_answer_with_a_newline_and_a_marker_and_exits_130(
     out = OWN_SGR.sub("", seen.getvalue()).replace("\r\n", "\n").replace("^C", "")
     assert "4. **Sensor\n[interrupted]\n" in out, out
     assert "[cancelled]" in out
+    # docs/commands/run.md shows this run: the same lines, but for the session id
+    assert SESSION.sub("session ID", documented_sample()) in SESSION.sub(
+        "session ID", out
+    ), out
 
     # the partial answer was kept: the next turn alternates user and assistant
     child = run(loopback, tmp_path, "Go on", "--session", "latest")
@@ -75,6 +135,25 @@ def test_ctrl_c_ends_the_answer_with_a_newline_and_a_marker_and_exits_130(
     finally:
         store.close()
     assert texts[1] == "1. Wheels\n2. Brakes\n4. **Sensor"
+
+
+def test_a_run_started_with_ctrl_c_ignored_keeps_ignoring_it(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    """As any program does (and Python, which then raises no KeyboardInterrupt): the
+    turn runs to its end, and the run says nothing of an interruption."""
+    loopback.add(text_reply("1. Wheels\n", "2. Brakes", stall=1.0, after=1))
+    child = run(loopback, tmp_path, "List the parts", sigint=ignored_sigint)
+    seen = io.StringIO()
+    child.logfile_read = seen
+    child.expect_exact("1. Wheels")
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    out = seen.getvalue()
+    assert child.exitstatus == 0, out
+    assert "2. Brakes" in out and "[end_turn]" in out, out
+    assert "[interrupted]" not in out and "Traceback" not in out, out
 
 
 def test_the_printer_ends_a_cancelled_answer_with_a_newline_and_a_marker() -> None:

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ..options import (
     Subcommands,
@@ -27,8 +27,9 @@ from ..options import (
     error_line,
     provider_choice,
 )
-from .report import check_png, summarize, table, write_json, write_png
-from .workload import Workload, run
+
+if TYPE_CHECKING:  # loaded when the command runs: the parser stays cheap to build
+    from .workload import Workload
 
 __all__ = ["Progress", "command", "register"]
 
@@ -88,7 +89,8 @@ def register(subcommands: Subcommands) -> None:
         "--png",
         type=Path,
         metavar="FILE",
-        help="write a chart (needs matplotlib: navi-core[bench])",
+        help="write a chart (needs matplotlib, in the bench extra: "
+        "pip install '.[bench]' from a clone)",
     )
     out.add_argument("--no-progress", action="store_true",
                      help="no progress bar on stderr")  # fmt: skip
@@ -128,6 +130,9 @@ class Progress:
 
 def command(args: argparse.Namespace) -> int:
     """``navi-core bench``: 0 when every turn ended, 1 when some failed, 2 for bad flags."""
+    from .report import check_png, summarize, table, write_json, write_png
+    from .workload import run
+
     try:
         choice = provider_choice(args)
         workload = _workload(args)
@@ -165,6 +170,8 @@ def command(args: argparse.Namespace) -> int:
 
 
 def _workload(args: argparse.Namespace) -> Workload:
+    from .workload import Workload
+
     for flag in ("concurrency", "turns", "steps", "max_tokens"):
         if getattr(args, flag) < 1:
             raise UsageError(f"--{flag.replace('_', '-')} must be at least 1")

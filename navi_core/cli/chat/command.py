@@ -27,7 +27,6 @@ from ...errors import NaviError
 from ...providers.base import Provider
 from ...store.base import SessionStore
 from ...tools._tool import Tool, ToolSource
-from .._mcp_config import open_mcp_servers
 from .._terminal_text import terminal_safe_line
 from ..options import (
     ProviderChoice,
@@ -37,6 +36,7 @@ from ..options import (
     add_store_arguments,
     check_extra_body,
     error_line,
+    require_public_key,
     store_from_args,
 )
 from .commands import announce
@@ -134,6 +134,7 @@ def settings_from_args(args: argparse.Namespace) -> ChatSettings:
         )
     if s.workspace is not None and not s.workspace.is_dir():
         raise UsageError(f"workspace {s.workspace} is not a folder")
+    _check_key(s)  # now, before the store is opened; open_provider reads it later
     if s.extra_body:  # refused now, with the other flags, not at the first turn
         check_extra_body(_provider_class(s.provider), s.extra_body)
     return s
@@ -147,16 +148,14 @@ def _provider_class(name: str) -> type:
     return cls
 
 
-def open_provider(s: ChatSettings, demo: DemoScript | None = None) -> Provider:
-    """The provider the settings name; the key is read from the environment now.
+def _check_key(s: ChatSettings) -> str | None:
+    """The API key the settings name, from the environment; None when the provider
+    reads its own variable (or needs no key: a local server).
 
     Raises:
-        UsageError: the key variable is unset, or ``OpenAIResponses`` is missing.
-        ValueError: the provider refuses the base URL.
+        UsageError: the named variable is unset or empty, or the public API is the
+            endpoint and its own key variable is unset (``require_public_key``).
     """
-    if demo is not None:
-        return demo.provider_for(s.model)
-    api_key = None
     if s.api_key_env:
         api_key = os.environ.get(s.api_key_env) or None
         if api_key is None:
@@ -164,6 +163,22 @@ def open_provider(s: ChatSettings, demo: DemoScript | None = None) -> Provider:
                 f"${s.api_key_env} is not set (the variable --api-key-env or the "
                 "profile's api_key_env names for the API key)"
             )
+        return api_key
+    require_public_key(s.provider == "anthropic", s.base_url)
+    return None
+
+
+def open_provider(s: ChatSettings, demo: DemoScript | None = None) -> Provider:
+    """The provider the settings name; the key is read from the environment now.
+
+    Raises:
+        UsageError: the key variable is unset (also the provider's own one, for a
+            public API), or ``OpenAIResponses`` is missing.
+        ValueError: the provider refuses the base URL.
+    """
+    if demo is not None:
+        return demo.provider_for(s.model)
+    api_key = _check_key(s)
     assert s.model is not None
     if s.provider == "responses":
         cls = getattr(importlib.import_module("navi_core"), "OpenAIResponses", None)
@@ -258,6 +273,8 @@ def _chat(
             else load_tools(settings.tools, settings.workspace)
         )
         if settings.mcp_config is not None:
+            from .._mcp_config import open_mcp_servers  # the MCP client: httpx
+
             tools = [*tools, *open_mcp_servers(settings.mcp_config)]
         if settings.db and not args.db and not args.postgres:
             args.db = settings.db

@@ -9,18 +9,19 @@ The file is ``$XDG_CONFIG_HOME/navi-core/config.toml`` (``~/.config/...``) or th
     provider = "openai"            # openai | anthropic | responses
     model = "qwen2.5"
     base_url = "http://127.0.0.1:11434/v1"
-    api_key_env = "OLLAMA_API_KEY" # the variable that holds the key, never the key
+    api_key_env = "MY_SERVER_KEY"  # only for a server that needs a key (Ollama does not)
     system = "You answer briefly."
     tools = ["workspace"]          # "workspace" or "package.module:attribute"
-    workspace = "~/src/project"
+    workspace = "~/src/project"    # the file tools' folder (default: the current one)
     price = { input = 0.15, output = 0.60 }   # USD per million tokens
     max_tokens = 2048              # cap on each answer's output
     temperature = 0.2
     extra_body = { top_p = 0.9 }   # merged into every request body
     mcp_config = "~/.config/navi-core/mcp.json"   # {"mcpServers": {...}}
 
-A flag given on the command line wins over the profile. A key written into the file
-(``api_key``) is refused: the file is often shared, the environment is not.
+Every key is optional but ``model`` (or ``--model``). A flag given on the command line
+wins over the profile. A key written into the file (``api_key``) is refused: the file
+is often shared, the environment is not.
 """
 
 from __future__ import annotations
@@ -37,11 +38,6 @@ from ...config import Pricing
 from ...conversation import Usage
 from ...tools._tool import Tool, ToolSource
 from ..options import UsageError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 __all__ = [
     "PROVIDERS",
@@ -114,6 +110,18 @@ def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    # loaded here, where a file is read: a command that reads no profile (--version,
+    # demo, run) never imports it, and on Python 3.10 runs without tomli
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10: tomli, a dependency there
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise UsageError(
+                f"{path}: reading a profile needs tomli on Python 3.10: "
+                "pip install 'tomli>=2'"
+            ) from None
     try:
         with path.open("rb") as f:
             return tomllib.load(f)
