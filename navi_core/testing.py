@@ -7,7 +7,10 @@ sent, and the raw response bytes with the status, to a JSON-lines cassette. Requ
 headers are never written and the base URL is kept in its public form; the request's
 credentials (the key, credential headers, URL user info and secret query values, in
 every spelling) are redacted from everything written, the bodies a server sent back
-included, since a 401 or a streamed answer may echo them.
+included, since a 401 or a streamed answer may echo them: whole, split across network
+reads or across the deltas of a streamed answer, or cut off where the body stops (a
+connection reset, a stream closed early, an error body read up to its limit), however
+the reads fell.
 
 ``Replay(path)`` is a provider that answers the same requests from the cassette,
 offline and deterministically, through the same code as a live response: the recorded
@@ -42,6 +45,7 @@ from .conversation import WireIdentity
 from .errors import ProviderError
 from .events import Event
 from .providers._http import HTTPProvider
+from .providers._http_errors import MIN_SECRET_START, markup_type, secret_start
 from .providers.anthropic import Anthropic
 from .providers.base import ProviderRequest, ProviderStream
 from .providers.openai_chat import OpenAIChat
@@ -98,16 +102,29 @@ class _Take:
         self.chunks.append(bytes(data))
 
     def entry(self, request: dict[str, Any], body: Any, complete: bool) -> bytes:
-        """The cassette line, every secret of the request redacted."""
+        """The cassette line, every secret of the request redacted (``complete``:
+        the response was read to its end)."""
+        secrets, pattern = self.secrets, self.pattern
+        ctype = self.headers.get("content-type", "")
+        # an event stream (as ``HTTPProvider`` reads a 2xx body) the reads stopped in
+        cut_short = (
+            not complete
+            and 200 <= self.code < 300
+            and not ctype.startswith("application/json")
+            and markup_type(ctype) is None
+        )
         raw, sizes = _redacted_events(
-            *_redacted(self.chunks, self.pattern), self.pattern
+            *_redacted(self.chunks, pattern, secrets),
+            pattern,
+            secrets,
+            complete=not cut_short,
         )
         try:
             payload: dict[str, Any] = {"body_text": raw.decode("utf-8")}
         except UnicodeDecodeError:
             payload = {"body_b64": base64.b64encode(raw).decode()}
         line = {
-            **redact_json(
+            **_redacted_request(
                 {"request": request, "sent": body, "status": self.code,
                  "headers": self.headers},
                 self.secrets,
@@ -119,17 +136,54 @@ class _Take:
         return orjson.dumps(line) + b"\n"
 
 
+#: the start of a secret a finished answer stops in, redacted from 8 characters on
+#: (4 in a response cut off), so an answer that only ends the way a key begins
+#: ("task-a" and "sk-ant-...") keeps its words
+_FINISHED_SECRET_START: Final = 2 * MIN_SECRET_START
+
+
+def _redacted_request(value: Any, secrets: Sequence[str]) -> Any:
+    """``value`` (what was asked and sent) with ``redact_json`` applied, and each
+    string that ends with the start of a secret (an earlier answer ``max_tokens``
+    cut off inside the key it echoed) ending with ``REDACTED`` instead, as the
+    recording of that answer does: its replay sends the same."""
+    return _ends_redacted(redact_json(value, secrets), secrets)
+
+
+def _ends_redacted(value: Any, secrets: Sequence[str]) -> Any:
+    if isinstance(value, str):
+        data = value.encode("utf-8", "surrogatepass")
+        stop = secret_start(data, secrets, shortest=_FINISHED_SECRET_START)
+        if stop is None:
+            return value
+        return data[:stop].decode("utf-8", "surrogatepass") + REDACTED
+    if isinstance(value, dict):
+        return {k: _ends_redacted(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ends_redacted(v, secrets) for v in value]
+    return value
+
+
 def _redacted(
-    chunks: Sequence[bytes], pattern: re.Pattern[bytes] | None
+    chunks: Sequence[bytes],
+    pattern: re.Pattern[bytes] | None,
+    secrets: Sequence[str] = (),
 ) -> tuple[bytes, list[int]]:
     """The body with every secret replaced, and its chunk sizes moved to match.
 
     Redacting the joined body catches a secret split across two network reads; a
     chunk boundary that fell inside a secret moves to the end of its replacement.
+    A body that stops inside a secret (a connection reset, a stream closed early,
+    an error body cut at its size limit) ends with the start of it, which no
+    pattern of the whole secret finds: that start is replaced too
+    (``secret_start``).
     """
     raw = b"".join(chunks)
     sizes = [len(c) for c in chunks]
     spans = [m.span() for m in pattern.finditer(raw)] if pattern is not None else []
+    cut = secret_start(raw, secrets, spans[-1][1] if spans else 0)
+    if cut is not None:
+        spans.append((cut, len(raw)))
     if not spans:
         return raw, sizes
     mark = REDACTED.encode()
@@ -156,7 +210,12 @@ _DATA_GAP: Final = re.compile(rb"(?:\r\n|\r|\n)data: ?")
 
 
 def _redacted_events(
-    raw: bytes, sizes: Sequence[int], pattern: re.Pattern[bytes] | None
+    raw: bytes,
+    sizes: Sequence[int],
+    pattern: re.Pattern[bytes] | None,
+    secrets: Sequence[str] = (),
+    *,
+    complete: bool = True,
 ) -> tuple[bytes, list[int]]:
     """``raw`` (an SSE body, its bytes redacted) with every secret the model streamed
     across events redacted too, and its chunk sizes moved to match.
@@ -171,9 +230,18 @@ def _redacted_events(
     several content blocks, or starts in a block's opening event, so joins its
     deltas. Each stream's strings are joined in order and searched with ``pattern``;
     the piece where a secret starts gets ``REDACTED`` for its part of it, later
-    pieces lose theirs. Only the changed events are written anew (orjson, one
+    pieces lose theirs; a stream that stops inside a secret (the body was cut off,
+    or ``max_tokens`` cut the model off) has the start of it redacted the same way
+    (``secret_start``: from 4 characters on, 8 in a response read to its end). Only the changed events are written anew (orjson, one
     ``data:`` line), every other byte is kept; a chunk boundary inside a changed
     event moves to that event's end.
+
+    An event stream that was not read to its end (not ``complete``: the connection
+    broke, or the stream was closed early) may stop inside an event, in the middle
+    of a piece of a secret whose start the events before it hold. That unfinished
+    event (one with a ``data:`` line and no blank line after it) is left out, unless
+    its data is already whole JSON: no reader had taken it as an event, and its part
+    of the secret is no secret's start.
     """
     if pattern is None or b"data:" not in raw:
         return raw, list(sizes)
@@ -181,9 +249,12 @@ def _redacted_events(
     events: list[tuple[int, int, int, int, Any]] = []
     start: int | None = None
     data: list[tuple[int, int]] = []
+    unfinished: int | None = None  # where an event the body stops inside starts
     at = 0
     for line in [*raw.splitlines(keepends=True), b""]:  # b"": the end of the body
         text = line.rstrip(b"\r\n")
+        if start is not None and data and not line and not complete:
+            unfinished = start  # no blank line ends it (taken back if it is JSON)
         if start is not None and not text:
             # the data lines joined, as a reader joins them (only when they follow
             # one another: the event is written anew as one line in their place)
@@ -200,6 +271,7 @@ def _redacted_events(
                     events.append(
                         (start, at + len(line), data[0][0], data[-1][1], value)
                     )
+                    unfinished = None
             start, data = None, []
         elif text:
             start = at if start is None else start
@@ -208,6 +280,8 @@ def _redacted_events(
                 data.append((at + skip, at + len(text)))
         at += len(line)
 
+    # the start of a secret a stream stops in (``_FINISHED_SECRET_START``)
+    shortest = _FINISHED_SECRET_START if complete else MIN_SECRET_START
     # the strings of each stream: (its event, the dict or list holding it, the key)
     streams: dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]] = {}
     for n, (*_, value) in enumerate(events):
@@ -233,6 +307,11 @@ def _redacted_events(
         parts = [piece.encode() for *_, piece in pieces]
         joined = b"".join(parts)
         spans = [m.span() for m in pattern.finditer(joined)]
+        stop = secret_start(
+            joined, secrets, spans[-1][1] if spans else 0, shortest=shortest
+        )
+        if stop is not None:
+            spans.append((stop, len(joined)))
         first, begin = 0, 0  # the first span not ended before this piece; its start
         for (n, holder, key, _), part in zip(pieces, parts, strict=True):
             end = begin + len(part)
@@ -248,18 +327,23 @@ def _redacted_events(
                 holder[key] = b"".join([*kept, joined[cut:end]]).decode()
                 changed.add(n)
             begin = end
-    if not changed:
+    # each edit: the event's span, the bytes replaced in it, what replaces them
+    edits: list[tuple[int, int, int, int, bytes]] = []
+    for n in sorted(changed):
+        start, end, data_start, data_end, value = events[n]
+        edits.append((start, end, data_start, data_end, orjson.dumps(value)))
+    if unfinished is not None:
+        edits.append((unfinished, len(raw), unfinished, len(raw), b""))
+    if not edits:
         return raw, list(sizes)
 
     # the changed events written anew, the chunk boundaries moved as in ``_redacted``
     out, at = [], 0
     moves: list[tuple[int, int, int]] = []  # a changed event's span, its growth
-    for n in sorted(changed):
-        start, end, data_start, data_end, value = events[n]
-        new = orjson.dumps(value)
-        out += [raw[at:data_start], new]
-        at = data_end
-        moves.append((start, end, len(new) - (data_end - data_start)))
+    for start, end, cut_from, cut_to, new in edits:
+        out += [raw[at:cut_from], new]
+        at = cut_to
+        moves.append((start, end, len(new) - (cut_to - cut_from)))
     out.append(raw[at:])
     new_ends, i, shift = [], 0, 0
     for end in accumulate(sizes):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, ClassVar, Final, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import httpx
 import orjson
@@ -248,6 +248,9 @@ class HTTPProvider:
 
     api_style: ClassVar[str]
     path: ClassVar[str]
+    #: endings of a base URL's path that are an endpoint's, never a base (checked
+    #: without case, longest first): the provider refuses such a base URL
+    endpoint_paths: ClassVar[tuple[str, ...]] = ()
     #: a terminator without a finish reason is an ``IncompleteResponse``
     require_finish: bool = False
 
@@ -276,6 +279,7 @@ class HTTPProvider:
             ) from exc
         scheme, netloc, path, query, fragment = parts
         path = path.rstrip("/")
+        self._refuse_endpoint(base_url, parts, path)
         root = urlunsplit((scheme, netloc, path, query, fragment))
         # Only the request URL keeps user info and query; everything shown or stored
         # (wire, repr, messages, sessions) gets the public form.
@@ -305,6 +309,37 @@ class HTTPProvider:
             else None
         )
         self._target = _target(self._url)
+
+    @classmethod
+    def _refuse_endpoint(cls, base_url: str, parts: SplitResult, path: str) -> None:
+        """Refuse a base URL that ends with an endpoint's path (``path``: its own,
+        no trailing slash): the provider adds that path itself, so the request
+        would go to ``.../chat/completions/chat/completions``.
+
+        Raises:
+            ValueError: naming the base URL to use (in its public form, saying so
+                when the URL's credentials are left out of it).
+        """
+        lowered = path.lower()
+        ending = next((e for e in cls.endpoint_paths if lowered.endswith(e)), None)
+        if ending is None:
+            return
+        fixed = urlunsplit(parts._replace(path=path[: -len(ending)]))
+        shown = public_url(fixed)
+        name = cls.__name__
+        if ending == cls.path:
+            what = f"the path {name} adds itself"
+        elif cls.path.endswith(ending):
+            what = f"part of the path {name} adds itself ({cls.path})"
+        else:
+            what = f"another endpoint's path ({name} adds {cls.path} itself)"
+        message = (
+            f"base_url {public_url(base_url)!r} ends with {ending}, {what}: "
+            f"use base_url={shown!r}"
+        )
+        if shown != fixed:
+            message += " (with the credentials of the URL given, not shown here)"
+        raise ValueError(message)
 
     @property
     def wire(self) -> WireIdentity:
@@ -435,6 +470,7 @@ class HTTPProvider:
                 api_style=self.api_style,
                 retry_after_ms=parse_retry_after(response.headers),
                 secrets=self._secrets,
+                path=self.path,
             )
         ctype = response.headers.get("content-type", "")
         if ctype.startswith("application/json"):

@@ -10,7 +10,8 @@ Errors that teach: a refused connection or a timeout names the URL it went to
 (``scheme://host:port/path``); a failed DNS lookup names the host; ``status_error`` turns an error
 response into the mapped error and, where the cause is a common set-up mistake, says
 so: a 404 from a base URL without ``/v1`` (or, for Anthropic, with one) shows the URL
-tried and the base URL to use instead, and a server that does not have the model
+tried and the base URL to use instead, any other 404 for a path the server does not
+serve says to check the base URL, and a server that does not have the model
 (OpenAI ``model_not_found``, vLLM "does not exist", Ollama "not found, try pulling it
 first") names the model and the server, with ``ollama pull`` for Ollama. An error body
 that says nothing (``{}``, an ``error`` object without a message) gives the status line
@@ -38,12 +39,20 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
-from .._secrets import MAX_MESSAGE_CHARS, clip, environment_proxy, public_url, redact
+from .._secrets import (
+    MAX_MESSAGE_CHARS,
+    REDACTED,
+    clip,
+    environment_proxy,
+    public_url,
+    redact,
+)
 from ..errors import NotAnEventStream, ProviderError, TransportError
 from .errormap import error_for_status, provider_message, shorten
 
 __all__ = [
     "MAX_RETRY_AFTER_MS",
+    "MIN_SECRET_START",
     "RawBody",
     "map_transport_errors",
     "markup_type",
@@ -51,6 +60,7 @@ __all__ = [
     "parse_retry_after",
     "read_capped",
     "scrubbed",
+    "secret_start",
     "shown_url",
     "status_error",
 ]
@@ -191,16 +201,26 @@ def status_error(
     api_style: str,
     retry_after_ms: int | None = None,
     secrets: Sequence[str] = (),
+    path: str = "",
 ) -> ProviderError:
     """The mapped error for a non-2xx response to a request sent to ``url``
-    (``base_url``: the public API root the provider was given).
+    (``base_url``: the public API root the provider was given; ``path``: what the
+    provider adds to it, ``/chat/completions``).
 
     The provider's own message is kept (redacted, clipped); a missing model or a base
-    URL that misses (or doubles) ``/v1`` is said in words first. A body with no
-    message of its own (none, ``{}``, an ``error`` that is empty or has no
-    ``message``) gives the status line and the URL, after it what else the body held
-    (``_besides_a_message``).
+    URL that misses (or doubles) ``/v1`` is said in words first. Any other 404 that
+    says only "not found" (a server's answer for a path it does not serve: no body,
+    not JSON, "Not Found", "File Not Found", "Invalid URL", "Cannot POST") says to
+    check base_url; a 404 the API sends in its own words about something else (an
+    item it does not have) does not. A body with no message of its own (none,
+    ``{}``, an ``error`` that is empty or has no ``message``) gives the status line
+    and the URL, after it what else the body held (``_besides_a_message``). A body
+    that ends inside a secret (cut at ``read_capped``'s limit) loses that start of
+    it (``secret_start``).
     """
+    cut = secret_start(body, secrets)  # a body read up to the cap, inside a key
+    if cut is not None:
+        body = body[:cut] + REDACTED.encode()
     message, kind = provider_message(body, secrets)
     rest = _besides_a_message(body, secrets)
     bare = not message or rest is not None
@@ -213,7 +233,11 @@ def status_error(
     if status in (400, 404) and missing:
         message = _model_missing(message, base_url)
     elif status == 404 or bare:
-        hint = _url_hint(base_url, api_style) if status == 404 else ""
+        hint = ""
+        if status == 404:
+            hint = _url_hint(base_url, api_style) or (
+                _route_hint(path) if bare or _no_route(body, message) else ""
+            )
         suffix = f" (POST {shown}){hint}"
         message = shorten(message, max(MAX_MESSAGE_CHARS - len(suffix), 80)) + suffix
     return error_for_status(
@@ -302,6 +326,75 @@ def _url_hint(base_url: str, api_style: str) -> str:
             f" /v1/messages); try base_url={fixed!r}"
         )
     return ""
+
+
+#: what servers answer for a path they do not serve: Go's "404 page not found",
+#: llama.cpp's "File Not Found", FastAPI's and Anthropic's "Not Found", OpenAI's
+#: "Invalid URL (POST /v1/...)", Express's "Cannot POST /...", LM Studio's
+#: "Unexpected endpoint or method", Apache's and Flask's "The requested URL was not
+#: found on this server"
+_NO_ROUTE = re.compile(
+    r"^\W*(?:(?:http\s*)?404\W*)?(?:(?:file|page|resource|route|path|endpoint|url)"
+    r"\s+)?not\s+found\W*$"
+    r"|invalid url|cannot (?:post|get) /|unexpected endpoint|no route"
+    r"|unknown (?:url|endpoint|route|path)|requested url was not found",
+    re.IGNORECASE,
+)
+
+
+def _no_route(body: bytes, message: str) -> bool:
+    """Whether a 404 reads as a server's answer for a path it does not serve: a
+    body that is not JSON (a web page, Go's plain text), or a message that says
+    only that (``_NO_ROUTE``). An API's 404 in its own words ("Item with id 'rs_1'
+    not found") is about something else."""
+    try:
+        orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return True
+    return _NO_ROUTE.search(message) is not None
+
+
+def _route_hint(path: str) -> str:
+    """What a 404 for a path the server does not serve says to change."""
+    added = f" (base_url + {path})" if path else ""
+    return f": check base_url: the server has no endpoint at this URL{added}"
+
+
+#: the shortest start of a secret that ``secret_start`` finds by default (``redact``
+#: takes no secret shorter than this either)
+MIN_SECRET_START: Final = 4
+
+
+def secret_start(
+    data: bytes,
+    secrets: Sequence[str],
+    since: int = 0,
+    *,
+    shortest: int = MIN_SECRET_START,
+) -> int | None:
+    """Where ``data`` ends with the start of one of ``secrets`` (at least
+    ``shortest`` bytes of it, beginning at ``since`` or later), or None.
+
+    A body read up to a limit, or a stream that stopped, may end inside a secret:
+    no pattern of the whole secret finds the part that arrived. Every spelling in
+    ``secrets`` is looked for but those that hold another one (``Bearer sk-...``
+    holds ``sk-...``), whose start would be their own words ("Bearer").
+    """
+    if len(data) <= since:
+        return None
+    forms = {s.encode("utf-8", "surrogatepass") for s in secrets if s}
+    found: int | None = None
+    last = data[-1]
+    for form in forms:
+        if any(other != form and other in form for other in forms):
+            continue
+        longest = min(len(form) - 1, len(data) - since)
+        for n in range(longest, max(shortest, 1) - 1, -1):
+            if form[n - 1] == last and data.endswith(form[:n]):
+                at = len(data) - n
+                found = at if found is None else min(found, at)
+                break
+    return found
 
 
 def _describe(what: str, exc: Exception, secrets: Sequence[str]) -> str:

@@ -72,6 +72,7 @@ class Anthropic(HTTPProvider):
     __module__ = "navi_core"  # its public path, in reprs, docs and tracebacks
     api_style = "anthropic-messages"
     path = "/v1/messages"
+    endpoint_paths = ("/v1/messages", "/messages")
 
     def __init__(
         self,

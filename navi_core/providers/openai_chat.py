@@ -116,6 +116,7 @@ class OpenAIChat(HTTPProvider):
     __module__ = "navi_core"  # its public path, in reprs, docs and tracebacks
     api_style = "openai-chat"
     path = "/chat/completions"
+    endpoint_paths = ("/chat/completions", "/responses")
 
     def __init__(
         self,

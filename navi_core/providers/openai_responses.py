@@ -53,6 +53,7 @@ class OpenAIResponses(HTTPProvider):
     __module__ = "navi_core"  # its public path, in reprs, docs and tracebacks
     api_style = "openai-responses"
     path = "/responses"
+    endpoint_paths = ("/responses", "/chat/completions")
 
     def __init__(
         self,

@@ -4,14 +4,20 @@ event for event; a request that drifts from the recording fails at once, clearly
 from __future__ import annotations
 
 import dataclasses
+import re
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from loopback import LoopbackServer, Reply
-from wire_streams import anthropic_body
+from wire_streams import anthropic_body, drain, request
 
 from navi_core import (
     Agent,
@@ -29,6 +35,8 @@ from navi_core import (
     tool,
 )
 from navi_core.codec import to_obj
+from navi_core.conversation import Text
+from navi_core.errors import IncompleteResponse, TransportError
 from navi_core.events import Event
 from navi_core.providers._http import HTTPProvider
 from navi_core.testing import CassetteMismatch, Recorder, Replay
@@ -350,14 +358,16 @@ def _fives(text: str) -> list[str]:
     return [text[i : i + 5] for i in range(0, len(text), 5)]
 
 
-def _provider(api: str, url: str, key: str) -> HTTPProvider:
+def _provider(
+    api: str, url: str, key: str, client: httpx.Client | None = None
+) -> HTTPProvider:
     from navi_core import OpenAIChat
 
     if api == "openai-chat":
-        return OpenAIChat("m", url + "/v1", key)
+        return OpenAIChat("m", url + "/v1", key, client=client)
     if api == "openai-responses":
-        return OpenAIResponses("m", url + "/v1", key)
-    return Anthropic("claude-x", url, key)
+        return OpenAIResponses("m", url + "/v1", key, client=client)
+    return Anthropic("claude-x", url, key, client=client)
 
 
 def _recorded(path: Path, number: int = 1) -> tuple[bytes, list[int]]:
@@ -424,20 +434,59 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[list[bytes]]:
     return taken
 
 
-def _paced(data: bytes, size: int = 40) -> Reply:
-    """An event-stream reply written ``size`` bytes at a time, a pause between: the
-    client reads it in many pieces."""
-    cuts: list[bytes | float] = []
-    for i in range(0, len(data), size):
-        cuts += [data[i : i + size], 0.001]
-    return Reply(body=cuts)
+Paced = Callable[..., Reply]
+
+
+@pytest.fixture
+def paced(monkeypatch: pytest.MonkeyPatch) -> Paced:
+    """``paced(data, size=40)``: an event-stream reply written ``size`` bytes at a
+    time, a pause between, so the client reads it in many pieces; and none of an
+    event's bytes is sent before the client has read every byte of the events before
+    it (the Recorder's tap counts them). So the reads end at every event's end
+    whatever the machine's load, and anywhere else as the timing falls: a test of
+    the cuts around the key always has cuts before it and after it."""
+    from navi_core import testing
+
+    read = threading.Condition()
+    taken = [0]
+    chunk = testing._Take.chunk
+
+    def spy(take: testing._Take, data: bytes) -> None:
+        chunk(take, data)
+        with read:
+            taken[0] += len(data)
+            read.notify_all()
+
+    monkeypatch.setattr(testing._Take, "chunk", spy)
+
+    def make(data: bytes, size: int = 40) -> Reply:
+        ends = [m.end() for m in re.finditer(rb"\r?\n\r?\n", data)]
+        if not ends or ends[-1] != len(data):
+            ends.append(len(data))
+
+        def body() -> Iterator[bytes | float]:
+            with read:
+                before = taken[0]  # what the client read of the earlier responses
+            for at, end in pairwise([0, *ends]):
+
+                def sent_read(at: int = at) -> bool:
+                    return taken[0] - before >= at
+
+                with read:  # the events before this one were all read
+                    read.wait_for(sent_read, timeout=10)
+                for i in range(at, end, size):
+                    yield data[i : min(i + size, end)]
+                    yield 0.001
+
+        return Reply(body=body())
+
+    return make
 
 
 def _cuts_kept(read: list[bytes], body: bytes, sizes: list[int]) -> None:
     """The boundaries of the network reads (``read``) are still cuts of the recorded
     ``body`` (cut at ``sizes``) outside the events that changed: as they were before
     the first, shifted by the change in length after the last."""
-    import re
     from itertools import accumulate
 
     def common(a: bytes, b: bytes) -> int:
@@ -462,7 +511,11 @@ def _cuts_kept(read: list[bytes], body: bytes, sizes: list[int]) -> None:
 
 @pytest.mark.parametrize("api", APIS)
 def test_a_key_streamed_across_events_is_redacted(
-    api: str, loopback: LoopbackServer, tmp_path: Path, reads: list[list[bytes]]
+    api: str,
+    loopback: LoopbackServer,
+    tmp_path: Path,
+    reads: list[list[bytes]],
+    paced: Paced,
 ) -> None:
     """The model echoes the key in 5-character deltas (answer and reasoning): no
     byte pattern sees it whole, yet the cassette holds it nowhere, even in pieces,
@@ -478,7 +531,7 @@ def test_a_key_streamed_across_events_is_redacted(
         stream = anthropic_body(
             [("thinking", (_fives(thought), "sig")), ("text", _fives(SAID))]
         )
-    loopback.add(_paced(stream))
+    loopback.add(paced(stream))
     path = tmp_path / "streamed.jsonl"
     with Recorder(_provider(api, loopback.url, STREAMED_KEY), path) as recorder:
         live = turn(Agent(recorder, config=FAST), "hi")
@@ -508,7 +561,11 @@ def test_a_key_streamed_across_events_is_redacted(
 
 @pytest.mark.parametrize("api", APIS)
 def test_a_key_streamed_across_tool_argument_deltas_is_redacted(
-    api: str, loopback: LoopbackServer, tmp_path: Path, reads: list[list[bytes]]
+    api: str,
+    loopback: LoopbackServer,
+    tmp_path: Path,
+    reads: list[list[bytes]],
+    paced: Paced,
 ) -> None:
     """The key (with a quote: JSON-escaped in the arguments) split across a tool
     call's argument deltas, interleaved with another call's where the API streams
@@ -541,7 +598,7 @@ def test_a_key_streamed_across_tool_argument_deltas_is_redacted(
         blocks = [("text", ["calling"]), *(("tool", c) for c in calls)]
         first = anthropic_body(blocks, stop="tool_use")
         then = anthropic_body([("text", ["noted"])])
-    loopback.add(_paced(first), Reply.sse(then))
+    loopback.add(paced(first), Reply.sse(then))
     path = tmp_path / "args.jsonl"
     with Recorder(_provider(api, loopback.url, ECHOED_KEY), path) as recorder:
         live = turn(Agent(recorder, tools=[note], config=FAST), "hi")
@@ -567,7 +624,10 @@ def test_a_key_streamed_across_tool_argument_deltas_is_redacted(
 
 
 def test_only_the_events_holding_the_key_are_rewritten(
-    loopback: LoopbackServer, tmp_path: Path, reads: list[list[bytes]]
+    loopback: LoopbackServer,
+    tmp_path: Path,
+    reads: list[list[bytes]],
+    paced: Paced,
 ) -> None:
     """A response without the key is written byte for byte, cut where it was read;
     in one with the key, every event that held none of it keeps its bytes (comments,
@@ -587,7 +647,7 @@ def test_only_the_events_holding_the_key_are_rewritten(
         b"data: [DONE]",
     ]
     keyed = b"".join(e + b"\r\n\r\n" for e in events)
-    loopback.add(_paced(plain, 7), _paced(keyed, 7))
+    loopback.add(paced(plain, 7), paced(keyed, 7))
     path = tmp_path / "two.jsonl"
     with Recorder(_provider("openai-chat", loopback.url, STREAMED_KEY), path) as rec:
         agent = Agent(rec, config=FAST)
@@ -700,3 +760,226 @@ def test_a_key_split_where_the_answer_joins_it_is_redacted(
         answer = replayed.ask("hi").response
     assert answer == "key [REDACTED] ok"
     assert _KEY[:9].encode() not in path.read_bytes()
+
+
+# -- a key cut anywhere: between reads, between events, where the body stops ----------
+
+#: a key none of whose 4-character pieces occurs in the bodies around it
+CUT_KEY = "sk-Q7xZr2Lm4Np8Tv6WyB3k"
+CUT_SAID = f"your key is {CUT_KEY}, keep it safe"
+CUT_SAID_REDACTED = CUT_SAID.replace(CUT_KEY, "[REDACTED]")
+#: the pieces of the key a cassette must not hold (any longer piece holds one)
+CUT_PIECES = {CUT_KEY[i : i + 4] for i in range(len(CUT_KEY) - 3)}
+
+
+class _Reads(httpx.SyncByteStream):
+    """A response body arriving in the reads given, then ending, or with ``reset``
+    breaking as a connection reset by the peer does."""
+
+    def __init__(self, reads: list[bytes], reset: bool) -> None:
+        self.reads, self.reset = reads, reset
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.reads
+        if self.reset:
+            raise httpx.ReadError("connection reset by peer")
+
+
+def _answer_body(api: str, pieces: list[str]) -> bytes:
+    from wire_streams import openai_body, responses_body
+
+    if api == "openai-chat":
+        return openai_body(pieces)
+    if api == "openai-responses":
+        return responses_body(pieces)  # its output_text.done holds the whole text
+    return anthropic_body([("text", pieces)])
+
+
+def _key_splits() -> list[list[str]]:
+    """``CUT_SAID`` as a model may stream it: the key cut between two deltas at each
+    place (whole in one of them at either end), and one character per delta."""
+    at = CUT_SAID.index(CUT_KEY)
+    splits = [[CUT_SAID[: at + n], CUT_SAID[at + n :]] for n in range(len(CUT_KEY) + 1)]
+    return [*splits, [CUT_SAID[:at], *CUT_KEY, CUT_SAID[at + len(CUT_KEY) :]]]
+
+
+def _key_cuts(raw: bytes, pieces: list[str]) -> list[int]:
+    """The places a read can end that cut the key differently: before, inside and
+    just past each JSON string holding some of it, and at its event's end and the
+    byte before (a blank line half read)."""
+    at, end = CUT_SAID.index(CUT_KEY), CUT_SAID.index(CUT_KEY) + len(CUT_KEY)
+    spans, start = [], 0
+    for piece in pieces:
+        spans.append((piece, start))
+        start += len(piece)
+    spans.append((CUT_SAID, 0))  # the whole text, as a closing event repeats it
+    places: set[int] = set()
+    for piece, start in spans:
+        lo, hi = max(at, start) - start, min(end, start + len(piece)) - start
+        if lo >= hi:
+            continue
+        needle = orjson.dumps(piece)
+        for found in re.finditer(re.escape(needle), raw):
+            places.update(range(found.start() + 1 + lo, found.start() + hi + 3))
+            event_end = raw.index(b"\n\n", found.end()) + 2
+            places.update((event_end - 1, event_end))
+    return sorted(p for p in places if 0 < p < len(raw))
+
+
+def _record_reads(
+    recorder: Recorder, feed: list[tuple[list[bytes], bool]]
+) -> list[str]:
+    """Record one response per (reads, reset) of ``feed`` (the recorder's provider
+    answers with ``feed[0]``, then ``feed[1]``...); the text each streamed live."""
+    said = []
+    for _ in feed:
+        stream = recorder.open(request("hi"))
+        queue: deque[Event] = deque()
+        try:
+            while not stream.produce(queue):
+                pass
+        except TransportError:
+            pass
+        finally:
+            stream.close()
+        said.append("".join(e.text for e in queue if isinstance(e, TextDelta)))
+    return said
+
+
+def _trailing_key(text: str) -> int:
+    """How many characters at the end of ``text`` start the key (fewer than 4)."""
+    return next((n for n in range(3, 0, -1) if text.endswith(CUT_KEY[:n])), 0)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_key_cut_anywhere_by_the_reads_never_reaches_the_cassette(
+    api: str, tmp_path: Path
+) -> None:
+    """Every way the network can cut a streamed key, deterministically: the key
+    cut between two deltas at each place (and one character per delta), each body
+    read in two reads cut at each place around the key, in one-byte reads, and cut
+    off at each of those places by a connection reset (a retry follows, and a
+    cancelled turn stops reading there too). No cassette holds the key or any piece
+    of it four characters long, each cut-off text is the redacted answer's start,
+    and the read sizes still add up to the body."""
+    feed: list[tuple[list[bytes], bool]] = []
+    for pieces in _key_splits():
+        raw = _answer_body(api, pieces)
+        feed.append(([raw[i : i + 1] for i in range(len(raw))], False))
+        for cut in _key_cuts(raw, pieces):
+            feed += [([raw[:cut], raw[cut:]], False), ([raw[:cut]], True)]
+    answers = iter(feed)
+
+    def respond(_: httpx.Request) -> httpx.Response:
+        reads, reset = next(answers)
+        headers = {"content-type": "text/event-stream"}
+        return httpx.Response(200, headers=headers, stream=_Reads(reads, reset))
+
+    path = tmp_path / "cuts.jsonl"
+    with (
+        httpx.Client(transport=httpx.MockTransport(respond)) as client,
+        Recorder(_provider(api, "http://127.0.0.1:9", CUT_KEY, client), path) as rec,
+    ):
+        said = _record_reads(rec, feed)
+
+    lines = path.read_text().splitlines()[1:]
+    assert len(lines) == len(feed) > 300
+    for n, (line, (_, reset), live) in enumerate(zip(lines, feed, said, strict=True)):
+        found = sorted(p for p in CUT_PIECES if p in line)
+        assert not found, (n, found, line[-300:])
+        entry = orjson.loads(line)
+        body: bytes = entry["body_text"].encode()
+        assert sum(entry["chunk_sizes"]) == len(body) and all(entry["chunk_sizes"])
+        events = body[: body.rfind(b"\n\n") + 2]  # an unfinished one left aside
+        text = _streams(events).get("text", "")
+        if not reset:
+            assert live == CUT_SAID  # the live turn saw the key
+            assert text == CUT_SAID_REDACTED, n
+            assert entry["complete"] is True
+        else:
+            assert entry["complete"] is False
+            kept = text[: len(text) - _trailing_key(text)]
+            assert CUT_SAID_REDACTED.startswith(kept), (n, text)
+
+    # each replays: the redacted answer, or a response that ended too soon
+    with Replay(path) as replay:
+        for n, (_, reset) in enumerate(feed):
+            if not reset:
+                _, message = drain(replay, request("hi"))
+                assert message.content == (Text(CUT_SAID_REDACTED),), n
+            else:
+                with pytest.raises(IncompleteResponse):
+                    drain(replay, request("hi"))
+        assert replay.remaining == 0
+
+
+@pytest.mark.parametrize("kind", ["text", "json"])
+def test_a_key_cut_by_the_error_body_cap_is_neither_shown_nor_recorded(
+    kind: str, loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    """An error body is read up to 64 KiB: one that echoes the key where the cap
+    falls keeps only the key's start, which no pattern of the whole key finds. At
+    every place the cap can cut it, neither the error (which shows the end of a
+    long message) nor the cassette holds a piece of it."""
+    from navi_core import AuthFailed, OpenAIChat
+
+    cap = 64 * 1024
+    said = " invalid key "
+    opening = '{"error":{"message":"' if kind == "json" else ""
+    for kept in range(1, len(CUT_KEY)):
+        filler = "x" * (cap - len(opening) - len(said) - kept)
+        text = f"{opening}{filler}{said}{CUT_KEY} was refused"
+        if kind == "json":
+            loopback.add(Reply.json(401, {"error": {"message": text[len(opening) :]}}))
+        else:
+            loopback.add(Reply.text(401, text))
+    path = tmp_path / "capped.jsonl"
+    provider = OpenAIChat("m", loopback.url + "/v1", CUT_KEY)
+    with Recorder(provider, path) as recorder:
+        for kept in range(1, len(CUT_KEY)):
+            with pytest.raises(AuthFailed) as caught:
+                recorder.open(request("hi"))
+            message = str(caught.value)
+            # the start of the key, from four characters on, is redacted
+            end = CUT_KEY[:kept] if kept < 4 else "[REDACTED]"
+            assert message.endswith(said + end), (kept, message[-80:])
+            assert not [p for p in CUT_PIECES if p in message], (kept, message[-80:])
+    lines = path.read_text().splitlines()[1:]
+    assert len(lines) == len(CUT_KEY) - 1
+    for kept, line in enumerate(lines, 1):
+        assert not [p for p in CUT_PIECES if p in line], (kept, line[-80:])
+        body = orjson.loads(line)["body_text"]
+        assert body.startswith(opening + "xxx") and "x" * 1000 in body
+
+
+def test_an_answer_cut_off_inside_the_key_keeps_none_of_it(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    """``max_tokens`` stops the model inside the key it was echoing: the finished
+    response's cassette holds none of that start. An answer that only ends as a key
+    begins ("task-a", "sk-ant-...") is kept as it is."""
+    key = "sk-ant-api03-Q7xZr2Lm4Np8Tv6WyB3k"
+    loopback.add(
+        Reply.sse(
+            anthropic_body(
+                [("text", ["your key is ", key[:9], key[9:14]])], stop="max_tokens"
+            )
+        ),
+        Reply.sse(anthropic_body([("text", ["now run ", "task-a"])])),
+    )
+    path = tmp_path / "stopped.jsonl"
+    with Recorder(Anthropic("claude-x", loopback.url, key), path) as recorder:
+        agent = Agent(recorder, config=FAST)
+        first = turn(agent, "hi")[-1]
+        second = turn(agent, "again")[-1]
+    assert isinstance(first, TurnComplete) and first.response.endswith(key[:14])
+    assert isinstance(second, TurnComplete) and second.response == "now run task-a"
+    text = path.read_text()
+    assert not [key[i : i + 4] for i in range(8, 11) if key[i : i + 4] in text]
+    assert _streams(_recorded(path, 1)[0])["text"] == "your key is [REDACTED]"
+    assert _streams(_recorded(path, 2)[0])["text"] == "now run task-a"
+    # it replays: the second request holds the first answer as its replay gave it
+    with Replay(path) as replay:
+        agent = Agent(replay, config=FAST)
+        assert turn(agent, "hi")[-1].response == "your key is [REDACTED]"  # type: ignore[attr-defined]
+        assert turn(agent, "again")[-1].response == "now run task-a"  # type: ignore[attr-defined]

@@ -314,3 +314,78 @@ def test_compact_shows_a_server_error_inert(
     assert result.returncode == 1
     assert "A␛]52;c;SGVsbG8=␇B" in result.stderr
     assert leaks(result.stderr) == [], result.stderr
+
+
+# -- a wrong base URL says what to change ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "endpoint", "use"),
+    [
+        ([], "/v1/chat/completions", "/v1"),
+        ([], "/v1/chat/completions/", "/v1"),
+        (["--anthropic"], "/v1/messages", ""),
+    ],
+)
+def test_run_with_an_endpoint_url_as_the_base_says_which_base_to_use(
+    loopback: LoopbackServer,
+    tmp_path: Path,
+    flags: list[str],
+    endpoint: str,
+    use: str,
+) -> None:
+    """The endpoint's URL, as a curl example writes it, given as ``--base-url``: one
+    ``error:`` line naming the base URL to give instead; nothing is sent."""
+    result = navi(
+        "run",
+        "hi",
+        "--model",
+        "m",
+        *flags,
+        "--base-url",
+        loopback.url + endpoint,
+        "--db",
+        str(tmp_path / "navi.db"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"error: base_url '{loopback.url}{endpoint}' ")
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.rstrip().endswith(f"use base_url='{loopback.url}{use}'")
+    assert not loopback.requests
+
+
+def test_run_against_a_path_the_server_lacks_says_to_check_the_base_url(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    loopback.add(
+        Reply.json(
+            404,
+            {
+                "error": {
+                    "code": 404,
+                    "message": "File Not Found",
+                    "type": "not_found_error",
+                }
+            },
+        )
+    )
+    result = navi(
+        "run",
+        "hi",
+        "--model",
+        "m",
+        "--base-url",
+        f"{loopback.url}/api/v1",
+        "--db",
+        str(tmp_path / "navi.db"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"error: BadRequest: File Not Found (POST {loopback.url}/api/v1/chat/"
+        "completions): check base_url: the server has no endpoint at this URL"
+        " (base_url + /chat/completions)\n"
+    )
+    assert SECRET not in result.stderr

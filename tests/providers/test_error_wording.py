@@ -571,4 +571,7 @@ def test_a_key_in_the_reason_phrase_of_a_bare_error_is_redacted(
     assert limited.value.message == f"HTTP 429 Slow [REDACTED] (POST {url})"
     assert "SECRET123" not in _everything(limited.value)
     # a 404 says where it went once, with its base-URL hint
-    assert missing.value.message == f"HTTP 404 Not Found (POST {url})"
+    assert missing.value.message == (
+        f"HTTP 404 Not Found (POST {url}): check base_url: the server has no endpoint"
+        " at this URL (base_url + /chat/completions)"
+    )
