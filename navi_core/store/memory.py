@@ -143,8 +143,13 @@ class MemoryStore:
         return self._info(s)
 
     def _info(self, s: _Session) -> SessionInfo:
-        msgs = s.windows[-1]
-        last_user, model = session_summary(msgs)
+        last_user = model = None
+        for window in reversed(s.windows):  # a window of a summary alone has neither
+            found_user, found_model = session_summary(window)
+            last_user = last_user if last_user is not None else found_user
+            model = model if model is not None else found_model
+            if last_user is not None and model is not None:
+                break
         count = sum(len(w) for w in s.windows)
         return SessionInfo(s.id, s.created_at, s.modified_at, count, last_user, model)
 

@@ -93,7 +93,9 @@ class Statements:
             f"model = COALESCE(?, model) {returning}",
             "new_window": "UPDATE navi_sessions SET window_start = message_count, "
             f"window_count = window_count + 1, {touch}, "
-            f"last_user_message = ?, model = ? {returning}",
+            # a window of a summary alone has neither: the session keeps its own
+            "last_user_message = COALESCE(?, last_user_message), "
+            f"model = COALESCE(?, model) {returning}",
             "insert": "INSERT INTO navi_messages (session_id, seq, window_no, "
             f"created_at, role, api_style, base_url, model, {', '.join(d.body_columns)}) "
             f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, {d.body_values})",

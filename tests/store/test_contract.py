@@ -174,6 +174,26 @@ def test_new_window_replaces_what_load_returns(store: SessionStore) -> None:
     assert store.get(sid).message_count == len(old) + len(window) + 1
 
 
+def test_a_window_of_a_summary_alone_keeps_the_last_prompt_and_model(
+    store: SessionStore,
+) -> None:
+    """A compaction that summarised every turn leaves a window with no prompt text and
+    no model of its own: the session still shows the last prompt and model it had
+    (``navi-core sessions list`` showed them empty); a later window with its own
+    replaces them."""
+    sid = store.create().id
+    store.append(sid, [UserMessage("q1"), _assistant("a1", "chat-model")])
+    store.new_window(sid, [Message("user", (CompactionSummary("asked q1"),))])
+    info = store.get(sid)
+    assert (info.last_user_message, info.model) == ("q1", "chat-model")
+    store.append(sid, [UserMessage("q2"), _assistant("a2", "other-model")])
+    info = store.get(sid)
+    assert (info.last_user_message, info.model) == ("q2", "other-model")
+    store.new_window(sid, [UserMessage("kept"), _assistant("a3", "third-model")])
+    info = store.get(sid)
+    assert (info.last_user_message, info.model) == ("kept", "third-model")
+
+
 def test_lock_admits_one_driver(store: SessionStore) -> None:
     a, b = store.create().id, store.create().id
     lock = store.lock(a[:6])
