@@ -177,10 +177,10 @@ def test_new_window_replaces_what_load_returns(store: SessionStore) -> None:
 def test_a_window_of_a_summary_alone_keeps_the_last_prompt_and_model(
     store: SessionStore,
 ) -> None:
-    """A compaction that summarised every turn leaves a window with no prompt text and
-    no model of its own: the session still shows the last prompt and model it had
-    (``navi-core sessions list`` showed them empty); a later window with its own
-    replaces them."""
+    """A compaction that summarised every turn leaves a window with no prompt text
+    (and, for a summary without a wire identity, no model) of its own: the session
+    still shows the last prompt and model it had (``navi-core sessions list`` showed
+    them empty); a later window with its own replaces them."""
     sid = store.create().id
     store.append(sid, [UserMessage("q1"), _assistant("a1", "chat-model")])
     store.new_window(sid, [Message("user", (CompactionSummary("asked q1"),))])
