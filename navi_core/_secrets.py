@@ -46,6 +46,7 @@ from .conversation import WireIdentity
 
 __all__ = [
     "MAX_MESSAGE_CHARS",
+    "MIN_SECRET_START",
     "REDACTED",
     "SECRET_PARAMS",
     "SECRET_WORDS",
@@ -70,6 +71,7 @@ __all__ = [
     "secret_pattern",
     "secret_forms",
     "url_secrets",
+    "secret_start",
 ]
 
 SECRET_WORDS: Final = (
@@ -729,3 +731,40 @@ def clip(text: str) -> str:
     if len(text) <= MAX_MESSAGE_CHARS:
         return text
     return text[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+#: the shortest start of a secret that ``secret_start`` finds by default (``redact``
+#: takes no secret shorter than this either)
+MIN_SECRET_START: Final = 4
+
+
+def secret_start(
+    data: bytes,
+    secrets: Sequence[str],
+    since: int = 0,
+    *,
+    shortest: int = MIN_SECRET_START,
+) -> int | None:
+    """Where ``data`` ends with the start of one of ``secrets`` (at least
+    ``shortest`` bytes of it, beginning at ``since`` or later), or None.
+
+    A body read up to a limit, or a stream that stopped, may end inside a secret:
+    no pattern of the whole secret finds the part that arrived. Every spelling in
+    ``secrets`` is looked for but those that hold another one (``Bearer sk-...``
+    holds ``sk-...``), whose start would be their own words ("Bearer").
+    """
+    if len(data) <= since:
+        return None
+    forms = {s.encode("utf-8", "surrogatepass") for s in secrets if s}
+    found: int | None = None
+    last = data[-1]
+    for form in forms:
+        if any(other != form and other in form for other in forms):
+            continue
+        longest = min(len(form) - 1, len(data) - since)
+        for n in range(longest, max(shortest, 1) - 1, -1):
+            if form[n - 1] == last and data.endswith(form[:n]):
+                at = len(data) - n
+                found = at if found is None else min(found, at)
+                break
+    return found

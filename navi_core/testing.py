@@ -40,12 +40,18 @@ import httpx
 import orjson
 
 from . import codec
-from ._secrets import REDACTED, redact_json, secret_pattern
+from ._secrets import (
+    MIN_SECRET_START,
+    REDACTED,
+    redact_json,
+    secret_pattern,
+    secret_start,
+)
 from .conversation import WireIdentity
 from .errors import ProviderError
 from .events import Event
 from .providers._http import HTTPProvider
-from .providers._http_errors import MIN_SECRET_START, markup_type, secret_start
+from .providers._http_errors import markup_type
 from .providers.anthropic import Anthropic
 from .providers.base import ProviderRequest, ProviderStream
 from .providers.openai_chat import OpenAIChat

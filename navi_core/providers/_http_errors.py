@@ -46,13 +46,13 @@ from .._secrets import (
     environment_proxy,
     public_url,
     redact,
+    secret_start,
 )
 from ..errors import NotAnEventStream, ProviderError, TransportError
 from .errormap import error_for_status, provider_message, shorten
 
 __all__ = [
     "MAX_RETRY_AFTER_MS",
-    "MIN_SECRET_START",
     "RawBody",
     "map_transport_errors",
     "markup_type",
@@ -60,7 +60,6 @@ __all__ = [
     "parse_retry_after",
     "read_capped",
     "scrubbed",
-    "secret_start",
     "shown_url",
     "status_error",
 ]
@@ -358,43 +357,6 @@ def _route_hint(path: str) -> str:
     """What a 404 for a path the server does not serve says to change."""
     added = f" (base_url + {path})" if path else ""
     return f": check base_url: the server has no endpoint at this URL{added}"
-
-
-#: the shortest start of a secret that ``secret_start`` finds by default (``redact``
-#: takes no secret shorter than this either)
-MIN_SECRET_START: Final = 4
-
-
-def secret_start(
-    data: bytes,
-    secrets: Sequence[str],
-    since: int = 0,
-    *,
-    shortest: int = MIN_SECRET_START,
-) -> int | None:
-    """Where ``data`` ends with the start of one of ``secrets`` (at least
-    ``shortest`` bytes of it, beginning at ``since`` or later), or None.
-
-    A body read up to a limit, or a stream that stopped, may end inside a secret:
-    no pattern of the whole secret finds the part that arrived. Every spelling in
-    ``secrets`` is looked for but those that hold another one (``Bearer sk-...``
-    holds ``sk-...``), whose start would be their own words ("Bearer").
-    """
-    if len(data) <= since:
-        return None
-    forms = {s.encode("utf-8", "surrogatepass") for s in secrets if s}
-    found: int | None = None
-    last = data[-1]
-    for form in forms:
-        if any(other != form and other in form for other in forms):
-            continue
-        longest = min(len(form) - 1, len(data) - since)
-        for n in range(longest, max(shortest, 1) - 1, -1):
-            if form[n - 1] == last and data.endswith(form[:n]):
-                at = len(data) - n
-                found = at if found is None else min(found, at)
-                break
-    return found
 
 
 def _describe(what: str, exc: Exception, secrets: Sequence[str]) -> str:
