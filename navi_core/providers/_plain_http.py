@@ -85,14 +85,17 @@ class _Connection:
         self.stream = stream
         self.idle_since = 0.0
 
-    def reusable(self, now: float) -> bool:
+    def reusable(self, now: float, poll: bool) -> bool:
         """True when the connection is young enough and the server has not closed it
-        (or sent anything unasked). Polled every time, however recently it was read
-        from: a request on a connection the server has closed could not be sent again
-        safely once it went out."""
+        (or sent anything unasked). Unless ``poll``, one a response was read from less
+        than a quarter of a second ago is taken as open without a poll, as httpx's
+        are (``is_readable``): servers close idle connections after seconds, and one
+        that closes at once says so in its headers."""
         if now - self.idle_since > _KEEP_SECONDS:
             return False
-        return not readable(self.stream.get_extra_info("socket"))
+        if poll:
+            return not readable(self.stream.get_extra_info("socket"))
+        return not self.stream.get_extra_info("is_readable")
 
 
 class PlainHTTP:
@@ -101,9 +104,23 @@ class PlainHTTP:
     ``post`` sends a request in one write (a large body: its head and then its parts)
     and returns the response once its head has arrived; the body is read as the
     caller iterates ``PlainResponse.iter_raw``.
+
+    A request that meets a kept connection the server closed unannounced fails as a
+    ``TransportError`` (the turn retries it) and is never sent again here: the server
+    may have read it. After one such failure the client polls every kept connection
+    before it reuses it, however recently it was read from.
     """
 
-    __slots__ = ("_backend", "_closed", "_host", "_idle", "_lock", "_origin", "_port")
+    __slots__ = (
+        "_backend",
+        "_closed",
+        "_host",
+        "_idle",
+        "_lock",
+        "_origin",
+        "_poll",
+        "_port",
+    )
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
@@ -114,6 +131,7 @@ class PlainHTTP:
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._poll = False  # poll every kept connection (one closed unannounced)
 
     @staticmethod
     def serves(url: str, *, http2: bool) -> bool:
@@ -189,6 +207,8 @@ class PlainHTTP:
         except (httpcore.NetworkError, httpcore.RemoteProtocolError) as exc:
             if connection is not None:
                 connection.stream.close()
+            if reused and sent and not response.heard:
+                self._poll = True  # this server closes kept connections unannounced
             if reused and not sent and isinstance(exc, httpcore.WriteError):
                 # the server closed the kept connection before the request went out
                 # whole, so it cannot have acted on it: send it on a new connection
@@ -224,7 +244,7 @@ class PlainHTTP:
         with self._lock:
             while self._idle:
                 connection = self._idle.pop()
-                if connection.reusable(now):
+                if connection.reusable(now, self._poll):
                     return connection
                 connection.stream.close()
         return None
@@ -268,6 +288,7 @@ class PlainResponse:
         "_timeout",
         "extensions",
         "headers",
+        "heard",
         "keep_alive",
         "reason_phrase",
         "status_code",
@@ -281,6 +302,7 @@ class PlainResponse:
         self._timeout = timeout
         self._buffer = b""
         self._done = False
+        self.heard = False  # a byte of the response arrived
         self.keep_alive = False
         self._framing = "close"  # "chunked", "length" or "close" (read to the end)
         self._left = 0  # bytes of a sized body still to come
@@ -316,6 +338,7 @@ class PlainResponse:
                     raise httpcore.RemoteProtocolError(
                         "Server disconnected without sending a response."
                     )
+                self.heard = True
                 data += more
                 if not data.startswith(b"HTTP/"[: len(data)]):  # another protocol
                     line = data.partition(b"\r\n")[0][:80]

@@ -272,6 +272,27 @@ def test_a_connection_the_server_closed_while_idle_is_replaced(
     assert server.connections == 2
 
 
+def test_a_connection_just_read_from_is_reused_without_a_poll_until_one_fails(
+    raw_server: Callable[..., _RawServer],
+) -> None:
+    def answer_then_close(text: str) -> Callable[[socket.socket], None]:
+        return lambda conn: conn.sendall(_sse(text))  # keep-alive promised, closed
+
+    server = raw_server(
+        answer_then_close("first"), answer_then_close("second"), _sse("third")
+    )
+    with OpenAIChat("m", server.url, "sk-test") as provider:
+        assert _text(provider) == "first"
+        time.sleep(0.05)  # the close is in, the connection was read from 50 ms ago
+        with pytest.raises(TransportError):  # taken as open: the request met the close
+            _text(provider)
+        assert _text(provider) == "second"  # on a new connection
+        time.sleep(0.05)
+        # after that failure the client polls: the closed connection is replaced
+        assert _text(provider) == "third"
+    assert (server.connections, server.requests) == (3, 3)
+
+
 def test_a_request_the_server_read_is_never_sent_again(
     raw_server: Callable[..., _RawServer],
 ) -> None:
