@@ -8,8 +8,9 @@ thread that calls ``next()``). For each, the client runs ``--turns`` turns and t
 twice as many in two processes traced by ``strace -f -c``; the difference divided by
 the extra turns is the count per turn, without the process's start. Printed: both
 turns' calls per turn by name and their totals; the goal (at most 15 per turn) is
-checked against the inline turn, the pool turn's total printed beside it. The floor is
-about 6 (3 ``sendto`` + 3 ``recvfrom``).
+checked against both. The floor is 6 (3 ``sendto`` + 3 ``recvfrom``); a call handed
+to the pool and back adds at least two ``futex`` calls (one wakes the worker, one
+wakes the poller), four when both sides have to sleep.
 
 Then CPU time (the whole process, every thread) and wall time per turn of each kind,
 untraced, in alternating rounds in one process, the best round of each against the
@@ -223,11 +224,9 @@ def _report_counts(counts: dict[str, dict[str, float]], turns: int) -> None:
     print(f"  {'total':<16} " + " ".join(f"{totals[label]:8.1f}" for label in labels))
     rows.append(["total", *(f"{totals[label]:.1f}" for label in labels)])
     inline, pool = totals["inline"], totals["pool"]
-    verdict = "met" if inline <= GOAL else "missed"
-    print(
-        f"goal: at most {GOAL} per turn with inline tools: {inline:.1f} ({verdict}); "
-        f"pool tools: {pool:.1f}"
-    )
+    for label, total in (("pool", pool), ("inline", inline)):
+        verdict = "met" if total <= GOAL else "missed"
+        print(f"goal: at most {GOAL} per turn, {label} tools: {total:.1f} ({verdict})")
     _record.table(
         "System calls per tool turn (strace -f -c; 3 requests)",
         ["system call", "pool tool", "inline tool"],
@@ -235,8 +234,11 @@ def _report_counts(counts: dict[str, dict[str, float]], turns: int) -> None:
         note="The same turn twice: `add` run on the pool, and `@tool(inline=True)`.",
     )
     _record.goal(
-        f"at most {GOAL} system calls per tool turn with an inline tool "
-        f"({inline:.1f}; {pool:.1f} with the pool)",
+        f"at most {GOAL} system calls per tool turn with a pool tool ({pool:.1f})",
+        pool <= GOAL,
+    )
+    _record.goal(
+        f"at most {GOAL} system calls per tool turn with an inline tool ({inline:.1f})",
         inline <= GOAL,
     )
 

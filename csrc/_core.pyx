@@ -7,7 +7,7 @@ Each twin include mirrors one of its modules file for file and name for name:
 ``_framing.pxi`` ↔ ``_framing_py.py``, ``_sse.pxi`` ↔ ``_sse_py.py``,
 ``_responses.pxi`` ↔ ``_responses_py.py``, ``_text.pxi`` ↔ ``_text_py.py``,
 ``_assemble.pxi`` ↔ ``_assemble_py.py``, ``_pump.pxi`` ↔ ``_pump_py.py``,
-``_sockio.pxi`` ↔ ``_sockio_py.py``. The ``_fast_*.pxi`` includes are C-only fast
+``_gil.pxi`` ↔ ``_gil_py.py``. The ``_fast_*.pxi`` includes are C-only fast
 paths with no twin.
 
 The core's public names have one list, the twin's ``__all__``: ``navi_core.core`` takes
@@ -23,4 +23,4 @@ include "_responses.pxi"
 include "_text.pxi"
 include "_assemble.pxi"
 include "_pump.pxi"
-include "_sockio.pxi"
+include "_gil.pxi"

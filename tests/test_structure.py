@@ -32,7 +32,7 @@ LAYERS = (
         "_extras",
         "errors", "conversation", "events", "config", "tokens", "codec", "core",
         "_core_py", "_assemble_py", "_framing_py", "_pump_py", "_responses_py",
-        "_sockio_py", "_sse_py", "_text_py",
+        "_gil_py", "_sse_py", "_text_py",
     },
     # the parts a turn is made of
     {"tools", "media", "output", "providers", "store", "hooks", "subscribe", "mcp"},

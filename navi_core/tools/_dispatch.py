@@ -15,7 +15,6 @@ that need approval always go to the pool.
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -34,9 +33,10 @@ from ..conversation import (
     WireIdentity,
     decode_arguments,
 )
+from ..core import Signal
 from ..errors import Cancelled
 from ..events import Event, SubagentEvent, ToolFinished, ToolProgress, ToolStarted
-from ._pool import DaemonPool, deliver_last
+from ._pool import DaemonPool, Inbox, deliver_last
 from ._results import (
     ResultText,
     cancelled_before_start,
@@ -102,6 +102,7 @@ class Dispatch:
         "_starts",
         "_turn_id",
         "_uses",
+        "_wake",
         "_wire",
         "_woken",
     )
@@ -136,7 +137,9 @@ class Dispatch:
         #: when each call's start was reported (``perf_counter``), None before
         self._started: list[float | None] = [None] * len(self._uses)
         self._ran = [False] * len(self._uses)
-        self._inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._inbox = Inbox()
+        #: the wake-up of the pool thread the last post lent, given as the poll waits
+        self._wake: Signal | None = None
         self._pending = len(self._uses)
         self._woken = False
         self._screens = getattr(self, "_screens", False)  # a subclass may set it first
@@ -193,12 +196,26 @@ class Dispatch:
         )
 
     def _post(self) -> None:
-        """Hand the pool groups to the pool, right before the poller blocks: the
-        worker it wakes finds the GIL free instead of waiting for it."""
+        """Hand the pool groups to the pool, right before the poller blocks. An idle
+        worker's wake-up is kept in ``_wake``: the poll gives it as it waits, with the
+        GIL let go, so the worker does not find it taken (``Inbox.get``)."""
         posts, self._posts = self._posts, []
         announced = bool(self._starts)
+        pool = self._pool
         for fn, args in posts:
-            self._run(fn, *args, announced, True)
+            if pool is None:
+                self._run(fn, *args, announced, True)
+                continue
+            wake = pool.post_quiet(fn, *args, announced, True)
+            if wake is not None:
+                self._give()
+                self._wake = wake
+
+    def _give(self) -> None:
+        """Give the kept wake-up of a pool thread now (the poll will not wait)."""
+        wake, self._wake = self._wake, None
+        if wake is not None:
+            wake.give()
 
     def _reject(self, i: int, text: str) -> None:
         self._inbox.put(("started", i))
@@ -227,7 +244,7 @@ class Dispatch:
             self._ended(i, parts, error)
         report = ("finished", i, _Outcome(parts, error, t))
         if pooled:
-            deliver_last(self._inbox.put, report)
+            deliver_last(self._inbox, report)
         else:
             self._inbox.put(report)
 
@@ -403,6 +420,7 @@ class Dispatch:
             for i in self._starts:
                 self._inbox.put(("started", i))
             self._post()
+            self._give()
             return []
         try:
             return self.poll(wait)
@@ -423,35 +441,42 @@ class Dispatch:
             for i in self._starts:  # reported now, and the poll still waits
                 self._take(("started", i), events)
             self._post()  # before the inline calls: the pool's run beside them
-        if self._inline:
-            self._run_inline()
-        while self._pending:
-            wait = timeout if block else None
-            short = block and pool is not None and pool.stalled
-            if short:  # calls wait behind one that may block before it starts
-                wait = _GRACE if timeout is None else min(_GRACE, timeout)
-            try:
-                item = self._inbox.get(block=block, timeout=wait)
-            except queue.Empty:
+        try:
+            if self._inline:
+                self._give()
+                self._run_inline()
+            while self._pending:
                 if not block:
-                    break
-                if not short:
-                    if events:  # the starts reported by _post
+                    item = self._inbox.get_nowait()
+                    if item is None:
                         break
-                    raise TimeoutError("no tool progressed in time") from None
-                pool.catch_up()  # type: ignore[union-attr]
-                if timeout is not None:
-                    timeout -= wait  # type: ignore[operator]
-                    if timeout <= 0:
-                        if events:
-                            break
-                        raise TimeoutError("no tool progressed in time") from None
-                continue
-            block = False
-            if item[0] == "wake":
-                self._woken = False
-                break
-            self._take(item, events)
+                else:
+                    wait = timeout
+                    short = pool is not None and pool.stalled
+                    if short:  # calls wait behind one that may block before it starts
+                        wait = _GRACE if timeout is None else min(_GRACE, timeout)
+                    wake, self._wake = self._wake, None
+                    item = self._inbox.get(wait, wake)
+                    if item is None:
+                        if not short:
+                            if events:  # the starts reported by _post
+                                break
+                            raise TimeoutError("no tool progressed in time")
+                        pool.catch_up()  # type: ignore[union-attr]
+                        if timeout is not None:
+                            timeout -= wait  # type: ignore[operator]
+                            if timeout <= 0:
+                                if events:
+                                    break
+                                raise TimeoutError("no tool progressed in time")
+                        continue
+                block = False
+                if item[0] == "wake":
+                    self._woken = False
+                    break
+                self._take(item, events)
+        finally:
+            self._give()  # a poll that did not wait (or failed) still starts the calls
         if pool is not None:
             # calls still queued wait behind ones that block (or run long): start them
             pool.catch_up()
@@ -511,12 +536,9 @@ class Dispatch:
         """
         with self._claim:
             self._cancel.set()
+        self._give()
         events: list[Event] = []
-        while True:
-            try:
-                item = self._inbox.get_nowait()
-            except queue.Empty:
-                break
+        while (item := self._inbox.get_nowait()) is not None:
             if item[0] != "abort":
                 self._take(item, events)
         now = time.perf_counter()
@@ -539,11 +561,7 @@ class Dispatch:
 
     def finished_results(self) -> dict[str, ToolResult]:
         """The results of the calls that finished so far, by call id."""
-        while True:
-            try:
-                item = self._inbox.get_nowait()
-            except queue.Empty:
-                break
+        while (item := self._inbox.get_nowait()) is not None:
             if item[0] == "finished":
                 self._take(item, [])
         return {

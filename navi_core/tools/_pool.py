@@ -5,6 +5,11 @@ The threads are daemons: a tool that hangs after its turn was cancelled never ho
 the exit of the host program, as the threads of a ``ThreadPoolExecutor`` would (they
 are joined at interpreter exit). Idle threads are shared by every pool of the process,
 so a new ``Agent`` starts no thread.
+
+A worker waits for work, and a poller for reports (``Inbox``), on a ``core.Signal``:
+the wake-up that ends either wait can be given with the GIL let go
+(``core.hand_off``), so the thread it wakes does not find the GIL taken and sleep
+again (two system calls and a thread switch less per hand-off).
 """
 
 from __future__ import annotations
@@ -13,11 +18,73 @@ import contextlib
 import os
 import queue
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any
 
-__all__ = ["DaemonPool", "deliver_last"]
+from ..core import Signal, hand_off
+
+__all__ = ["DaemonPool", "Inbox", "deliver_last"]
+
+
+class Inbox:
+    """Reports from pool threads to the one thread that polls them: a queue and the
+    ``Signal`` its poller waits on. Items are never None."""
+
+    __slots__ = ("_items", "signal")
+
+    def __init__(self) -> None:
+        self._items: deque[Any] = deque()
+        self.signal = Signal()
+
+    def put(self, item: Any) -> None:
+        """Queue ``item`` and wake the poller (any thread)."""
+        self._items.append(item)
+        self.signal.give()
+
+    def put_quiet(self, item: Any) -> Signal:
+        """Queue ``item`` without waking the poller; the signal to give is returned."""
+        self._items.append(item)
+        return self.signal
+
+    def get_nowait(self) -> Any:
+        """The oldest item, or None when there is none."""
+        items = self._items
+        return items.popleft() if items else None
+
+    def get(self, timeout: float | None = None, wake: Signal | None = None) -> Any:
+        """The oldest item, waiting at most ``timeout`` seconds (None: for ever) for one
+        to come; None when none came. ``wake`` is given first, with the GIL let go
+        before it when the poller waits (``hand_off``)."""
+        items = self._items
+        if items:
+            if wake is not None:
+                wake.give()
+            return items.popleft()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            woken = hand_off(wake, self.signal, timeout)
+            wake = None
+            if items:  # also one that came as the time ran out
+                return items.popleft()
+            if not woken:
+                return None
+            if deadline is not None:  # a wake for an item taken already: wait on
+                timeout = deadline - time.monotonic()
+                if timeout <= 0:
+                    return None
+
+
+class _Mailbox:
+    """An idle worker's: the pool it is lent to next, and the signal it waits on."""
+
+    __slots__ = ("pool", "signal")
+
+    def __init__(self) -> None:
+        self.pool: DaemonPool | None = None
+        self.signal = Signal()
 
 
 class _Workers:
@@ -32,23 +99,32 @@ class _Workers:
     _MAX_IDLE = 64
 
     def __init__(self) -> None:
-        self._idle: list[queue.SimpleQueue[DaemonPool]] = []
+        self._idle: list[_Mailbox] = []
         self._lock = threading.Lock()
         self._count = 0
 
-    def lend(self, pool: DaemonPool) -> None:
-        """Have a worker run ``pool``'s queued work until the queue is empty."""
+    def lend(self, pool: DaemonPool, *, quiet: bool = False) -> Signal | None:
+        """Have a worker run ``pool``'s queued work until the queue is empty. With
+        ``quiet``, an idle worker's wake-up is returned for the caller to give (as it
+        waits: ``hand_off``) instead of given now; None when given."""
         with self._lock:
-            inbox = self._idle.pop() if self._idle else None
-            if inbox is None:
+            box = self._idle.pop() if self._idle else None
+            if box is None:
                 self._count += 1
                 name = f"{pool.name}-{self._count}"
-        if inbox is None:
-            inbox = queue.SimpleQueue()
-            threading.Thread(
-                target=self._serve, args=(inbox,), name=name, daemon=True
-            ).start()
-        inbox.put(pool)
+        if box is not None:
+            box.pool = pool
+            if quiet:
+                return box.signal
+            box.signal.give()
+            return None
+        box = _Mailbox()
+        box.pool = pool
+        box.signal.give()
+        threading.Thread(
+            target=self._serve, args=(box,), name=name, daemon=True
+        ).start()
+        return None
 
     def forget(self) -> None:
         """In a forked child: the parent's workers do not exist there, and the lock
@@ -56,40 +132,54 @@ class _Workers:
         self._idle = []
         self._lock = threading.Lock()
 
-    def _serve(self, inbox: queue.SimpleQueue[DaemonPool]) -> None:
-        later: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+    def _serve(self, box: _Mailbox) -> None:
+        later: list[tuple[Inbox, Any]] = []
         _worker.later = later
+        wake: Signal | None = None
         while True:
-            inbox.get().drain()
+            hand_off(wake, box.signal)  # the last report's wake-up, given as it waits
+            pool, box.pool = box.pool, None
+            if pool is None:
+                wake = None
+                continue
+            pool.drain()
             with self._lock:
                 idle = len(self._idle) < self._MAX_IDLE
                 if idle:
-                    self._idle.append(inbox)
-            _deliver(later)
+                    self._idle.append(box)
+            wake = _deliver(later)
             if not idle:
+                if wake is not None:
+                    wake.give()
                 return
 
 
 _worker = threading.local()
 
 
-def deliver_last(fn: Callable[..., None], *args: Any) -> None:
-    """Call ``fn(*args)`` now, or on a pool worker as its last act before it waits for
-    more work (or takes the next call): a report that wakes a waiting thread then
-    reaches it after this one stopped running Python, so the two do not contend for
-    the GIL (a few system calls and a context switch less per tool call)."""
+def deliver_last(inbox: Inbox, item: Any) -> None:
+    """Put ``item`` in ``inbox`` now, or on a pool worker as its last act before it
+    waits for more work (or takes the next call): the poller it wakes then finds the
+    worker done with Python and the GIL let go (``hand_off``), so the two do not
+    contend for it."""
     later = getattr(_worker, "later", None)
     if later is None:
-        fn(*args)
+        inbox.put(item)
     else:
-        later.append((fn, args))
+        later.append((inbox, item))
 
 
-def _deliver(later: list[tuple[Callable[..., None], tuple[Any, ...]]]) -> None:
+def _deliver(later: list[tuple[Inbox, Any]]) -> Signal | None:
+    """Put the held reports; the wake-up of the last one's inbox is returned, not
+    given (the others are given now)."""
+    wake: Signal | None = None
     while later:
-        fn, args = later.pop(0)
-        with contextlib.suppress(BaseException):
-            fn(*args)
+        inbox, item = later.pop(0)
+        signal = inbox.put_quiet(item)
+        if wake is not None and wake is not signal:
+            wake.give()
+        wake = signal
+    return wake
 
 
 _WORKERS = _Workers()
@@ -138,20 +228,29 @@ class DaemonPool(Executor):
         (a tool batch reports through its own queue): no ``Future`` to make."""
         self._put(None, fn, args, {})
 
+    def post_quiet(self, fn: Callable[..., None], /, *args: Any) -> Signal | None:
+        """``post``, for a caller about to wait: the wake-up of the idle worker that
+        will run it is returned for the caller to give as it waits (``hand_off``);
+        None when there is none to give (a worker was free, or a new one started)."""
+        return self._put(None, fn, args, {}, quiet=True)
+
     def _put(
         self,
         future: Future[Any] | None,
         fn: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-    ) -> None:
+        *,
+        quiet: bool = False,
+    ) -> Signal | None:
         with self._lock:
             if self._closed:
                 raise RuntimeError("cannot schedule new calls after shutdown")
             self._work.put((future, fn, args, kwargs))
             lend = self._lend_locked()
         if lend:
-            _WORKERS.lend(self)
+            return _WORKERS.lend(self, quiet=quiet)
+        return None
 
     @property
     def chains(self) -> bool:
@@ -226,8 +325,8 @@ class DaemonPool(Executor):
             with self._lock:
                 self._free += 1  # looking for more work
                 more = not self._work.empty()
-            if more:  # the reports of this call go out before the next call runs
-                _deliver(_worker.later)
+            if more and (wake := _deliver(_worker.later)) is not None:
+                wake.give()  # the reports of this call go out before the next call runs
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Take no more work; with ``cancel_futures`` drop what has not started."""
