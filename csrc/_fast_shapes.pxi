@@ -211,19 +211,31 @@ cdef Py_ssize_t _openai_choice(
 
 
 cdef int _openai_chunk(
-    const unsigned char* p, Py_ssize_t n, _OpenAIChunk* c
+    const unsigned char* p,
+    Py_ssize_t n,
+    _OpenAIChunk* c,
+    Py_ssize_t start,
+    _OpenAIChunk* at_choices,
+    Py_ssize_t* choices_at,
 ) noexcept nogil:
+    """Scan a chunk from its start, or from ``start`` (a member's key after the first,
+    ``c`` the scan's state there: what a scan of the same bytes before it left). The
+    scan's state at the ``choices`` key, and where it is, go to ``at_choices`` and
+    ``choices_at`` (left alone when the key is not met)."""
     cdef _Str key, kind
     cdef int st
     cdef bint done = False
-    cdef Py_ssize_t i = _ws(p, 0, n)
-    if i >= n or p[i] != 123:
-        return -1
-    i = _ws(p, i + 1, n)
-    if i < n and p[i] == 125:
-        done = True
-        i += 1
+    cdef Py_ssize_t i = start, member
+    if start == 0:
+        i = _ws(p, 0, n)
+        if i >= n or p[i] != 123:
+            return -1
+        i = _ws(p, i + 1, n)
+        if i < n and p[i] == 125:
+            done = True
+            i += 1
     while not done:
+        member = i
         i = _key(p, i, n, &key)
         if i < 0:
             return -1
@@ -232,6 +244,8 @@ cdef int _openai_chunk(
         elif _is(p, &key, b"choices", 7):
             if c.choices_st or i >= n or p[i] != 91:
                 return -1
+            at_choices[0] = c[0]
+            choices_at[0] = member
             c.choices_st = 1
             i = _ws(p, i + 1, n)
             if i < n and p[i] == 93:

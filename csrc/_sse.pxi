@@ -28,6 +28,8 @@ cdef object _TOOL_ARGS = _deltas.TOOL_ARGS
 cdef object _FINISH = _deltas.FINISH
 cdef object _MODEL = _deltas.MODEL
 cdef tuple _DONE_DELTA = (_deltas.DONE,)
+#: the fewest bytes before "choices" worth keeping to compare (a memcmp, not a scan)
+cdef Py_ssize_t _MIN_HEAD = 32
 
 
 cdef class Parser(Framer):
@@ -66,11 +68,18 @@ cdef class OpenAIChatParser(Parser):
 
     cdef bytes _model_raw  # the JSON text the reader's model was last read from here
     cdef dict _tools  # the reader's open tool calls by wire index (the same object)
+    # A server sends the same members before "choices" in every chunk of a response
+    # (id, object, created, model, ...): the bytes up to that key in the last chunk
+    # _fast took, and the scan's state there. A chunk that starts with the same bytes
+    # is scanned from the key on, its start compared instead of read again.
+    cdef bytes _head
+    cdef _OpenAIChunk _head_state
 
     def __cinit__(self, *args, **kwargs):
         self._reader = OpenAIChatReader()
         self._tools = self._reader.tools
         self._model_raw = b""
+        self._head = b""
 
     def close(self):
         """End of input. A body that ends at an event boundary after a finish reason
@@ -98,12 +107,21 @@ cdef class OpenAIChatParser(Parser):
         return Parser._generic(self, data, out)
 
     cdef bint _fast(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
-        cdef _OpenAIChunk c
-        cdef Py_ssize_t size
+        cdef _OpenAIChunk c, at_choices
+        cdef Py_ssize_t size, choices_at = -1
+        cdef Py_ssize_t known = PyBytes_GET_SIZE(self._head)
         cdef object call = None, pieces
-        memset(&c, 0, sizeof(c))
-        if _openai_chunk(p, n, &c) < 0:
-            return False
+        if known and n > known and memcmp(p, PyBytes_AS_STRING(self._head), known) == 0:
+            c = self._head_state
+            if _openai_chunk(p, n, &c, known, &at_choices, &choices_at) < 0:
+                return False
+        else:
+            memset(&c, 0, sizeof(c))
+            if _openai_chunk(p, n, &c, 0, &at_choices, &choices_at) < 0:
+                return False
+            if choices_at >= _MIN_HEAD:
+                self._head = PyBytes_FromStringAndSize(<const char*>p, choices_at)
+                self._head_state = at_choices
         if c.call_st and c.index_st != 2:  # only an argument piece of an open call
             if c.call_name_st == 2 and _nonempty(&c.call_name):  # maybe a new call
                 return False

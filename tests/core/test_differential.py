@@ -500,6 +500,63 @@ def test_repeated_envelopes_agree(
         assert outcome(getattr(cy, name)(), split(raw, cuts)) == expected
 
 
+# --- the members before "choices": kept from one chunk, compared in the next -----
+#
+# The compiled parser keeps the bytes of a chunk up to its "choices" key and the scan's
+# state there; a chunk that starts with the same bytes is scanned from that key on.
+# These heads repeat, nest in one another (one is the start of another), differ in
+# a byte at the same length (an "object" of "error" is no chunk: one taken for another
+# would read an error as text) and carry state the rest of the chunk meets again: a
+# model (also given again after "choices"), a usage or error of null (a second one is
+# refused).
+
+HEADS = st.sampled_from(
+    [
+        b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",',
+        b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m2",',
+        b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":12,"model":"m",',
+        b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"\\u006d",',
+        b'{"id":"chatcmpl-1","object":"chat.completion.chunk","usage":null,"model":"m", ',
+        b'{"id":"chatcmpl-1","object":"chat.completion.chunk","error":null,"x":[1,{}],',
+        b'{"id":"chatcmpl-1","object":"error","created":1,"model":"m","message":"e",',
+        b'{"id":"chatcmpl-1","object":"error","created":1,"model":"m",',
+        b'{"id":"chatcmpl-1","object":"chunk","created":1,"model":"m",',
+        b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,',
+        b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m"',
+        b"{",
+    ]
+)
+BODIES = st.sampled_from(
+    [
+        b'"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}]}',
+        b'"choices":[{"index":0,"delta":{"content":"%s"}}],"model":"m3"}',
+        b'"choices":[{"index":0,"delta":{"content":"%s"}}],"usage":null}',
+        b'"choices":[{"index":0,"delta":{"content":"%s"}}],"error":null}',
+        b'"choices":[{"index":0,"delta":{"content":"%s"}}],"choices":[]}',
+        b'"choices":[{"index":0,"delta":{},"finish_reason":"%s"}]}',
+        b'"choices":[{"index":0,"delta":{"content":"%s"}}]} x',
+        b'"choices":[]}%s',
+        b',"choices":[{"index":0,"delta":{"content":"%s"}}]}',
+    ]
+)
+
+
+@st.composite
+def kept_heads(draw: st.DrawFn) -> bytes:
+    chunks = draw(st.lists(st.tuples(HEADS, BODIES, FILL), min_size=1, max_size=10))
+    return frame([head + body % fill for head, body, fill in chunks], b"\n")
+
+
+@DIFF
+@given(raw=kept_heads(), cuts=CUTS)
+def test_kept_heads_read_as_whole_chunks(
+    both_cores: tuple[ModuleType, ModuleType], raw: bytes, cuts: list[int]
+) -> None:
+    py, cy = both_cores
+    expected = outcome(py.OpenAIChatParser(), [raw])
+    assert outcome(cy.OpenAIChatParser(), split(raw, cuts)) == expected
+
+
 # --- re-encodings: the same JSON spelled differently, then with odd values --------
 #
 # A scanner that compares raw bytes can mistake a spelling for a meaning: "text_delta"
