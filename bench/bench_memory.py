@@ -16,10 +16,14 @@ Each measurement runs in a fresh process and reads its RSS (``VmRSS``, after
   it.)
 
 Goals: a kept conversation at most 3x the plain-dict floor (and at or below
-pydantic-ai's); the cache's RSS growth at most 1.5x its limit.
+pydantic-ai's); the cache's RSS growth at most 1.5x its limit. pydantic-ai's
+``run_sync`` asks for a whole completion (no stream), which the server answers as
+one JSON object. With the contenders in a virtual environment of their own (the one
+``bench_import.py`` describes)::
 
     python bench/bench_memory.py
     python bench/bench_memory.py --k 500 --limit 64
+    PYTHONPATH=. /tmp/venv-peers/bin/python bench/bench_memory.py
 """
 
 from __future__ import annotations
@@ -83,6 +87,29 @@ def _reply(request: dict[str, Any]) -> bytes:
     return _sse([*deltas, done])
 
 
+def _completion(request: dict[str, Any]) -> bytes:
+    """The same answer as one chat completion, for a request that does not stream
+    (pydantic-ai's ``run_sync``)."""
+    calls = sum(1 for m in request["messages"] if m["role"] == "tool")
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(WORDS)}
+    finish = "stop"
+    if calls < 2:
+        function = {"name": "add", "arguments": '{"a": 1, "b": 2}'}
+        call = {"id": f"call_{calls + 1}", "type": "function", "function": function}
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        finish = "tool_calls"
+    choice = {"index": 0, "message": message, "finish_reason": finish}
+    return orjson.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [choice],
+        }
+    )
+
+
 def requests(conn: socket.socket) -> Iterator[tuple[bytes, bytes]]:
     """Each request that comes on ``conn``: its request line and its body (keep-alive,
     bodies sized by content-length), until the client closes."""
@@ -108,10 +135,13 @@ def requests(conn: socket.socket) -> Iterator[tuple[bytes, bytes]]:
 def _connection(conn: socket.socket) -> None:
     with conn:
         for _, body in requests(conn):
-            payload = _reply(orjson.loads(body))
+            request = orjson.loads(body)
+            streamed = request.get("stream") is True
+            payload = _reply(request) if streamed else _completion(request)
+            kind = b"text/event-stream" if streamed else b"application/json"
             conn.sendall(
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                b"content-length: %d\r\n\r\n" % len(payload) + payload
+                b"HTTP/1.1 200 OK\r\ncontent-type: %s\r\n"
+                b"content-length: %d\r\n\r\n" % (kind, len(payload)) + payload
             )
 
 
@@ -222,14 +252,16 @@ def kept_floor(url: str, k: int) -> float:
 
 def kept_pydantic_ai(url: str, k: int) -> float:
     from pydantic_ai import Agent  # type: ignore[import-not-found,unused-ignore]
-    from pydantic_ai.models.openai import (  # type: ignore[import-not-found,unused-ignore]
-        OpenAIModel,
+    from pydantic_ai.models import (  # type: ignore[import-not-found,unused-ignore]
+        openai as models,
     )
     from pydantic_ai.providers.openai import (  # type: ignore[import-not-found,unused-ignore]
         OpenAIProvider,
     )
 
-    model = OpenAIModel("m", provider=OpenAIProvider(base_url=url, api_key="x"))
+    # OpenAIChatModel since 1.0; OpenAIModel, its name before, is gone in 2.0
+    chat = getattr(models, "OpenAIChatModel", None) or models.OpenAIModel
+    model = chat("m", provider=OpenAIProvider(base_url=url, api_key="x"))
     agent = Agent(model, system_prompt=SYSTEM)
 
     @agent.tool_plain  # type: ignore[untyped-decorator,unused-ignore]
