@@ -170,7 +170,8 @@ cdef class Signal:
         the time ran out. Interruptible as a lock's ``acquire`` is (Ctrl-C).
 
         Raises:
-            ValueError: ``timeout`` is negative.
+            ValueError: ``timeout`` is negative or NaN.
+            OverflowError: ``timeout`` is over ``threading.TIMEOUT_MAX``.
         """
         return _wait(None, self, timeout)
 
@@ -189,8 +190,8 @@ cdef bint _wait(Signal give, Signal wait, object timeout) except -1:
     cdef PyThread_type_lock theirs = NULL
     if timeout is not None:
         seconds = timeout
-        if seconds < 0:
-            raise ValueError("timeout must be None or at least 0")
+        if not seconds >= 0:  # also NaN
+            raise ValueError("timeout must be None or a number of seconds from 0")
         if seconds > _TIMEOUT_MAX:
             raise OverflowError("timeout value is too large")
         us = _microseconds(seconds)
@@ -225,9 +226,11 @@ cdef bint _wait(Signal give, Signal wait, object timeout) except -1:
 
 
 def hand_off(Signal give, Signal wait not None, timeout=None):
-    """Give ``give`` (unless None), then wait for ``wait`` as ``Signal.wait`` does.
+    """Give ``give`` (unless None), then wait for ``wait`` as ``Signal.wait`` does
+    (a bad ``timeout`` is refused before the give).
 
     Raises:
-        ValueError: ``timeout`` is negative.
+        ValueError: ``timeout`` is negative or NaN.
+        OverflowError: ``timeout`` is over ``threading.TIMEOUT_MAX``.
     """
     return _wait(give, wait, timeout)

@@ -77,48 +77,54 @@ class Signal:
     it gives visible (appends it to a queue) before it gives.
     """
 
-    __slots__ = ("_given", "_guard", "_lock")
+    __slots__ = ("_cond", "_given")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lock.acquire()  # held while not given
-        self._guard = threading.Lock()
+        # one flag under one lock: an exception (Ctrl-C) between two steps of a wait
+        # or a give cannot leave the two out of step
+        self._cond = threading.Condition(threading.Lock())
         self._given = False
 
     def give(self) -> None:
         """Wake the waiter, or the next wait when none is waiting (any thread)."""
-        with self._guard:
+        with self._cond:
             if not self._given:
                 self._given = True
-                self._lock.release()
+                self._cond.notify()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for a give, at most ``timeout`` seconds (None: for ever); False when
         the time ran out. Interruptible as a lock's ``acquire`` is (Ctrl-C).
 
         Raises:
-            ValueError: ``timeout`` is negative.
+            ValueError: ``timeout`` is negative or NaN.
+            OverflowError: ``timeout`` is over ``threading.TIMEOUT_MAX``.
         """
-        if timeout is None:
-            taken = self._lock.acquire()
-        elif timeout < 0:
-            raise ValueError("timeout must be None or at least 0")
-        else:
-            taken = self._lock.acquire(timeout=timeout)
-        if taken:
-            with self._guard:
-                self._given = False
+        _check(timeout)
+        with self._cond:
+            taken = self._cond.wait_for(lambda: self._given, timeout)
+            self._given = False
         return taken
 
 
+def _check(timeout: float | None) -> None:
+    if timeout is None:
+        return
+    if not timeout >= 0:  # also NaN
+        raise ValueError("timeout must be None or a number of seconds from 0")
+    if timeout > threading.TIMEOUT_MAX:
+        raise OverflowError("timeout value is too large")
+
+
 def hand_off(give: Signal | None, wait: Signal, timeout: float | None = None) -> bool:
-    """Give ``give`` (unless None), then wait for ``wait`` as ``Signal.wait`` does.
+    """Give ``give`` (unless None), then wait for ``wait`` as ``Signal.wait`` does
+    (a bad ``timeout`` is refused before the give).
 
     Raises:
-        ValueError: ``timeout`` is negative.
+        ValueError: ``timeout`` is negative or NaN.
+        OverflowError: ``timeout`` is over ``threading.TIMEOUT_MAX``.
     """
-    if timeout is not None and timeout < 0:
-        raise ValueError("timeout must be None or at least 0")
+    _check(timeout)
     if give is not None:
         give.give()
     return wait.wait(timeout)

@@ -212,6 +212,7 @@ class PlainHTTP:
             if reused and not sent and isinstance(exc, httpcore.WriteError):
                 # the server closed the kept connection before the request went out
                 # whole, so it cannot have acted on it: send it on a new connection
+                self._poll = True  # and it closes kept connections unannounced
                 return self.post(target, headers, parts, timeout)
             raise _as_httpx(exc) from exc
         except httpcore.TimeoutException as exc:

@@ -455,8 +455,8 @@ class Dispatch:
                     short = pool is not None and pool.stalled
                     if short:  # calls wait behind one that may block before it starts
                         wait = _GRACE if timeout is None else min(_GRACE, timeout)
-                    wake, self._wake = self._wake, None
-                    item = self._inbox.get(wait, wake)
+                    item = self._inbox.get(wait, self._wake)  # gives it, whatever
+                    self._wake = None
                     if item is None:
                         if not short:
                             if events:  # the starts reported by _post

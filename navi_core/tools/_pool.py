@@ -51,30 +51,34 @@ class Inbox:
 
     def get_nowait(self) -> Any:
         """The oldest item, or None when there is none."""
-        items = self._items
-        return items.popleft() if items else None
+        try:
+            return self._items.popleft()
+        except IndexError:
+            return None
 
     def get(self, timeout: float | None = None, wake: Signal | None = None) -> Any:
         """The oldest item, waiting at most ``timeout`` seconds (None: for ever) for one
         to come; None when none came. ``wake`` is given first, with the GIL let go
-        before it when the poller waits (``hand_off``)."""
-        items = self._items
-        if items:
+        before it when the poller waits (``hand_off``), and given however the call
+        ends (an interrupt, a bad timeout): a wake-up lost would leave a pool thread
+        waiting for the call it was lent for."""
+        try:
+            if self._items:
+                return self.get_nowait()
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                woken = hand_off(wake, self.signal, timeout)
+                wake = None
+                item = self.get_nowait()  # also one that came as the time ran out
+                if item is not None or not woken:
+                    return item
+                if deadline is not None:  # a wake for an item taken already: wait on
+                    timeout = deadline - time.monotonic()
+                    if timeout <= 0:
+                        return None
+        finally:
             if wake is not None:
                 wake.give()
-            return items.popleft()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            woken = hand_off(wake, self.signal, timeout)
-            wake = None
-            if items:  # also one that came as the time ran out
-                return items.popleft()
-            if not woken:
-                return None
-            if deadline is not None:  # a wake for an item taken already: wait on
-                timeout = deadline - time.monotonic()
-                if timeout <= 0:
-                    return None
 
 
 class _Mailbox:

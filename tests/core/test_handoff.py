@@ -36,10 +36,17 @@ def test_a_wait_runs_out_after_its_timeout(core: ModuleType) -> None:
 
 
 @pytest.mark.parametrize("call", ["wait", "hand_off"])
-def test_a_negative_timeout_is_refused(core: ModuleType, call: str) -> None:
-    s = core.Signal()
-    with pytest.raises(ValueError, match="timeout"):
-        s.wait(-1) if call == "wait" else core.hand_off(None, s, -0.5)
+@pytest.mark.parametrize(
+    ("timeout", "error"),
+    [(-0.5, ValueError), (float("nan"), ValueError), (1e300, OverflowError)],
+)
+def test_a_bad_timeout_is_refused_before_the_give(
+    core: ModuleType, call: str, timeout: float, error: type[Exception]
+) -> None:
+    mine, theirs = core.Signal(), core.Signal()
+    with pytest.raises(error, match="timeout"):
+        mine.wait(timeout) if call == "wait" else core.hand_off(theirs, mine, timeout)
+    assert theirs.wait(0) is False  # not given
 
 
 def test_a_give_from_another_thread_ends_a_wait(core: ModuleType) -> None:
@@ -106,6 +113,19 @@ def test_ctrl_c_ends_a_wait(core: ModuleType) -> None:
     timer.join()
 
 
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="POSIX signals")
+def test_a_signal_interrupted_in_its_wait_still_takes_a_give(core: ModuleType) -> None:
+    s = core.Signal()
+    for _ in range(3):
+        timer = _raise_in_main_thread_after(0.02, signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            s.wait(10)
+        timer.join()
+        s.give()
+        assert s.wait(1) is True
+        assert s.wait(0) is False
+
+
 @pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX signals")
 def test_a_signal_that_raises_nothing_leaves_the_wait_to_its_timeout(
     core: ModuleType,
@@ -167,6 +187,14 @@ def test_an_inbox_always_gives_the_wake_it_is_handed() -> None:
         wake = Signal()
         assert inbox.get(0.01, wake) == item
         assert wake.wait(0) is True
+
+
+def test_an_inbox_gives_the_wake_even_when_its_get_fails() -> None:
+    inbox = Inbox()
+    wake = Signal()
+    with pytest.raises(ValueError, match="timeout"):
+        inbox.get(-1.0, wake)
+    assert wake.wait(0) is True
 
 
 def test_an_inbox_returns_an_item_put_while_it_waits() -> None:

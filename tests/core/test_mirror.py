@@ -42,7 +42,7 @@ PY_ONLY = {
     "_responses_py": set(),
     "_assemble_py": set(),
     "_pump_py": set(),
-    "_gil_py": set(),
+    "_gil_py": {"_check"},  # the timeout's checks; C makes them in _wait
     "_text_py": {
         "_ascii_class",  # build the class tables; C copies the finished ones
         "_bmp_table",
