@@ -389,6 +389,10 @@ def main() -> None:
         if isinstance(theirs, float):
             verdict = "met" if ours <= theirs else "missed"
             print(f"goal: kept <= pydantic-ai's: {ours / theirs:.2f}x ({verdict})")
+            _record.goal(
+                f"kept conversation <= pydantic-ai's ({ours / theirs:.2f}x)",
+                ours <= theirs,
+            )
 
     growth = _run("cache", str(args.limit), "cached")
     bare = _run("cache", str(args.limit), "empty")
