@@ -158,6 +158,8 @@ def serving(script: str = __file__) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait(timeout=10)
+        if server.stdout is not None:
+            server.stdout.close()
 
 
 def serve() -> None:
