@@ -22,6 +22,7 @@ import re
 import threading
 import time
 import urllib.request
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -109,9 +110,13 @@ class PlainHTTP:
     ``TransportError`` (the turn retries it) and is never sent again here: the server
     may have read it. After one such failure the client polls every kept connection
     before it reuses it, however recently it was read from.
+
+    A client that is never closed closes its kept connections when it is collected
+    (or at exit): they are its own, not sockets the program left open.
     """
 
     __slots__ = (
+        "__weakref__",
         "_backend",
         "_closed",
         "_host",
@@ -132,6 +137,7 @@ class PlainHTTP:
         self._lock = threading.Lock()
         self._closed = False
         self._poll = False  # poll every kept connection (one closed unannounced)
+        weakref.finalize(self, _close_all, self._idle)
 
     @staticmethod
     def serves(url: str, *, http2: bool) -> bool:
@@ -263,9 +269,15 @@ class PlainHTTP:
         """Close every idle connection; later responses close theirs when done."""
         with self._lock:
             self._closed = True
-            idle, self._idle = self._idle, []
-        for connection in idle:
-            connection.stream.close()
+            idle = self._idle[:]
+            self._idle.clear()
+        _close_all(idle)
+
+
+def _close_all(connections: list[_Connection]) -> None:
+    """Close ``connections``, emptying the list."""
+    while connections:
+        connections.pop().stream.close()
 
 
 class PlainResponse:

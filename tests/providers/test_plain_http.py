@@ -8,9 +8,12 @@ responses, and where httpx serves instead (HTTP/2, a proxy, a caller's own clien
 
 from __future__ import annotations
 
+import gc
 import socket
+import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -256,6 +259,22 @@ def test_requests_share_one_kept_alive_connection(loopback: LoopbackServer) -> N
     sent = loopback.requests[0]
     assert sent.headers["content-length"] == str(len(sent.body))
     assert sent.headers["authorization"] == "Bearer sk-test"
+
+
+def test_a_client_nobody_closed_closes_its_kept_connections_when_collected(
+    loopback: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    loopback.add(Reply.sse(openai_body(["kept"])))
+    provider = OpenAIChat("m", loopback.url + "/v1", "sk-test")
+    assert _text(provider) == "kept"  # its connection is kept, idle
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del provider
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+    assert unraisable == []
 
 
 def test_a_connection_the_server_closed_while_idle_is_replaced(
